@@ -1,0 +1,123 @@
+"""CLI: flags -> Settings -> run -> exit code (0 done, 2 bad input, 130/143 interrupted)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from crawler.config import ConfigError, Settings, load_settings, print_error, read_seeds
+from crawler.engine import Crawl
+from crawler.output import WriteFailed
+from crawler.report import Reporter
+from crawler.state import open_store
+
+log = logging.getLogger("crawler")
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+class _Formatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"crawler: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def _configure_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    log.handlers[:] = [handler]
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def _check_output_path(settings: Settings) -> None:
+    """-o must not overwrite the files the crawl reads."""
+    if settings.output is None:
+        return
+    for label, path in (("seeds file", settings.seeds), ("config file", settings.config)):
+        if (
+            path
+            and path != "-"
+            and os.path.exists(path)
+            and os.path.exists(settings.output)
+            and os.path.samefile(path, settings.output)
+        ):
+            raise ConfigError(f"-o {settings.output} is the {label}; refusing to overwrite it")
+    directory = os.path.dirname(os.path.abspath(settings.output))
+    if not os.path.isdir(directory):
+        raise ConfigError(f"cannot write {settings.output}: directory {directory} does not exist")
+    if os.path.isdir(settings.output):
+        raise ConfigError(f"cannot write {settings.output}: it is a directory")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    _configure_logging()
+    try:
+        settings = load_settings(argv)
+        seeds = read_seeds(settings.seeds)
+        _check_output_path(settings)
+        store = open_store(settings, seeds)
+    except ConfigError as exc:
+        print_error(str(exc))
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        print_error(f"cannot open {exc.filename}: {exc.strerror}")
+        return EXIT_BAD_INPUT
+    crawl = Crawl(settings, seeds, store, store.stats)
+    code = _run(settings, crawl)
+    if crawl.failure is not None:
+        print_error(str(crawl.failure))
+        code = EXIT_FAILED
+    return code
+
+
+def _run(settings: Settings, crawl: Crawl) -> int:
+    received: list[int] = []
+    reporter = Reporter(crawl, settings)
+
+    async def supervise() -> None:
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signum: int) -> None:
+            if received:  # second signal: the state is consistent after every commit
+                os._exit(SIGNAL_EXIT_CODES[signum])
+            received.append(signum)
+            log.warning(
+                "interrupted: finishing requests in flight (%s again to quit now)",
+                signal.Signals(signum).name,
+            )
+            crawl.stop()
+
+        for signum in SIGNAL_EXIT_CODES:
+            loop.add_signal_handler(signum, on_signal, signum)
+        async with reporter:
+            await crawl.run()
+
+    try:
+        _event_loop_runner(settings.uvloop)(supervise())
+    except WriteFailed as exc:
+        crawl.failure = exc
+    finally:
+        crawl.store.close()
+    reporter.summary()
+    return SIGNAL_EXIT_CODES[received[0]] if received else EXIT_OK
+
+
+def _event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, None]], None]:
+    if use_uvloop:
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.run
+    return asyncio.run
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,417 @@
+"""Settings: defaults < config TOML < flags, validated into one frozen object.
+
+Every setting is one `Option`; the argparse flags, the TOML keys and the
+validation all come from the same table, so a key is a flag and a flag is a key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import re
+import sys
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from crawler import __version__
+
+
+class ConfigError(Exception):
+    """A setting the user gave is wrong; the message is fit to print as it is."""
+
+
+DEFAULT_USER_AGENT = f"crawler/{__version__} (+https://github.com/crawler-project/crawler#readme)"
+
+
+@dataclass(frozen=True)
+class Settings:
+    seeds: str | None = None
+    output: str | None = None
+    max_depth: int = 5
+    max_pages: int = 0
+    concurrency: int = 16
+    per_host: int = 4
+    delay: float = 0.0
+    max_crawl_delay: float = 30.0
+    max_retry_after: float = 120.0
+    timeout: float = 30.0
+    max_bytes: int = 10 * 1024 * 1024
+    max_redirects: int = 10
+    retries: int = 2
+    allow_host: tuple[str, ...] = ()
+    any_host: bool = False
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    max_url_length: int = 2083
+    expected_urls: int = 1_000_000
+    fp_rate: float = 1e-6
+    user_agent: str = DEFAULT_USER_AGENT
+    ignore_robots: bool = False
+    state: str | None = None
+    fresh: bool = False
+    force_resume: bool = False
+    drain_timeout: float = 5.0
+    stats: str | None = None
+    quiet: bool = False
+    uvloop: bool = True
+    config: str | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    kind: str  # "int", "float", "bool", "str", "path", "list"
+    help: str
+    check: Callable[[Any], str | None] | None = None
+    short: str | None = None
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def _at_least(low: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= low else f"must be >= {low:g}"
+
+
+def _positive(v: float) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+def _probability(v: float) -> str | None:
+    return None if 0 < v < 1 else "must be between 0 and 1 (exclusive)"
+
+
+def _regexes(patterns: Sequence[str]) -> str | None:
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            return f"has an invalid regular expression {pattern!r}: {exc}"
+    return None
+
+
+def _host_patterns(patterns: Sequence[str]) -> str | None:
+    for pattern in patterns:
+        if not re.fullmatch(r"(\*\.)?[^\s/*?#@]+", pattern):
+            return f"has an invalid host {pattern!r} (expected e.g. example.com or *.example.com)"
+    return None
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("output", "path", "write JSON lines here instead of stdout", short="-o", metavar="FILE"),
+    Option(
+        "max_depth",
+        "int",
+        "fetch pages up to this many links from a seed (seeds are 0)",
+        _at_least(0),
+        metavar="N",
+    ),
+    Option(
+        "max_pages",
+        "int",
+        "stop after this many records; 0 means no limit",
+        _at_least(0),
+        metavar="N",
+    ),
+    Option(
+        "concurrency",
+        "int",
+        "requests in flight at once, over all hosts",
+        _at_least(1),
+        metavar="N",
+    ),
+    Option("per_host", "int", "requests in flight at once to one host", _at_least(1), metavar="N"),
+    Option(
+        "delay",
+        "float",
+        "minimum seconds between the starts of two requests to one host",
+        _at_least(0),
+        metavar="S",
+    ),
+    Option(
+        "max_crawl_delay",
+        "float",
+        "cap on a robots.txt Crawl-delay, in seconds",
+        _at_least(0),
+        metavar="S",
+    ),
+    Option(
+        "max_retry_after",
+        "float",
+        "longest Retry-After or backoff to wait for, in seconds; past it the URL fails",
+        _at_least(0),
+        metavar="S",
+    ),
+    Option(
+        "timeout", "float", "total seconds allowed for one HTTP request", _positive, metavar="S"
+    ),
+    Option(
+        "max_bytes",
+        "int",
+        "read at most this many body bytes; longer bodies are truncated",
+        _at_least(1),
+        metavar="N",
+    ),
+    Option("max_redirects", "int", "redirect hops to follow per URL", _at_least(0), metavar="N"),
+    Option(
+        "retries",
+        "int",
+        "retries after a connection error, timeout, 429 or 5xx",
+        _at_least(0),
+        metavar="N",
+    ),
+    Option(
+        "allow_host",
+        "list",
+        "also crawl this host; *.example.com matches subdomains (repeatable)",
+        _host_patterns,
+        metavar="HOST",
+    ),
+    Option("any_host", "bool", "crawl every host, not only the seeds' hosts"),
+    Option(
+        "include",
+        "list",
+        "only follow URLs matching this regex (repeatable)",
+        _regexes,
+        metavar="REGEX",
+    ),
+    Option(
+        "exclude",
+        "list",
+        "never follow URLs matching this regex (repeatable)",
+        _regexes,
+        metavar="REGEX",
+    ),
+    Option("max_url_length", "int", "drop URLs longer than this", _at_least(16), metavar="N"),
+    Option(
+        "expected_urls",
+        "int",
+        "URLs the visited set is sized for before it grows",
+        _at_least(1),
+        metavar="N",
+    ),
+    Option(
+        "fp_rate",
+        "float",
+        "target false-positive rate of the visited set",
+        _probability,
+        metavar="P",
+    ),
+    Option(
+        "user_agent",
+        "str",
+        "User-Agent header, also matched against robots.txt",
+        lambda v: None if v.strip() else "must not be empty",
+        metavar="UA",
+    ),
+    Option("ignore_robots", "bool", "do not fetch or obey robots.txt"),
+    Option(
+        "state", "path", "keep crawl state here; rerunning with the same DIR resumes", metavar="DIR"
+    ),
+    Option("fresh", "bool", "discard the state in --state DIR and start over"),
+    Option("force_resume", "bool", "resume even if the crawl's settings changed"),
+    Option(
+        "drain_timeout",
+        "float",
+        "seconds in-flight requests get to finish after Ctrl-C",
+        _at_least(0),
+        metavar="S",
+    ),
+    Option("stats", "path", "write JSON stats here every 10 s and at the end", metavar="FILE"),
+    Option("quiet", "bool", "no progress display or summary on stderr"),
+    Option("uvloop", "bool", "use uvloop when it is installed"),
+)
+
+_BY_NAME = {option.name: option for option in OPTIONS}
+_TOML_ONLY = {"seeds"}  # the positional argument, also settable in the config file
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+        raise ConfigError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="crawler",
+        description="Crawl from the seed URLs in a file; print one JSON record per page.",
+        argument_default=argparse.SUPPRESS,
+    )
+    parser.add_argument(
+        "seeds", nargs="?", metavar="SEEDS", help="file with one URL per line, or - for stdin"
+    )
+    parser.add_argument(
+        "--config", metavar="FILE", help="TOML file whose keys are these flags' long names"
+    )
+    parser.add_argument("--version", action="version", version=f"crawler {__version__}")
+    defaults = Settings()
+    for option in OPTIONS:
+        names = [option.flag] + ([option.short] if option.short else [])
+        default = getattr(defaults, option.name)
+        help_text = (
+            option.help
+            if option.kind in ("bool", "list") or default in (None, "")
+            else f"{option.help} (default {default})"
+        )
+        if option.kind == "bool":
+            parser.add_argument(
+                *names,
+                dest=option.name,
+                action=argparse.BooleanOptionalAction,
+                help=f"{option.help} (default {'on' if default else 'off'})",
+            )
+        elif option.kind == "list":
+            parser.add_argument(
+                *names, dest=option.name, action="append", metavar=option.metavar, help=help_text
+            )
+        else:
+            parser.add_argument(*names, dest=option.name, metavar=option.metavar, help=help_text)
+    return parser
+
+
+def _convert(kind: str, raw: Any, from_toml: bool) -> Any:
+    """Turn a flag string or a TOML value into the setting's type, or say what is wrong."""
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        raise ValueError("must be true or false")
+    if kind == "list":
+        items = [raw] if isinstance(raw, str) else raw
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise ValueError("must be a string or a list of strings")
+        return tuple(items)
+    if kind in ("str", "path"):
+        if not isinstance(raw, str):
+            raise ValueError("must be a string")
+        if kind == "path" and not raw:
+            raise ValueError("must not be empty")
+        return raw
+    if kind == "int":
+        if isinstance(raw, bool) or (from_toml and not isinstance(raw, int)):
+            raise ValueError("must be an integer")
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"must be an integer, got {raw!r}") from None
+    if kind == "float":
+        if isinstance(raw, bool) or (from_toml and not isinstance(raw, int | float)):
+            raise ValueError("must be a number")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"must be a number, got {raw!r}") from None
+        if not math.isfinite(value):
+            raise ValueError(f"must be a finite number, got {raw!r}")
+        return value
+    raise AssertionError(kind)
+
+
+def _validated(name: str, raw: Any, config_path: str | None) -> Any:
+    """Check one value; `config_path` is the TOML file it came from, None for a flag."""
+    option = _BY_NAME.get(name) or Option(name, "path", "")
+    from_toml = config_path is not None
+    label = f"{config_path}: key '{name}'" if from_toml else option.flag
+    try:
+        value = _convert(option.kind, raw, from_toml)
+    except ValueError as exc:
+        raise ConfigError(f"{label} {exc}") from None
+    problem = option.check(value) if option.check else None
+    if problem:
+        shown = list(value) if isinstance(value, tuple) else value
+        raise ConfigError(f"{label} {problem}, got {shown!r}")
+    return value
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    values = {}
+    for key, raw in data.items():
+        if key not in _BY_NAME and key not in _TOML_ONLY:
+            raise ConfigError(f"{path}: unknown key '{key}'")
+        values[key] = _validated(key, raw, path)
+    return values
+
+
+def load_settings(argv: Sequence[str] | None = None) -> Settings:
+    """Defaults, then the --config file, then the flags; raise ConfigError on bad input."""
+    args = vars(build_parser().parse_args(argv))
+    config_path = args.pop("config", None)
+    values: dict[str, Any] = read_config_file(config_path) if config_path else {}
+    for name, raw in args.items():
+        values[name] = raw if name == "seeds" else _validated(name, raw, None)
+    settings = Settings(config=config_path, **values)
+    return _check_combination(settings)
+
+
+def _check_combination(settings: Settings) -> Settings:
+    if settings.seeds is None:
+        raise ConfigError("no seeds file given (usage: crawler SEEDS [options])")
+    if settings.state is not None and settings.output is None:
+        raise ConfigError("--state needs -o FILE: stdout cannot be reconciled after a crash")
+    if settings.fresh and settings.state is None:
+        raise ConfigError("--fresh only makes sense with --state DIR")
+    if settings.per_host > settings.concurrency:
+        settings = replace(settings, per_host=settings.concurrency)
+    return settings
+
+
+def print_error(message: str) -> None:
+    print(f"crawler: error: {message}", file=sys.stderr)
+
+
+def read_seeds(path: str) -> list[str]:
+    """Canonical seed URLs from a file (or stdin for "-"); bad lines are skipped with a warning."""
+    from crawler.urls import canonicalize
+
+    name = "stdin" if path == "-" else path
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else _read_file(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot read seeds file {path}: {exc.strerror}") from None
+    seeds = []
+    lines = data.splitlines()
+    for number, raw in enumerate(lines, 1):
+        try:
+            line = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
+        except UnicodeDecodeError:
+            _warn(f"{name}:{number}: skipped, not UTF-8 text")
+            continue
+        if not line or line.startswith("#"):
+            continue
+        url = canonicalize(line)
+        if url is None:
+            _warn(f"{name}:{number}: skipped, not an absolute http(s) URL: {line[:200]!r}")
+        else:
+            seeds.append(url)
+    if not seeds:
+        if not any(raw.strip() for raw in lines):
+            raise ConfigError(f"seeds file {name} is empty")
+        raise ConfigError(f"seeds file {name} has no valid http(s) URL")
+    return seeds
+
+
+def _read_file(path: str) -> bytes:
+    if not os.path.exists(path):
+        raise ConfigError(f"seeds file not found: {path}")
+    if os.path.isdir(path):
+        raise ConfigError(f"seeds file {path} is a directory")
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _warn(message: str) -> None:
+    logging.getLogger("crawler").warning(message)

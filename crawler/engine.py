@@ -1,0 +1,275 @@
+"""The crawl loop: frontier + workers + visited set + stop conditions.
+
+    seed -> canonical URL -> visited check -> frontier -> fetch -> parse -> links
+         -> canonical URL -> visited check -> frontier, and each page -> one record
+
+N workers share one aiohttp session. Each takes the next job the host
+scheduler allows, fetches it, and hands the page's record and its new links to
+the store in one synchronous step, so output and frontier always agree. The
+crawl is over when no host has work and no worker holds any, when --max-pages
+records are written, or when `stop()` is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import aiohttp
+
+from crawler.bloom import BloomFilter
+from crawler.charset import decode_html
+from crawler.config import Settings
+from crawler.fetch import ACCEPT_ENCODING, Fetcher, Hop, Response
+from crawler.frontier import Frontier, Request
+from crawler.output import WriteFailed, encode, record
+from crawler.parse import parse_html, robots_directives_forbid_following
+from crawler.politeness import (
+    ROBOTS_MAX_BYTES,
+    ROBOTS_MAX_REDIRECTS,
+    HostScheduler,
+    Robots,
+    RobotsFetch,
+    backoff_s,
+)
+from crawler.stats import Stats
+from crawler.urls import Scope, canonical_links, canonicalize, visit_key
+
+log = logging.getLogger(__name__)
+
+THROTTLE_STATUSES = frozenset({429, 503})
+
+
+class Visited(Protocol):
+    def add(self, key: str) -> bool: ...
+    def add_many(self, keys: Sequence[str]) -> list[bool]: ...
+
+
+class Store(Protocol):
+    """Where the crawl keeps what it must not lose: visited set, frontier, output."""
+
+    visited: Visited
+    bloom: BloomFilter
+    frontier: Frontier
+    resumed: bool
+
+    def commit(
+        self, done: Request | None, line: bytes | None, new: list[Request], claimed: list[str]
+    ) -> None:
+        """Atomically: write `done`'s record `line`, queue `new`, and make the visited-set
+        claims of `new` and of the redirect targets `claimed` permanent."""
+
+    def close(self) -> None: ...
+
+
+def open_session(settings: Settings) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
+    return aiohttp.ClientSession(
+        connector=connector,
+        headers={
+            "User-Agent": settings.user_agent,
+            "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        },
+        auto_decompress=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        trust_env=False,
+    )
+
+
+class Crawl:
+    """One crawl's state; `await Crawl(...).run()` crawls until done or stopped."""
+
+    def __init__(
+        self, settings: Settings, seeds: Sequence[str], store: Store, stats: Stats | None = None
+    ) -> None:
+        self.settings = settings
+        self.seeds = list(seeds)
+        self.store = store
+        self.stats = stats or Stats()
+        self.scope = Scope(
+            seeds,
+            settings.allow_host,
+            settings.any_host,
+            settings.include,
+            settings.exclude,
+            settings.max_url_length,
+        )
+        self.scheduler: HostScheduler | None = None
+        self._workers: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self.failure: WriteFailed | None = None
+
+    async def run(self) -> None:
+        settings = self.settings
+        async with open_session(settings) as session:
+            self._fetcher = Fetcher(
+                session, settings.timeout, settings.max_bytes, settings.max_redirects
+            )
+            robots_fetcher = Fetcher(
+                session, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
+            )
+            self._robots = Robots(
+                robots_fetcher,
+                settings.user_agent,
+                enabled=not settings.ignore_robots,
+                retries=settings.retries,
+            )
+            remaining = settings.max_pages - self.stats.records if settings.max_pages else None
+            if remaining is not None and remaining <= 0:
+                return
+            self.scheduler = HostScheduler(
+                self.store.frontier,
+                self._robots,
+                per_host=settings.per_host,
+                delay_s=settings.delay,
+                max_crawl_delay_s=settings.max_crawl_delay,
+                max_retry_after_s=settings.max_retry_after,
+                max_pages=remaining or 0,
+                on_disallowed=self._record_disallowed,
+            )
+            if not self.store.resumed:
+                self._enqueue_seeds()
+            self._workers = [
+                asyncio.create_task(self._worker()) for _ in range(settings.concurrency)
+            ]
+            await asyncio.gather(*self._workers, return_exceptions=True)
+
+    def stop(self, drain: bool = True) -> None:
+        """Take no new URLs; in-flight requests get --drain-timeout seconds to finish."""
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        if not drain:
+            self._cancel_workers()
+        elif not self._stopping:
+            asyncio.get_running_loop().call_later(self.settings.drain_timeout, self._cancel_workers)
+        self._stopping = True
+
+    def _cancel_workers(self) -> None:
+        for worker in self._workers:
+            worker.cancel()
+
+    def _enqueue_seeds(self) -> None:
+        fresh = [
+            Request(url, 0, None) for url in self.seeds if self.store.visited.add(visit_key(url))
+        ]
+        self.store.commit(None, None, fresh, [])
+        self.scheduler.add(fresh)
+
+    async def _worker(self) -> None:
+        scheduler = self.scheduler
+        while (job := await scheduler.next_job()) is not None:
+            try:
+                if isinstance(job, RobotsFetch):
+                    await scheduler.fetch_robots(job)
+                else:
+                    await self._crawl(job)
+            except WriteFailed as exc:  # records have nowhere to go: the crawl cannot go on
+                self.failure = exc
+                self.stop(drain=False)
+                return
+
+    async def _crawl(self, request: Request) -> None:
+        started = time.monotonic()
+        throttled = False
+        try:
+            response = await self._fetcher.fetch(
+                request.location or request.url, self._admit_hop, request.redirects
+            )
+            request.hops.extend(response.hops)
+            throttled = response.error is None and response.status in THROTTLE_STATUSES
+            if self._retried(request, response, throttled):
+                return
+            fields, follow = self._page(request, response, time.monotonic() - started)
+            new = self._new_requests(request, follow)
+        except Exception:  # a bug must cost one page, not the crawl
+            log.exception("internal error on %s", request.url)
+            fields, new = (
+                record(request.url, request.depth, request.referrer, error="internal_error"),
+                [],
+            )
+        self._commit(request, fields, new)
+        self.scheduler.release(request, throttled=throttled)
+
+    def _retried(self, request: Request, response: Response, throttled: bool) -> bool:
+        """Send `request` back to its host's line if the failure is worth another try."""
+        if not response.retryable or request.attempt >= self.settings.retries:
+            return False
+        wait_s = (response.retry_after_s() if throttled else None) or backoff_s(request.attempt)
+        if wait_s > self.settings.max_retry_after:
+            response.error = "retry_after_too_long"
+            return False
+        request.location, request.redirects = response.url, response.redirects
+        self.stats.retries += 1
+        self.scheduler.retry(request, wait_s, throttled=throttled)
+        return True
+
+    def _page(
+        self, request: Request, response: Response, elapsed_s: float
+    ) -> tuple[dict[str, Any], list[str]]:
+        """The record of a fetched URL, and the links on it to follow."""
+        fields = record(
+            request.url,
+            request.depth,
+            request.referrer,
+            final_url=response.final_url or response.url,
+            status=response.status,
+            elapsed_ms=round(elapsed_s * 1000, 1),
+            content_type=response.content_type,
+            bytes=len(response.body) if response.status is not None else None,
+            error=response.error,
+            truncated=response.truncated,
+        )
+        status = response.status or 0
+        if response.error is not None or 300 <= status < 400 or not response.is_html:
+            return fields, []
+        page = parse_html(decode_html(response.body, response.content_type))
+        base = response.url
+        if page.base_href:
+            base = canonicalize(page.base_href, base) or base
+        fields["title"] = page.title
+        fields["links"] = links = canonical_links(page.hrefs, base)
+        robots_header = response.headers.get("X-Robots-Tag", "")
+        if (
+            page.nofollow
+            or robots_directives_forbid_following(robots_header)
+            or not 200 <= status < 300
+        ):
+            return fields, []
+        return fields, links
+
+    def _new_requests(self, request: Request, links: list[str]) -> list[Request]:
+        """Links to follow that no one has claimed yet, claimed now, as requests."""
+        depth = request.depth + 1
+        if not links or depth > self.settings.max_depth:
+            return []  # too deep: not claimed, so a shorter path can still reach them
+        allows = self.scope.allows
+        follow = [url for url in links if allows(url)]
+        fresh = self.store.visited.add_many([visit_key(url) for url in follow])
+        return [
+            Request(url, depth, request.url) for url, new in zip(follow, fresh, strict=True) if new
+        ]
+
+    def _commit(self, request: Request, fields: dict[str, Any], new: list[Request]) -> None:
+        self.store.commit(request, encode(fields), new, request.hops)
+        self.stats.count(fields, request.host)
+        if new:
+            self.scheduler.add(new)
+
+    def _record_disallowed(self, request: Request) -> None:
+        self._commit(
+            request,
+            record(request.url, request.depth, request.referrer, error="robots_disallowed"),
+            [],
+        )
+
+    async def _admit_hop(self, target: str) -> Hop:
+        """May a redirect go on to `target`? Same checks as a link, plus robots.txt."""
+        if not self.scope.allows(target):
+            return Hop(follow=False)
+        if not await self._robots.permits(target):
+            return Hop(follow=False, error="robots_disallowed")
+        return Hop(follow=self.store.visited.add(visit_key(target)))

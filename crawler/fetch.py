@@ -1,0 +1,225 @@
+"""One URL over HTTP: timeout, size cap, content decoding, redirects followed by hand.
+
+A fetch never raises for anything the web does: timeouts, resets, garbage,
+bombs and loops all come back as a `Response` whose `error` names the kind.
+Whether a redirect is followed is asked of the caller for every hop, so each
+target goes through the same scope and visited-set checks as a link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import ssl
+import time
+import zlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from crawler.urls import canonicalize
+
+try:
+    import brotli
+except ImportError:  # brotli is optional: without it we do not ask for "br"
+    brotli = None
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+RETRY_ERRORS = frozenset({"timeout", "connection_error"})
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+ACCEPT_ENCODING = "gzip, deflate, br" if brotli else "gzip, deflate"
+_BrotliError: type[Exception] = brotli.error if brotli is not None else zlib.error
+_CHUNK_BYTES = 65536
+_REDIRECT_BODY_BYTES = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """What the caller says about a redirect target: follow it, or stop with this error."""
+
+    follow: bool
+    error: str | None = None
+
+
+Admit = Callable[[str], Awaitable[Hop]]
+
+
+@dataclass(slots=True)
+class Response:
+    url: str  # the last URL requested
+    status: int | None = None
+    content_type: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    truncated: bool = False
+    error: str | None = None
+    redirects: int = 0  # hops followed so far, this attempt and earlier ones
+    final_url: str | None = None  # where following stopped, if not at `url`
+    hops: list[str] = field(default_factory=list)  # targets admitted during this attempt
+
+    @property
+    def retryable(self) -> bool:
+        return self.error in RETRY_ERRORS or (self.error is None and self.status in RETRY_STATUSES)
+
+    @property
+    def media_type(self) -> str:
+        return (self.content_type or "").partition(";")[0].strip().lower()
+
+    @property
+    def is_html(self) -> bool:
+        if self.media_type in HTML_TYPES:
+            return True
+        if self.content_type:
+            return False
+        start = self.body[:512].lstrip().lower()  # no Content-Type: sniff as browsers do
+        return start.startswith((b"<!doctype html", b"<html", b"<head", b"<body"))
+
+    def retry_after_s(self, now: float | None = None) -> float | None:
+        """Seconds the server asked us to wait (Retry-After), if it asked."""
+        value = self.headers.get("Retry-After")
+        if value is None:
+            return None
+        value = value.strip()
+        if value.isdigit():
+            return float(value)
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None or when.tzinfo is None:
+            return None
+        return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class _Decoder:
+    """Undo Content-Encoding incrementally, never producing more than asked for."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        if encoding in ("gzip", "x-gzip"):
+            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            self._zlib = zlib.decompressobj()
+            self._raw_deflate_checked = False
+        elif encoding == "br" and brotli is not None:
+            self._brotli = brotli.Decompressor()
+        else:
+            raise ValueError(encoding)
+
+    def decompress(self, data: bytes, limit: int) -> bytes:
+        if self.encoding == "br":
+            out = self._brotli.process(data, output_buffer_limit=limit)
+            while len(out) < limit and not self._brotli.can_accept_more_data():
+                out += self._brotli.process(b"", output_buffer_limit=limit - len(out))
+            return out
+        if self.encoding == "deflate" and not self._raw_deflate_checked and data:
+            self._raw_deflate_checked = True
+            if data[0] & 0x0F != 8:  # no zlib header: some servers send raw deflate
+                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+        out = self._zlib.decompress(data, limit)
+        while len(out) < limit and self._zlib.unconsumed_tail:
+            out += self._zlib.decompress(self._zlib.unconsumed_tail, limit - len(out))
+        return out
+
+
+class BadContentEncoding(Exception):
+    """The body's Content-Encoding is unknown to us, or its data is corrupt."""
+
+
+def _decoder_for(content_encoding: str | None) -> _Decoder | None:
+    encoding = (content_encoding or "").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    try:
+        return _Decoder(encoding)
+    except ValueError:
+        raise BadContentEncoding(encoding) from None
+
+
+async def _read_body(response: aiohttp.ClientResponse, max_bytes: int) -> tuple[bytes, bool]:
+    """Up to `max_bytes` of decoded body, and whether there was more."""
+    decoder = _decoder_for(response.headers.get("Content-Encoding"))
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
+        if decoder is not None:
+            try:
+                chunk = decoder.decompress(chunk, max_bytes + 1 - size)
+            except (zlib.error, _BrotliError) as exc:
+                raise BadContentEncoding(str(exc)) from None
+        parts.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            body = b"".join(parts)
+            return body[:max_bytes], True
+    return b"".join(parts), False
+
+
+def _error_kind(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+        return "timeout"
+    if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
+        return "ssl_error"
+    if isinstance(exc, aiohttp.ClientResponseError | aiohttp.http_exceptions.HttpProcessingError):
+        return "invalid_response"
+    if isinstance(exc, BadContentEncoding):
+        return "decoding_error"
+    return "connection_error"
+
+
+class Fetcher:
+    """Fetches URLs over one shared aiohttp session."""
+
+    def __init__(
+        self, session: aiohttp.ClientSession, timeout_s: float, max_bytes: int, max_redirects: int
+    ) -> None:
+        self._session = session
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._max_bytes = max_bytes
+        self._max_redirects = max_redirects
+
+    async def fetch(self, url: str, admit: Admit, redirects: int = 0) -> Response:
+        """GET `url`, following redirects that `admit` allows, up to the redirect limit.
+
+        `redirects` is how many hops an earlier attempt already followed to reach `url`.
+        """
+        hops: list[str] = []
+        response = await self.get(url)
+        while response.status in REDIRECT_STATUSES and response.error is None:
+            location = response.headers.get("Location")
+            if location is None:
+                break
+            target = canonicalize(location, base=response.url)
+            if target is None:
+                response.error = "invalid_redirect"
+                break
+            if redirects >= self._max_redirects:
+                response.error = "too_many_redirects"
+                break
+            hop = await admit(target)
+            if not hop.follow:
+                response.final_url, response.error = target, hop.error
+                break
+            redirects += 1
+            hops.append(target)
+            response = await self.get(target)
+        response.redirects, response.hops = redirects, hops
+        return response
+
+    async def get(self, url: str, max_bytes: int | None = None) -> Response:
+        """One GET, no redirects followed."""
+        response = Response(url)
+        limit = self._max_bytes if max_bytes is None else max_bytes
+        try:
+            async with self._session.get(url, allow_redirects=False, timeout=self._timeout) as r:
+                response.status = r.status
+                response.headers = r.headers
+                response.content_type = r.headers.get("Content-Type")
+                if r.status in REDIRECT_STATUSES:
+                    limit = min(limit, _REDIRECT_BODY_BYTES)
+                response.body, response.truncated = await _read_body(r, limit)
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError, BadContentEncoding) as exc:
+            response.error = _error_kind(exc)
+        return response

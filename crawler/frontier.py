@@ -1,0 +1,170 @@
+"""The frontier: URLs waiting to be fetched, one FIFO per host, behind a small interface.
+
+`MemoryFrontier` keeps them in deques. `SqliteFrontier` keeps them in a SQLite
+table and holds only a bounded buffer per host in memory, so a frontier of
+millions of URLs does not grow the process; the state directory uses it.
+Both give the same order: first in, first out within a host, which with depth
+growing by one per link makes the crawl breadth-first.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from crawler.urls import host_of
+
+
+@dataclass(slots=True)
+class Request:
+    url: str  # canonical, as first seen
+    depth: int
+    referrer: str | None
+    seq: int = 0  # position in a disk frontier
+    # What an earlier attempt left: where to resume after redirects, and which
+    # redirect targets it already claimed in the visited set.
+    attempt: int = 0
+    location: str | None = None
+    redirects: int = 0
+    hops: list[str] = field(default_factory=list)
+
+    @property
+    def host(self) -> str:
+        return host_of(self.url)
+
+
+class Frontier(Protocol):
+    def push(self, requests: Iterable[Request]) -> None: ...
+    def peek(self, host: str) -> Request | None: ...
+    def pop(self, host: str) -> Request | None: ...
+    def hosts(self) -> list[str]: ...
+    def __len__(self) -> int: ...
+
+
+class MemoryFrontier:
+    def __init__(self) -> None:
+        self._queues: dict[str, deque[Request]] = {}
+        self._size = 0
+
+    def push(self, requests: Iterable[Request]) -> None:
+        for request in requests:
+            queue = self._queues.get(request.host)
+            if queue is None:
+                queue = self._queues[request.host] = deque()
+            queue.append(request)
+            self._size += 1
+
+    def peek(self, host: str) -> Request | None:
+        queue = self._queues.get(host)
+        return queue[0] if queue else None
+
+    def pop(self, host: str) -> Request | None:
+        queue = self._queues.get(host)
+        if not queue:
+            return None
+        self._size -= 1
+        request = queue.popleft()
+        if not queue:
+            del self._queues[host]
+        return request
+
+    def hosts(self) -> list[str]:
+        return list(self._queues)
+
+    def __len__(self) -> int:
+        return self._size
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS frontier (
+    seq INTEGER PRIMARY KEY,
+    host TEXT NOT NULL,
+    url TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    referrer TEXT
+);
+CREATE INDEX IF NOT EXISTS frontier_by_host ON frontier (host, seq);
+"""
+
+
+class SqliteFrontier:
+    """Rows in a `frontier` table of a connection the caller commits; a buffer per host.
+
+    A row stays until `remove()` deletes it when its page is done, so after a
+    crash every URL that was queued or in flight is queued again.
+    """
+
+    def __init__(self, db: sqlite3.Connection, buffer_per_host: int = 64) -> None:
+        self._db = db
+        self._buffer_size = buffer_per_host
+        db.executescript(_SCHEMA)
+        self._buffers: dict[str, deque[Request]] = {}
+        self._unbuffered: dict[str, int] = {}  # rows on disk not yet in a buffer
+        self._after: dict[str, int] = {}  # last seq read into the buffer
+        self._size = 0
+        for host, count in db.execute("SELECT host, count(*) FROM frontier GROUP BY host"):
+            self._unbuffered[host] = count
+            self._size += count
+
+    def push(self, requests: Iterable[Request]) -> None:
+        for request in requests:
+            host = request.host
+            cursor = self._db.execute(
+                "INSERT INTO frontier (host, url, depth, referrer) VALUES (?, ?, ?, ?)",
+                (host, request.url, request.depth, request.referrer),
+            )
+            request.seq = cursor.lastrowid or 0
+            buffer = self._buffers.setdefault(host, deque())
+            if not self._unbuffered.get(host) and len(buffer) < self._buffer_size:
+                buffer.append(request)
+                self._after[host] = request.seq
+            else:
+                self._unbuffered[host] = self._unbuffered.get(host, 0) + 1
+            self._size += 1
+
+    def _fill(self, host: str) -> deque[Request]:
+        buffer = self._buffers.setdefault(host, deque())
+        if not buffer and self._unbuffered.get(host):
+            rows = self._db.execute(
+                "SELECT seq, url, depth, referrer FROM frontier WHERE host = ? AND seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (host, self._after.get(host, 0), self._buffer_size),
+            )
+            for seq, url, depth, referrer in rows:
+                buffer.append(Request(url, depth, referrer, seq=seq))
+                self._after[host] = seq
+            self._unbuffered[host] -= len(buffer)
+        return buffer
+
+    def peek(self, host: str) -> Request | None:
+        buffer = self._fill(host)
+        return buffer[0] if buffer else None
+
+    def pop(self, host: str) -> Request | None:
+        buffer = self._fill(host)
+        if not buffer:
+            return None
+        self._size -= 1
+        request = buffer.popleft()
+        if not buffer and not self._unbuffered.get(host):
+            del self._buffers[host]
+            self._unbuffered.pop(host, None)
+        return request
+
+    def remove(self, request: Request) -> None:
+        """The request's page is done: its row goes (inside the caller's transaction)."""
+        if request.seq:
+            self._db.execute("DELETE FROM frontier WHERE seq = ?", (request.seq,))
+
+    def hosts(self) -> list[str]:
+        return [
+            h
+            for h in {*self._buffers, *self._unbuffered}
+            if self._buffers.get(h) or self._unbuffered.get(h)
+        ]
+
+    def __len__(self) -> int:
+        return self._size

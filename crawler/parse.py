@@ -1,0 +1,36 @@
+"""HTML -> title, link hrefs, <base href> and meta robots, with selectolax (Lexbor)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from selectolax.lexbor import LexborHTMLParser
+
+
+@dataclass(slots=True)
+class ParsedPage:
+    title: str | None
+    hrefs: list[str]  # as written in the page, in page order
+    base_href: str | None
+    nofollow: bool
+
+
+def robots_directives_forbid_following(content: str) -> bool:
+    """True when a meta robots or X-Robots-Tag value says not to follow links."""
+    directives = {d.strip().lower() for d in content.replace(";", ",").split(",")}
+    return bool(directives & {"nofollow", "none"})
+
+
+def parse_html(text: str) -> ParsedPage:
+    tree = LexborHTMLParser(text)
+    title_node = tree.css_first("title")
+    title = " ".join(title_node.text().split()) if title_node is not None else None
+    base_node = tree.css_first("base[href]")
+    base_href = base_node.attributes.get("href") if base_node is not None else None
+    nofollow = False
+    for meta in tree.css("meta[name][content]"):
+        attributes = meta.attributes
+        if (attributes.get("name") or "").strip().lower() == "robots":
+            nofollow = nofollow or robots_directives_forbid_following(attributes["content"] or "")
+    hrefs = [node.attributes.get("href") or "" for node in tree.css("a[href], area[href]")]
+    return ParsedPage(title=title, hrefs=hrefs, base_href=base_href, nofollow=nofollow)

@@ -1,0 +1,435 @@
+"""Politeness: robots.txt, and the per-host slots that decide what is fetched next.
+
+`Robots` fetches robots.txt once per scheme://host:port (RFC 9309, parsed by
+protego) and answers whether a URL may be fetched.
+
+`HostScheduler` hands requests to workers. Each host has its own FIFO (in the
+frontier), a cap on requests in flight, and a time before which its next
+request may not start: `--delay`, raised by robots.txt Crawl-delay, doubled by
+429/503 answers and by Retry-After. Hosts that have work sit in a heap ordered
+by that time, so a worker always takes from a host that is ready now and never
+waits on a throttled host while another one has work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import math
+import random
+import re
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from protego import Protego
+
+from crawler.fetch import Fetcher, Hop
+from crawler.frontier import Frontier, Request
+from crawler.urls import origin_of
+
+log = logging.getLogger(__name__)
+
+ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 asks parsers to read at least 500 KiB
+ROBOTS_MAX_REDIRECTS = 5
+UNREACHABLE_HOLD_S = 60.0  # how long an unreachable robots.txt keeps its host disallowed
+BACKOFF_BASE_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsRules:
+    parser: Protego | None = None  # None: everything allowed, or everything denied
+    deny_all: bool = False
+    expires_at: float = math.inf  # time.monotonic()
+    crawl_delay_s: float = 0.0
+
+
+ALLOW_ALL = RobotsRules()
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsFetch:
+    """A job for a worker: fetch robots.txt for `origin`, whose host slot it occupies."""
+
+    host: str
+    origin: str
+
+
+def product_token(user_agent: str) -> str:
+    """The part of a User-Agent that robots.txt groups are matched against."""
+    match = re.match(r"[A-Za-z0-9_-]+", user_agent.strip())
+    return match.group(0) if match else user_agent
+
+
+def backoff_s(attempt: int) -> float:
+    """Exponential backoff with jitter: about 0.5 s, 1 s, 2 s, ..."""
+    return BACKOFF_BASE_S * 2**attempt * random.uniform(0.5, 1.5)
+
+
+class Robots:
+    """robots.txt per origin: fetched once, cached for the crawl."""
+
+    def __init__(self, fetcher: Fetcher, user_agent: str, enabled: bool, retries: int) -> None:
+        self._fetcher = fetcher
+        self._agent = product_token(user_agent)
+        self._enabled = enabled
+        self._retries = retries
+        self._rules: dict[str, RobotsRules] = {}
+        self._pending: dict[str, asyncio.Future[RobotsRules | None]] = {}
+        self._failures: dict[str, int] = {}
+
+    def cached(self, origin: str) -> RobotsRules | None:
+        """The rules for `origin` if they are known and fresh."""
+        if not self._enabled:
+            return ALLOW_ALL
+        rules = self._rules.get(origin)
+        if rules is not None and rules.expires_at <= time.monotonic():
+            return None
+        return rules
+
+    def allows(self, rules: RobotsRules, url: str) -> bool:
+        if rules.deny_all:
+            return False
+        return rules.parser is None or rules.parser.can_fetch(url, self._agent)
+
+    async def load(self, origin: str) -> RobotsRules | None:
+        """Fetch robots.txt; None if it could not be read and should be tried again later."""
+        pending = self._pending.get(origin)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future = self._pending[origin] = asyncio.get_running_loop().create_future()
+        rules = None
+        try:
+            rules = await self._fetch(origin)
+            if rules is not None:
+                self._rules[origin] = rules
+        finally:
+            del self._pending[origin]
+            future.set_result(rules)
+        return rules
+
+    def failures(self, origin: str) -> int:
+        """Consecutive failed fetches of `origin`'s robots.txt."""
+        return self._failures.get(origin, 0)
+
+    async def permits(self, url: str) -> bool:
+        """May `url` be fetched? Fetches robots.txt first if it is not known yet."""
+        origin = origin_of(url)
+        rules = self.cached(origin) or await self.load(origin)
+        return rules is not None and self.allows(rules, url)
+
+    async def _fetch(self, origin: str) -> RobotsRules | None:
+        response = await self._fetcher.fetch(f"{origin}/robots.txt", _follow_any)
+        status = response.status
+        if response.error is None and status is not None and 200 <= status < 300:
+            self._failures.pop(origin, None)
+            return self._parse(origin, response.body)
+        if response.error is None and status is not None and 300 <= status < 500 and status != 429:
+            return ALLOW_ALL  # 4xx, or a redirect chain too long: RFC 9309 says allow
+        failures = self._failures[origin] = self._failures.get(origin, 0) + 1
+        reason = response.error or f"HTTP {status}"
+        if failures <= self._retries:
+            log.info("robots.txt of %s unreachable (%s); trying again", origin, reason)
+            return None
+        self._failures[origin] = self._retries  # one attempt per hold from now on
+        log.warning(
+            "robots.txt of %s unreachable (%s): its URLs are disallowed for %.0f s",
+            origin,
+            reason,
+            UNREACHABLE_HOLD_S,
+        )
+        return RobotsRules(deny_all=True, expires_at=time.monotonic() + UNREACHABLE_HOLD_S)
+
+    def _parse(self, origin: str, body: bytes) -> RobotsRules:
+        try:
+            parser = Protego.parse(body.decode("utf-8", "replace"))
+        except Exception as exc:  # protego on garbage: treat as no rules, but say so
+            log.warning("robots.txt of %s could not be parsed (%s); allowing all", origin, exc)
+            return ALLOW_ALL
+        delay = parser.crawl_delay(self._agent) or 0.0
+        rate = parser.request_rate(self._agent)
+        if rate is not None and rate.requests > 0:
+            delay = max(delay, rate.seconds / rate.requests)
+        return RobotsRules(parser=parser, crawl_delay_s=float(delay))
+
+
+async def _follow_any(_target: str) -> Hop:
+    return Hop(follow=True)
+
+
+class _Host:
+    __slots__ = (
+        "active",
+        "backoff_s",
+        "base_delay_s",
+        "in_heap",
+        "key",
+        "last_start",
+        "next_start",
+        "retries",
+    )
+
+    def __init__(self, key: str, delay_s: float) -> None:
+        self.key = key
+        self.active = 0
+        self.last_start = -math.inf
+        self.next_start = 0.0
+        self.base_delay_s = delay_s
+        self.backoff_s = 0.0
+        self.retries: deque[Request] = deque()  # retried requests go before the frontier's
+        self.in_heap = False
+
+    @property
+    def delay_s(self) -> float:
+        return max(self.base_delay_s, self.backoff_s)
+
+
+class HostScheduler:
+    """Decides which request starts next, honouring every per-host limit."""
+
+    def __init__(
+        self,
+        frontier: Frontier,
+        robots: Robots,
+        *,
+        per_host: int,
+        delay_s: float,
+        max_crawl_delay_s: float,
+        max_retry_after_s: float,
+        max_pages: int,
+        on_disallowed: Callable[[Request], None],
+    ) -> None:
+        self._frontier = frontier
+        self._robots = robots
+        self._per_host = per_host
+        self._delay_s = delay_s
+        self._max_crawl_delay_s = max_crawl_delay_s
+        self._max_retry_after_s = max_retry_after_s
+        self._budget = max_pages or math.inf  # records still allowed to start
+        self._on_disallowed = on_disallowed
+        self._hosts: dict[str, _Host] = {}
+        self._heap: list[tuple[float, int, _Host]] = []
+        self._tiebreak = itertools.count()
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
+        self._active = 0
+        self._retrying = 0
+        self._robots_pending: set[str] = set()
+        self._stopping = False
+        for host in frontier.hosts():
+            self._schedule(self._host(host))
+
+    # -- what the engine calls ------------------------------------------------
+
+    def add(self, requests: list[Request]) -> None:
+        """Requests just pushed to the frontier: make their hosts ready."""
+        for request in requests:
+            host = self._host(request.host)
+            if not host.in_heap:
+                self._schedule(host)
+        self._wake_one()
+
+    async def next_job(self) -> Request | RobotsFetch | None:
+        """The next request to fetch, or robots.txt to load; None when the crawl is over."""
+        while True:
+            job = self._take()
+            if job is not None:
+                if self._heap and self._heap[0][0] <= time.monotonic():
+                    self._wake_one()  # more is ready: let another worker have it
+                return job
+            if self._finished():
+                self._wake_all()
+                return None
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            self._arm_timer()
+            await waiter
+
+    def release(self, request: Request, *, throttled: bool = False) -> None:
+        """`request` got its record. `throttled`: the host answered 429 or 503."""
+        host = self._hosts[request.host]
+        self._end(host, throttled)
+        if not throttled:
+            host.backoff_s = host.backoff_s / 2 if host.backoff_s > 0.05 else 0.0
+        self._after_change(host)
+
+    def retry(self, request: Request, wait_s: float, *, throttled: bool) -> None:
+        """Try `request` again, first in its host's line, not before `wait_s` from now."""
+        host = self._hosts[request.host]
+        self._end(host, throttled)
+        request.attempt += 1
+        host.retries.appendleft(request)
+        self._retrying += 1
+        host.next_start = max(host.next_start, time.monotonic() + wait_s)
+        self._after_change(host)
+
+    async def fetch_robots(self, job: RobotsFetch) -> None:
+        """Load robots.txt in the slot `next_job` reserved for it; apply its Crawl-delay."""
+        host = self._hosts[job.host]
+        try:
+            rules = await self._robots.load(job.origin)
+        finally:
+            self._robots_pending.discard(job.origin)
+            self._end(host, throttled=False)
+        if rules is None:  # unreachable: hold the host, then ask again
+            wait_s = backoff_s(self._robots.failures(job.origin))
+            host.next_start = max(host.next_start, time.monotonic() + wait_s)
+        elif rules.crawl_delay_s:
+            delay_s = rules.crawl_delay_s
+            if delay_s > self._max_crawl_delay_s:
+                log.warning(
+                    "%s asks for Crawl-delay %g s; crawling it at the cap, %g s",
+                    job.origin,
+                    delay_s,
+                    self._max_crawl_delay_s,
+                )
+                delay_s = self._max_crawl_delay_s
+            host.base_delay_s = max(host.base_delay_s, delay_s)
+            host.next_start = max(host.next_start, host.last_start + host.delay_s)
+        self._after_change(host)
+
+    def stop(self) -> None:
+        """Hand out nothing more; workers finish what they hold."""
+        self._stopping = True
+        self._wake_all()
+
+    @property
+    def queued(self) -> int:
+        return len(self._frontier) + self._retrying
+
+    @property
+    def in_flight(self) -> int:
+        return self._active
+
+    @property
+    def host_count(self) -> int:
+        return len(self._hosts)
+
+    # -- inside ---------------------------------------------------------------
+
+    def _host(self, key: str) -> _Host:
+        host = self._hosts.get(key)
+        if host is None:
+            host = self._hosts[key] = _Host(key, self._delay_s)
+        return host
+
+    def _head(self, host: _Host) -> Request | None:
+        return host.retries[0] if host.retries else self._frontier.peek(host.key)
+
+    def _schedule(self, host: _Host) -> None:
+        """Put `host` in the heap if it could start a request at some point."""
+        if host.in_heap or host.active >= self._per_host or self._head(host) is None:
+            return
+        host.in_heap = True
+        heapq.heappush(self._heap, (host.next_start, next(self._tiebreak), host))
+
+    def _take(self) -> Request | RobotsFetch | None:
+        if self._stopping:
+            return None
+        now = time.monotonic()
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            _, _, host = heapq.heappop(heap)
+            host.in_heap = False
+            job = self._take_from(host, now)
+            # A host blocked by anything but time is scheduled again by whatever unblocks
+            # it: a release, new work, or its robots.txt arriving.
+            if job is not None or host.next_start > now:
+                self._schedule(host)
+            if job is not None:
+                return job
+        return None
+
+    def _take_from(self, host: _Host, now: float) -> Request | RobotsFetch | None:
+        """A job from `host` if it can start one now; disallowed URLs are recorded on the way."""
+        while host.active < self._per_host and host.next_start <= now:
+            request = self._head(host)
+            if request is None:
+                return None
+            retried = bool(host.retries)
+            if not retried and self._budget <= 0:
+                return None
+            origin = origin_of(request.location or request.url)
+            rules = self._robots.cached(origin)
+            if rules is None:
+                if origin in self._robots_pending:
+                    return None
+                self._robots_pending.add(origin)
+                self._start(host, now)
+                return RobotsFetch(host.key, origin)
+            if retried:
+                host.retries.popleft()
+                self._retrying -= 1
+            else:
+                self._frontier.pop(host.key)
+                self._budget -= 1
+            if self._robots.allows(rules, request.location or request.url):
+                self._start(host, now)
+                return request
+            self._on_disallowed(request)
+        return None
+
+    def _start(self, host: _Host, now: float) -> None:
+        host.active += 1
+        self._active += 1
+        host.last_start = now
+        host.next_start = now + host.delay_s
+
+    def _end(self, host: _Host, throttled: bool) -> None:
+        host.active -= 1
+        self._active -= 1
+        if throttled:
+            host.backoff_s = min(self._max_retry_after_s, max(1.0, 2 * host.delay_s))
+            host.next_start = max(host.next_start, time.monotonic() + host.backoff_s)
+
+    def _after_change(self, host: _Host) -> None:
+        self._schedule(host)
+        if self._finished():
+            self._wake_all()
+        else:
+            self._wake_one()
+
+    def _finished(self) -> bool:
+        if self._stopping:
+            return True
+        if self._active or self._retrying:
+            return False
+        return self._budget <= 0 or not self._heap
+
+    def _wake_one(self) -> None:
+        now = time.monotonic()
+        if self._heap and self._heap[0][0] <= now:
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    return
+        else:
+            self._arm_timer()
+
+    def _wake_all(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _arm_timer(self) -> None:
+        if not self._heap or not self._waiters:
+            return
+        at = self._heap[0][0]
+        if self._timer is not None:
+            if self._timer_at <= at:
+                return
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = asyncio.get_running_loop().call_later(
+            max(0.0, at - time.monotonic()), self._on_timer
+        )
+
+    def _on_timer(self) -> None:
+        self._timer, self._timer_at = None, math.inf
+        self._wake_one()

@@ -1,0 +1,76 @@
+"""Named counters of a crawl, and the figures made from them."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+
+class Stats:
+    def __init__(self, restored: dict[str, Any] | None = None) -> None:
+        self.started = time.monotonic()
+        self.records = 0
+        self.errors: Counter[str] = Counter()
+        self.statuses: Counter[str] = Counter()
+        self.depths: Counter[str] = Counter()
+        self.hosts: Counter[str] = Counter()
+        self.bytes = 0
+        self.truncated = 0
+        self.retries = 0
+        self.fetch_ms = 0.0
+        self.previous_runs_s = 0.0
+        self.restored_records = 0
+        self.rate_history: list[tuple[float, int]] = []  # (seconds since start, records)
+        if restored:
+            self._restore(restored)
+
+    def count(self, fields: dict[str, Any], host: str) -> None:
+        """One record was written."""
+        self.records += 1
+        if fields["error"]:
+            self.errors[fields["error"]] += 1
+        self.statuses[str(fields["status"])] += 1
+        self.depths[str(fields["depth"])] += 1
+        self.hosts[host] += 1
+        self.bytes += fields["bytes"] or 0
+        self.truncated += fields["truncated"]
+        self.fetch_ms += fields["elapsed_ms"] or 0
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def pages_per_s(self) -> float:
+        elapsed = self.elapsed_s
+        return (self.records - self.restored_records) / elapsed if elapsed > 0 else 0.0
+
+    def sample_rate(self) -> None:
+        self.rate_history.append((round(self.elapsed_s, 1), self.records))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "statuses": dict(self.statuses),
+            "errors": dict(self.errors),
+            "bytes": self.bytes,
+            "truncated": self.truncated,
+            "retries": self.retries,
+            "depths": dict(sorted(self.depths.items(), key=lambda kv: int(kv[0]))),
+            "hosts_top": dict(self.hosts.most_common(20)),
+            "host_count": len(self.hosts),
+            "elapsed_s": round(self.elapsed_s + self.previous_runs_s, 3),
+            "pages_per_s": round(self.pages_per_s(), 2),
+            "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
+            "rate_history": [{"t_s": t, "records": n} for t, n in self.rate_history],
+        }
+
+    def _restore(self, saved: dict[str, Any]) -> None:
+        self.records = self.restored_records = saved.get("records", 0)
+        self.errors.update(saved.get("errors", {}))
+        self.statuses.update(saved.get("statuses", {}))
+        self.depths.update(saved.get("depths", {}))
+        self.bytes = saved.get("bytes", 0)
+        self.truncated = saved.get("truncated", 0)
+        self.retries = saved.get("retries", 0)
+        self.previous_runs_s = saved.get("elapsed_s", 0.0)

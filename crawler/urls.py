@@ -1,0 +1,381 @@
+"""Canonical URLs, visited-set keys and the crawl's scope.
+
+`canonicalize()` turns any spelling of an http(s) URL into one string:
+
+- whitespace: leading and trailing C0 controls and spaces are stripped, tabs and
+  newlines removed (as the WHATWG URL parser does); backslashes in the path act
+  as slashes, as they do in browsers;
+- scheme and host lowercased, IDN hosts in punycode, default ports dropped,
+  the fragment dropped, an empty path becomes "/", an empty query is dropped;
+- dot segments resolved; percent-escapes of unreserved characters decoded, the
+  hex of other escapes uppercased, and every other character that RFC 3986 does
+  not allow (non-ASCII as UTF-8, spaces as %20) percent-encoded;
+- path and query otherwise untouched: case, order, "+", "%2B", "%26", "%3D" and
+  "%2F" keep their meaning.
+
+`visit_key()` goes one step further for the visited set only: it sorts query
+parameters by name, so links that differ only in parameter order are fetched once.
+
+yarl does the IDNA work for hosts; the rest is RFC 3986 section 5 done directly,
+because yarl's own requoting turns spaces into "+" and decodes "%2F" in queries.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import re
+from collections.abc import Iterable, Sequence
+from urllib.parse import unquote
+
+from yarl import URL
+
+_C0_AND_SPACE = "".join(map(chr, range(0x21)))
+_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+# Characters RFC 3986 allows as they are: unreserved, sub-delims, ":" and "@" ...
+_PCHAR = r"A-Za-z0-9\-._~!$&'()*+,;=:@"
+# ... plus "/" in a path, and "/" and "?" in a query. Anything else gets escaped.
+_PATH_CHARS = _PCHAR + "/"
+_QUERY_CHARS = _PCHAR + "/?"
+_USERINFO_CHARS = r"A-Za-z0-9\-._~!$&'()*+,;=:"
+_NEEDS_ESCAPING = {
+    chars: re.compile(rf"%([0-9A-Fa-f]{{2}})|[^{chars}]")
+    for chars in (_PATH_CHARS, _QUERY_CHARS, _USERINFO_CHARS)
+}
+# A reference made only of these characters needs no escaping work at all.
+_PLAIN_REFERENCE = re.compile(rf"[{_QUERY_CHARS}]*")
+_DOT_SEGMENT = re.compile(r"(?:^|/)\.\.?(?:/|$)")
+_PLAIN_ABSOLUTE = re.compile(r"(https?)://([a-z0-9\-.]+)([/?].*)?")
+_REG_NAME = re.compile(r"[a-z0-9\-._~!$&'()*+,;=]+")
+_PORT = re.compile(r"[0-9]*")
+
+
+def _escape(text: str, chars: str) -> str:
+    """Percent-encode what `chars` does not allow; normalize existing escapes."""
+    pattern = _NEEDS_ESCAPING[chars]
+    if pattern.search(text) is None:
+        return text
+    return pattern.sub(_escape_match, text)
+
+
+def _escape_match(match: re.Match[str]) -> str:
+    hex_digits = match.group(1)
+    if hex_digits is not None:
+        char = chr(int(hex_digits, 16))
+        return char if char in _UNRESERVED else "%" + hex_digits.upper()
+    raw = match.group(0).encode("utf-8", "surrogatepass")
+    return "".join(f"%{byte:02X}" for byte in raw)
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 section 5.2.4, on a path whose escapes are already normalized."""
+    if _DOT_SEGMENT.search(path) is None:
+        return path
+    output: list[str] = []
+    segments = path.split("/")
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        if segment == "..":
+            if len(output) > 1:
+                output.pop()
+            if last:
+                output.append("")
+        elif segment == ".":
+            if last:
+                output.append("")
+        else:
+            output.append(segment)
+    result = "/".join(output)
+    if path.startswith("/") and not result.startswith("/"):
+        result = "/" + result
+    return result
+
+
+@functools.lru_cache(maxsize=16384)
+def _canonical_host(host: str) -> str | None:
+    if host.startswith("["):
+        if not host.endswith("]"):
+            return None
+        try:
+            return f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
+        except ValueError:
+            return None
+    if "%" in host:
+        host = unquote(host, errors="strict") if _is_utf8_escaped(host) else host
+    if host.isascii():
+        host = host.lower()
+        return host if _REG_NAME.fullmatch(host) else None
+    try:
+        return URL.build(scheme="http", host=host).raw_host
+    except (ValueError, UnicodeError):
+        return None
+
+
+def _is_utf8_escaped(text: str) -> bool:
+    try:
+        unquote(text, errors="strict")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=16384)
+def _canonical_authority(authority: str, scheme: str) -> str | None:
+    userinfo, at, hostport = authority.rpartition("@")
+    if hostport.startswith("["):
+        host, _, rest = hostport.partition("]")
+        host += "]"
+        if rest and not rest.startswith(":"):
+            return None
+        port = rest[1:]
+    else:
+        host, _, port = hostport.partition(":")
+    if not host or not _PORT.fullmatch(port):
+        return None
+    canonical_host = _canonical_host(host)
+    if canonical_host is None:
+        return None
+    if port:
+        if int(port) > 65535:
+            return None
+        port = str(int(port))
+    if port and port != _DEFAULT_PORTS[scheme]:
+        canonical_host = f"{canonical_host}:{port}"
+    if at and userinfo not in ("", ":"):
+        return f"{_escape(userinfo, _USERINFO_CHARS)}@{canonical_host}"
+    return canonical_host
+
+
+def _split_query(reference: str) -> tuple[str, str | None]:
+    path, question, query = reference.partition("?")
+    return path.replace("\\", "/"), (query if question else None)
+
+
+def _assemble(scheme: str, authority: str, path: str, query: str | None) -> str:
+    path = _remove_dot_segments(_escape(path, _PATH_CHARS)) or "/"
+    if query:
+        return f"{scheme}://{authority}{path}?{_escape(query, _QUERY_CHARS)}"
+    return f"{scheme}://{authority}{path}"
+
+
+class _Base:
+    """A canonical URL taken apart once, to resolve many references against it."""
+
+    __slots__ = ("authority", "directory", "origin", "path", "query", "scheme", "url")
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.scheme, _, rest = url.partition("://")
+        slash = rest.find("/")
+        self.authority = rest[:slash]
+        self.origin = f"{self.scheme}://{self.authority}"
+        self.path, self.query = _split_query(rest[slash:])
+        self.directory = self.origin + self.path[: self.path.rfind("/") + 1]
+
+    def resolve(self, reference: str) -> str | None:
+        """RFC 3986 section 5.2.2 with WHATWG's leniencies; `reference` has no fragment."""
+        match = _SCHEME.match(reference)
+        if match:
+            scheme = match.group(1).lower()
+            if scheme not in _DEFAULT_PORTS:
+                return None
+            rest = reference[match.end() :]
+            if scheme == self.scheme and not rest.startswith(("//", "\\\\", "/\\", "\\/")):
+                return self.resolve(rest)  # "http:page.html" is relative in browsers
+            return _absolute(scheme, rest)
+        if reference.startswith(("//", "\\\\", "/\\", "\\/")):
+            return _absolute(self.scheme, reference)
+        path, query = _split_query(reference)
+        if not path:
+            return _assemble(
+                self.scheme, self.authority, self.path, self.query if query is None else query
+            )
+        if not path.startswith("/"):
+            path = self.path[: self.path.rfind("/") + 1] + path
+        return _assemble(self.scheme, self.authority, path, query)
+
+    def canonical(self, reference: str) -> str | None:
+        """The canonical absolute URL of a link found on this page, or None."""
+        reference = _clean(reference)
+        if _PLAIN_REFERENCE.fullmatch(reference) and not reference.endswith("?"):
+            plain = self._plain(reference)
+            if plain is not None:
+                return plain
+        return self.resolve(reference)
+
+    def _plain(self, reference: str) -> str | None:
+        """The fast path for references that are already canonical in all but position."""
+        path = reference.partition("?")[0]
+        if _DOT_SEGMENT.search(path):
+            return None
+        first = reference[:1]
+        if first == "/":
+            return None if reference[1:2] == "/" else self.origin + reference
+        if first == "?":
+            return self.origin + self.path + reference
+        if ":" in path.partition("/")[0]:
+            match = _PLAIN_ABSOLUTE.fullmatch(reference)
+            if match is None or _DOT_SEGMENT.search(path.partition("//")[2]):
+                return None
+            rest = match.group(3) or ""
+            if rest.startswith("/"):
+                return reference
+            return f"{reference[: match.end(2)]}/{rest}"
+        if not reference:
+            return self.url
+        return self.directory + reference
+
+
+def _absolute(scheme: str, rest: str) -> str | None:
+    """Canonicalize `scheme:` + `rest`, where rest starts the authority (after any slashes)."""
+    rest = rest.lstrip("/\\")
+    end = len(rest)
+    for delimiter in "/?\\":
+        position = rest.find(delimiter)
+        if position != -1 and position < end:
+            end = position
+    authority = _canonical_authority(rest[:end], scheme)
+    if authority is None:
+        return None
+    path, query = _split_query(rest[end:])
+    return _assemble(scheme, authority, path, query)
+
+
+def _clean(reference: str) -> str:
+    """Strip what browsers strip, and drop the fragment."""
+    reference = reference.strip(_C0_AND_SPACE)
+    if "\t" in reference or "\n" in reference or "\r" in reference:
+        reference = reference.translate(_TAB_NEWLINE)
+    return reference.partition("#")[0]
+
+
+def _canonical_absolute(url: str) -> str | None:
+    url = _clean(url)
+    match = _SCHEME.match(url)
+    if match is None or match.group(1).lower() not in _DEFAULT_PORTS:
+        return None
+    return _absolute(match.group(1).lower(), url[match.end() :])
+
+
+def canonicalize(url: str, base: str | None = None) -> str | None:
+    """The canonical form of `url`, resolved against `base`; None if it is not crawlable."""
+    if base is None:
+        return _canonical_absolute(url)
+    resolver = link_resolver(base)
+    return resolver.canonical(url) if resolver else None
+
+
+@functools.lru_cache(maxsize=1024)
+def link_resolver(base: str) -> _Base | None:
+    """A resolver for the links of the page at `base` (any spelling), or None if `base` is bad."""
+    canonical_base = _canonical_absolute(base)
+    return _Base(canonical_base) if canonical_base else None
+
+
+def canonical_links(hrefs: Iterable[str], base: str) -> list[str]:
+    """Canonical absolute URLs of `hrefs` in page order, each once; uncrawlable ones dropped."""
+    resolver = link_resolver(base)
+    if resolver is None:
+        return []
+    canonical = resolver.canonical
+    seen: dict[str, None] = {}
+    for href in hrefs:
+        url = canonical(href)
+        if url is not None:
+            seen[url] = None
+    return list(seen)
+
+
+def _parameter_name(parameter: str) -> str:
+    return parameter.partition("=")[0]
+
+
+def visit_key(url: str) -> str:
+    """The visited-set key of a canonical URL: its query parameters stably sorted by name."""
+    head, question, query = url.partition("?")
+    if not question or "&" not in query:
+        return url
+    parameters = query.split("&")
+    parameters.sort(key=_parameter_name)
+    return f"{head}?{'&'.join(parameters)}"
+
+
+def host_of(url: str) -> str:
+    """The host[:port] of a canonical URL, without user info: the unit of scope and politeness."""
+    authority = url.split("/", 3)[2]
+    return authority.rpartition("@")[2] if "@" in authority else authority
+
+
+def origin_of(url: str) -> str:
+    """scheme://host[:port] of a canonical URL: the unit robots.txt applies to."""
+    return f"{url.partition('://')[0]}://{host_of(url)}"
+
+
+def _hostname(host: str) -> str:
+    """host[:port] -> host."""
+    if host.startswith("["):
+        return host[: host.index("]") + 1]
+    return host.partition(":")[0]
+
+
+class Scope:
+    """Which canonical URLs the crawl follows: hosts, include/exclude patterns, length.
+
+    A host is host[:port] with the default port left out, so http and https of one
+    site are one host, and two servers on one machine but different ports are two.
+    An --allow-host pattern without a port matches that host name on any port.
+    """
+
+    def __init__(
+        self,
+        seed_urls: Sequence[str],
+        allow_hosts: Sequence[str] = (),
+        any_host: bool = False,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        max_url_length: int = 2083,
+    ) -> None:
+        self._any_host = any_host
+        self._hosts = {host_of(url) for url in seed_urls}
+        self._names: set[str] = set()
+        self._suffixes: list[str] = []
+        for pattern in allow_hosts:
+            subdomains = pattern.startswith("*.")
+            host = _canonical_authority(pattern[2:] if subdomains else pattern, "http")
+            if host is None:
+                continue
+            if subdomains:
+                self._suffixes.append("." + _hostname(host))
+            elif host == _hostname(host):
+                self._names.add(host)
+            else:
+                self._hosts.add(host)
+        self._include = [re.compile(p) for p in include]
+        self._exclude = [re.compile(p) for p in exclude]
+        self._max_url_length = max_url_length
+        self._host_verdicts: dict[str, bool] = {}
+
+    def allows(self, url: str) -> bool:
+        if len(url) > self._max_url_length:
+            return False
+        if not self._any_host and not self.allows_host(host_of(url)):
+            return False
+        if self._include and not any(p.search(url) for p in self._include):
+            return False
+        return not any(p.search(url) for p in self._exclude)
+
+    def allows_host(self, host: str) -> bool:
+        verdict = self._host_verdicts.get(host)
+        if verdict is None:
+            hostname = _hostname(host)
+            verdict = (
+                host in self._hosts
+                or hostname in self._names
+                or any(hostname.endswith(suffix) for suffix in self._suffixes)
+            )
+            self._host_verdicts[host] = verdict
+        return verdict
