@@ -1,0 +1,167 @@
+"""Local web sites on 127.0.0.x that the tests build, and a way to crawl them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from crawler.config import Settings
+from crawler.engine import Crawl
+from crawler.output import JsonlWriter
+from crawler.state import MemoryStore
+from crawler.urls import canonicalize
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class Hit:
+    path: str  # path and query, as the server saw them
+    started: float  # time.monotonic()
+    user_agent: str
+
+
+def html(title: str = "", links: Iterable[str] = (), head: str = "", body: str = "") -> str:
+    anchors = "".join(f'<a href="{href}">{href}</a>\n' for href in links)
+    return (
+        f"<!doctype html><html><head><title>{title}</title>{head}</head>"
+        f"<body>{body}{anchors}</body></html>"
+    )
+
+
+class Site:
+    """A site whose pages the test defines, and a record of every request it served."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.routes: dict[str, Handler] = {}
+        self.hits: list[Hit] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def count(self, path: str) -> int:
+        return sum(1 for hit in self.hits if hit.path == path)
+
+    def paths(self) -> Counter[str]:
+        return Counter(hit.path for hit in self.hits)
+
+    def page(
+        self,
+        path: str,
+        title: str = "",
+        links: Iterable[str] = (),
+        *,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        content_type: str = "text/html; charset=utf-8",
+        body: bytes | str | None = None,
+        delay_s: float = 0.0,
+        head: str = "",
+    ) -> None:
+        """Serve a fixed response at `path` (which may include a query)."""
+        if body is None:
+            body = html(title, links, head)
+        payload = body.encode() if isinstance(body, str) else body
+
+        async def handler(_request: web.Request) -> web.Response:
+            if delay_s:
+                await asyncio.sleep(delay_s)
+            response = web.Response(body=payload, status=status, headers=headers)
+            response.headers["Content-Type"] = content_type
+            return response
+
+        self.routes[path] = handler
+
+    def redirect(self, path: str, location: str, status: int = 302) -> None:
+        async def handler(_request: web.Request) -> web.Response:
+            return web.Response(status=status, headers={"Location": location})
+
+        self.routes[path] = handler
+
+    def handle(self, path: str, handler: Handler) -> None:
+        self.routes[path] = handler
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        self.hits.append(
+            Hit(request.path_qs, time.monotonic(), request.headers.get("User-Agent", ""))
+        )
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            handler = self.routes.get(request.path_qs) or self.routes.get(request.path)
+            if handler is None:
+                return web.Response(status=404, text="not here")
+            return await handler(request)
+        finally:
+            self.in_flight -= 1
+
+    async def start(self) -> Site:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        tcp = web.TCPSite(self._runner, self.host, 0)
+        await tcp.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+@pytest.fixture
+async def site() -> AsyncIterator[Site]:
+    server = await Site().start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def site2() -> AsyncIterator[Site]:
+    """A second site, on another loopback address."""
+    server = await Site("127.0.0.2").start()
+    yield server
+    await server.stop()
+
+
+# Fast settings for tests: no robots.txt unless a test asks, short timeouts.
+TEST_SETTINGS = Settings(seeds="-", timeout=5.0, retries=0, ignore_robots=True, uvloop=False)
+
+
+async def crawl(tmp_path: Path, seeds: Iterable[str], **overrides: Any) -> list[dict[str, Any]]:
+    """Crawl from `seeds` with the engine, as the CLI would; return the records."""
+    output = tmp_path / "pages.jsonl"
+    settings = replace(TEST_SETTINGS, output=str(output), **overrides)
+    store = MemoryStore(settings, JsonlWriter(settings.output))
+    canonical_seeds = [url for url in map(canonicalize, seeds) if url]
+    try:
+        await Crawl(settings, canonical_seeds, store).run()
+    finally:
+        store.close()
+    return read_records(output)
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+
+
+def by_url(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    index = {r["url"]: r for r in records}
+    assert len(index) == len(records), "a URL was recorded twice"
+    return index

@@ -1,0 +1,244 @@
+"""The command line as a user meets it: bad input, config files, exit codes, signals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from crawler.config import OPTIONS, Settings
+from tests.conftest import Site, read_records
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(
+    *args: str, stdin: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crawler", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+async def run_cli_async(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    """The CLI as a child process, while the test's own loop serves the site."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "crawler",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate(stdin.encode() if stdin else None)
+    return process.returncode, out.decode(), err.decode()
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("crawler: error:")
+    assert "Traceback" not in result.stderr
+    for word in words:
+        assert word in lines[0]
+
+
+def test_a_missing_seeds_file_is_named(tmp_path):
+    assert_one_line_error(run_cli(str(tmp_path / "nope.txt")), "nope.txt", "not found")
+
+
+def test_an_empty_seeds_file_is_an_error(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("\n# only a comment\n\n")
+    assert_one_line_error(run_cli(str(seeds)), "seeds.txt")
+
+
+def test_a_seeds_file_without_a_valid_url_is_an_error(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("example.com\nftp://example.com/\n")
+    result = run_cli(str(seeds))
+    assert result.returncode == 2
+    assert "seeds.txt:1: skipped" in result.stderr
+    assert "seeds.txt:2: skipped" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("crawler: error:")
+
+
+def test_a_directory_as_seeds_file_is_an_error(tmp_path):
+    assert_one_line_error(run_cli(str(tmp_path)), "directory")
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--concurrency", "0"], "--concurrency"),
+        (["--max-depth", "-1"], "--max-depth"),
+        (["--timeout", "abc"], "--timeout"),
+        (["--fp-rate", "2"], "--fp-rate"),
+        (["--max-bytes", "1.5"], "--max-bytes"),
+        (["--include", "("], "--include"),
+        (["--allow-host", "http://x/"], "--allow-host"),
+        (["--no-such-flag"], "--no-such-flag"),
+        (["--state", "dir"], "-o"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(tmp_path, flags, named):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    assert_one_line_error(run_cli(str(seeds), *flags), named)
+
+
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        ("concurency = 3\n", "concurency"),
+        ("concurrency = 'many'\n", "concurrency"),
+        ("concurrency = 0\n", "concurrency"),
+        ("any_host = 1\n", "any_host"),
+        ("delay = [1]\n", "delay"),
+        ("not toml at all\n", "TOML"),
+    ],
+)
+def test_bad_config_files_name_the_key(tmp_path, toml, named):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    config = tmp_path / "crawl.toml"
+    config.write_text(toml)
+    assert_one_line_error(run_cli("--config", str(config), str(seeds)), named)
+
+
+def test_output_never_overwrites_the_seeds_file(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    assert_one_line_error(run_cli(str(seeds), "-o", str(seeds)), "seeds file")
+    assert seeds.read_text() == "http://127.0.0.1:9/\n"
+
+
+def test_the_example_config_lists_every_key_with_its_default():
+    example = tomllib.loads((ROOT / "config.example.toml").read_text())
+    text = (ROOT / "config.example.toml").read_text()
+    defaults = Settings()
+    for option in OPTIONS:
+        default = getattr(defaults, option.name)
+        if default is None:
+            assert f"# {option.name} = " in text, option.name
+        else:
+            expected = list(default) if isinstance(default, tuple) else default
+            assert example[option.name] == expected, option.name
+
+
+def test_help_lists_every_flag():
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for option in OPTIONS:
+        assert option.flag in result.stdout
+
+
+async def test_bad_seed_lines_are_skipped_and_the_rest_crawled(site: Site, tmp_path):
+    site.page("/", "home")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"# seeds\n\nnot a url\n{site.url}/\n")
+    output = tmp_path / "out.jsonl"
+
+    code, _, err = await run_cli_async(str(seeds), "-o", str(output), "--quiet")
+
+    assert code == 0
+    assert "seeds.txt:3: skipped, not an absolute http(s) URL: 'not a url'" in err
+    assert [r["title"] for r in read_records(output)] == ["home"]
+
+
+async def test_seeds_from_stdin_and_records_on_stdout(site: Site):
+    site.page("/", "home", ["/a"])
+    site.page("/a", "A")
+
+    code, out, _ = await run_cli_async("-", "--quiet", stdin=f"{site.url}/\n")
+
+    assert code == 0
+    assert [json.loads(line)["title"] for line in out.splitlines()] == ["home", "A"]
+
+
+async def test_flags_override_the_config_file(site: Site, tmp_path):
+    site.page("/", "home", [f"/{n}" for n in range(5)])
+    for n in range(5):
+        site.page(f"/{n}", str(n))
+    config = tmp_path / "crawl.toml"
+    config.write_text("max_pages = 1\nquiet = true\n")
+    output = tmp_path / "out.jsonl"
+
+    code, _, _ = await run_cli_async(
+        "--config", str(config), "-", "-o", str(output), "--max-pages", "3", stdin=f"{site.url}/\n"
+    )
+
+    assert code == 0
+    assert len(read_records(output)) == 3
+
+
+async def test_ctrl_c_drains_flushes_and_exits_130(site: Site, tmp_path):
+    first_request = asyncio.Event()
+
+    async def slow(request):
+        first_request.set()
+        await asyncio.sleep(0.3)
+        return await fast(request)
+
+    async def fast(request):
+        from aiohttp import web
+
+        n = int(request.path.strip("/") or 0)
+        body = "".join(f'<a href="/{n * 10 + i}">x</a>' for i in range(1, 11))
+        return web.Response(text=f"<title>{n}</title>{body}", content_type="text/html")
+
+    site.handle("/", slow)
+    for n in range(1, 200):
+        site.handle(f"/{n}", slow)
+    output = tmp_path / "out.jsonl"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "crawler",
+        "-",
+        "-o",
+        str(output),
+        "--quiet",
+        stdin=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    process.stdin.write(f"{site.url}/\n".encode())
+    process.stdin.close()
+
+    await first_request.wait()
+    process.send_signal(signal.SIGINT)
+    _, err = await process.communicate()
+
+    assert process.returncode == 130
+    assert b"Traceback" not in err
+    records = read_records(output)  # every line is whole JSON
+    assert len(records) < 50
+
+
+def test_the_demo_crawls_its_own_site(tmp_path):
+    output = tmp_path / "demo.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-m", "crawler.demo", "-o", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    records = read_records(output)
+    titles = {r["title"] for r in records}
+    assert "中文页面：布隆过滤器" in titles
+    assert {r["error"] for r in records} >= {None, "robots_disallowed"}
+    assert "pages" in result.stderr

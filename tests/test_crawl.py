@@ -1,0 +1,317 @@
+"""End-to-end crawls of local sites: what is fetched, how often, and what is recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import zlib
+
+import brotli
+from aiohttp import web
+
+from tests.conftest import Site, by_url, crawl, html
+
+
+async def test_a_link_cycle_is_fetched_once_per_page(site: Site, tmp_path):
+    site.page("/a", "A", ["/b"])
+    site.page("/b", "B", ["/c"])
+    site.page("/c", "C", ["/a", "/b"])
+
+    records = await crawl(tmp_path, [site.url + "/a"])
+
+    assert site.paths() == {"/a": 1, "/b": 1, "/c": 1}
+    assert [r["title"] for r in records] == ["A", "B", "C"]
+
+
+async def test_many_spellings_of_one_url_are_fetched_once(site: Site, tmp_path):
+    spellings = [
+        "/x",
+        "/x#top",
+        "/./x",
+        "/y/../x",
+        "/%78",
+        "x",
+        "/x?",
+        f"{site.url}/x",
+        f"HTTP://127.0.0.1:{site.port}/x#a",
+        f"http://127.0.0.1:{site.port}/./x",
+        "  /x\n",
+        "/q?a=1&b=2",
+        "/q?b=2&a=1",
+        "/q?b=2&a=1#f",
+    ]
+    site.page("/", "index", spellings)
+    site.page("/x", "X")
+    site.page("/q", "Q")
+
+    records = await crawl(tmp_path, [site.url + "/"])
+
+    assert site.paths() == {"/": 1, "/x": 1, "/q?a=1&b=2": 1}
+    assert by_url(records)[site.url + "/"]["links"] == [
+        f"{site.url}/x",
+        f"{site.url}/q?a=1&b=2",
+        f"{site.url}/q?b=2&a=1",
+    ]
+
+
+async def test_depth_limit_is_exact(site: Site, tmp_path):
+    for n in range(6):
+        site.page(f"/{n}", str(n), [f"/{n + 1}"])
+
+    records = await crawl(tmp_path, [site.url + "/0"], max_depth=3)
+
+    assert [(r["url"], r["depth"]) for r in records] == [(f"{site.url}/{n}", n) for n in range(4)]
+    assert site.count("/4") == 0
+
+
+async def test_concurrency_is_capped_at_the_server(site: Site, tmp_path):
+    site.page("/", "index", [f"/p{n}" for n in range(30)])
+    for n in range(30):
+        site.page(f"/p{n}", str(n), delay_s=0.05)
+
+    records = await crawl(tmp_path, [site.url + "/"], concurrency=3, per_host=10)
+
+    assert len(records) == 31
+    assert site.max_in_flight == 3
+
+
+async def test_a_redirect_chain_gives_one_record_and_fetches_each_hop_once(site, tmp_path):
+    site.redirect("/r1", "/r2", 301)
+    site.redirect("/r2", f"{site.url}/r3", 307)
+    site.redirect("/r3", "final")
+    site.page("/final", "Final", ["/r1", "/r2", "/r3", "/final"])
+
+    records = by_url(await crawl(tmp_path, [site.url + "/r1"]))
+
+    assert site.paths() == {"/r1": 1, "/r2": 1, "/r3": 1, "/final": 1}
+    assert set(records) == {site.url + "/r1"}
+    chain = records[site.url + "/r1"]
+    assert (chain["status"], chain["final_url"], chain["title"], chain["error"]) == (
+        200,
+        site.url + "/final",
+        "Final",
+        None,
+    )
+
+
+async def test_a_redirect_loop_ends_at_the_first_url_seen_again(site: Site, tmp_path):
+    site.redirect("/loop1", "/loop2")
+    site.redirect("/loop2", "/loop1")
+
+    [loop] = await crawl(tmp_path, [site.url + "/loop1"])
+
+    assert site.paths() == {"/loop1": 1, "/loop2": 1}
+    assert (loop["status"], loop["final_url"], loop["error"]) == (302, site.url + "/loop1", None)
+
+
+async def test_too_many_redirects_is_an_error(site: Site, tmp_path):
+    for n in range(5):
+        site.redirect(f"/r{n}", f"/r{n + 1}")
+
+    [record] = await crawl(tmp_path, [site.url + "/r0"], max_redirects=2)
+
+    assert site.paths() == {"/r0": 1, "/r1": 1, "/r2": 1}
+    assert (record["status"], record["error"]) == (302, "too_many_redirects")
+
+
+async def test_a_redirect_off_site_is_not_followed(site: Site, tmp_path):
+    site.redirect("/away", "http://elsewhere.invalid/x", 301)
+
+    [record] = await crawl(tmp_path, [site.url + "/away"])
+
+    assert (record["status"], record["final_url"], record["error"]) == (
+        301,
+        "http://elsewhere.invalid/x",
+        None,
+    )
+
+
+async def reset_connection(request: web.Request) -> web.StreamResponse:
+    request.transport.abort()
+    await asyncio.sleep(1)
+    return web.Response()
+
+
+async def test_http_and_network_failures_are_recorded_and_the_crawl_goes_on(site, tmp_path):
+    async def slow(_request: web.Request) -> web.Response:
+        await asyncio.sleep(10)
+        return web.Response(text="too late")
+
+    site.page("/", "index", ["/missing", "/broken", "/reset", "/slow", "/fine"])
+    site.page("/broken", "oops", status=500)
+    site.handle("/reset", reset_connection)
+    site.handle("/slow", slow)
+    site.page("/fine", "Fine")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], timeout=0.5, retries=1))
+
+    outcome = {url.rpartition("/")[2]: (r["status"], r["error"]) for url, r in records.items()}
+    assert outcome == {
+        "": (200, None),
+        "missing": (404, None),
+        "broken": (500, None),
+        "reset": (None, "connection_error"),
+        "slow": (None, "timeout"),
+        "fine": (200, None),
+    }
+    assert site.count("/broken") == 2  # retried once
+    assert site.count("/slow") == 2
+
+
+async def test_a_gbk_page_with_only_a_meta_charset_decodes(site: Site, tmp_path):
+    page = html("中文标题", ["/中文页"], head='<meta charset="gbk">').encode("gbk")
+    site.page("/", body=page, content_type="text/html")
+    site.page("/%E4%B8%AD%E6%96%87%E9%A1%B5", "ok")
+
+    records = await crawl(tmp_path, [site.url + "/"])
+
+    assert records[0]["title"] == "中文标题"
+    assert records[0]["links"] == [site.url + "/%E4%B8%AD%E6%96%87%E9%A1%B5"]
+    assert records[1]["title"] == "ok"
+
+
+async def test_a_body_over_max_bytes_is_cut_and_streamed(site: Site, tmp_path):
+    sent = []
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/html"})
+        await response.prepare(request)
+        chunk = b"<p>" + b"x" * 65533
+        for _ in range(1000):  # 64 MB if nobody stops reading
+            await response.write(chunk)
+            sent.append(len(chunk))
+        return response
+
+    site.handle("/big", endless)
+
+    [record] = await crawl(tmp_path, [site.url + "/big"], max_bytes=100_000)
+
+    assert (record["status"], record["bytes"], record["truncated"]) == (200, 100_000, True)
+    assert sum(sent) < 16 * 2**20  # the crawler stopped reading long before the end
+
+
+async def test_compressed_bodies_are_decoded_and_bombs_are_capped(site: Site, tmp_path):
+    page = html("zipped", ["/bomb"]).encode()
+    site.page("/", body=gzip.compress(page), headers={"Content-Encoding": "gzip"})
+    site.page("/deflate", body=zlib.compress(page), headers={"Content-Encoding": "deflate"})
+    site.page("/br", body=brotli.compress(page), headers={"Content-Encoding": "br"})
+    site.page("/bomb", body=gzip.compress(b"\0" * 50_000_000), headers={"Content-Encoding": "gzip"})
+
+    records = by_url(
+        await crawl(
+            tmp_path, [site.url + "/", site.url + "/deflate", site.url + "/br"], max_bytes=1_000_000
+        )
+    )
+
+    assert {records[site.url + p]["title"] for p in ("/", "/deflate", "/br")} == {"zipped"}
+    bomb = records[site.url + "/bomb"]
+    assert (bomb["bytes"], bomb["truncated"]) == (1_000_000, True)
+
+
+async def test_links_outside_scope_are_listed_but_not_followed(site: Site, site2: Site, tmp_path):
+    site.page(
+        "/",
+        "index",
+        [f"{site2.url}/", "mailto:me@example.com", "javascript:void(0)", "/in", "http://[bad"],
+    )
+    site.page("/in", "in")
+    site2.page("/", "other")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"]))
+
+    assert records[site.url + "/"]["links"] == [f"{site2.url}/", f"{site.url}/in"]
+    assert set(records) == {site.url + "/", site.url + "/in"}
+    assert site2.hits == []
+
+
+async def test_allow_host_widens_the_scope(site: Site, site2: Site, tmp_path):
+    site.page("/", "index", [f"{site2.url}/"])
+    site2.page("/", "other")
+
+    records = await crawl(tmp_path, [site.url + "/"], allow_host=("127.0.0.2",))
+
+    assert [r["title"] for r in records] == ["index", "other"]
+
+
+async def test_meta_robots_nofollow_lists_links_without_following(site: Site, tmp_path):
+    site.page("/", "index", ["/a"], head='<meta name="ROBOTS" content="noindex, NoFollow">')
+    site.page("/a", "A")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["links"] == [site.url + "/a"]
+    assert site.count("/a") == 0
+
+
+async def test_base_href_is_the_base_of_relative_links(site: Site, tmp_path):
+    site.page("/", "index", ["page"], head='<base href="/docs/">')
+    site.page("/docs/page", "page")
+
+    records = await crawl(tmp_path, [site.url + "/"])
+
+    assert records[0]["links"] == [site.url + "/docs/page"]
+    assert records[1]["title"] == "page"
+
+
+async def test_max_pages_counts_records(site: Site, tmp_path):
+    site.page("/", "index", [f"/p{n}" for n in range(20)])
+    for n in range(20):
+        site.page(f"/p{n}", str(n))
+
+    records = await crawl(tmp_path, [site.url + "/"], max_pages=5)
+
+    assert len(records) == 5
+    assert len(site.hits) == 5
+
+
+async def test_only_html_is_parsed(site: Site, tmp_path):
+    site.page("/", "index", ["/image.png", "/data.json"])
+    site.page(
+        "/image.png", body=b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, content_type="image/png"
+    )
+    site.page("/data.json", body='{"href": "<a href=/nope>"}', content_type="application/json")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"]))
+
+    image = records[site.url + "/image.png"]
+    assert (image["status"], image["bytes"], image["title"], image["links"]) == (
+        200,
+        1032,
+        None,
+        [],
+    )
+    assert site.count("/nope") == 0
+
+
+async def test_a_page_without_content_type_is_sniffed(site: Site, tmp_path):
+    async def bare(request: web.Request) -> web.StreamResponse:
+        body = html("sniffed", ["/a"]).encode()
+        request.transport.write(
+            b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n"
+            b"Connection: close\r\n\r\n%s" % (len(body), body)
+        )
+        request.transport.close()
+        await asyncio.sleep(1)
+        return web.Response()
+
+    site.handle("/", bare)
+    site.page("/a", "A")
+
+    records = await crawl(tmp_path, [site.url + "/"])
+
+    assert [r["title"] for r in records] == ["sniffed", "A"]
+
+
+async def test_garbage_response_is_an_invalid_response(site: Site, tmp_path):
+    async def garbage(request: web.Request) -> web.StreamResponse:
+        request.transport.write(b"NOT HTTP AT ALL\r\n\r\n")
+        request.transport.close()
+        await asyncio.sleep(1)
+        return web.Response()
+
+    site.handle("/", garbage)
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["status"] is None
+    assert record["error"] in ("invalid_response", "connection_error")
