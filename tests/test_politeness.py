@@ -1,0 +1,231 @@
+"""Politeness, measured at the server: robots.txt, per-host caps, delays, backoff, no
+head-of-line blocking."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+from aiohttp import web
+
+from crawler.config import DEFAULT_USER_AGENT
+from tests.conftest import Site, by_url, crawl
+
+TOLERANCE_S = 0.01  # the server sees a request a little after the crawler starts it
+
+
+def start_gaps(site: Site) -> list[float]:
+    starts = sorted(hit.started for hit in site.hits)
+    return [later - earlier for earlier, later in itertools.pairwise(starts)]
+
+
+def robots(site: Site, text: str) -> None:
+    site.page("/robots.txt", body=text, content_type="text/plain")
+
+
+def fan_out(site: Site, pages: int, **page_options) -> None:
+    site.page("/", "index", [f"/p{n}" for n in range(pages)])
+    for n in range(pages):
+        site.page(f"/p{n}", str(n), **page_options)
+
+
+async def test_disallowed_urls_are_recorded_and_never_requested(site: Site, tmp_path):
+    robots(site, "User-agent: *\nDisallow: /private\n")
+    site.page("/", "index", ["/public", "/private/a", "/private/b"])
+    site.page("/public", "public")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], ignore_robots=False))
+
+    assert site.paths() == {"/robots.txt": 1, "/": 1, "/public": 1}
+    for path in ("/private/a", "/private/b"):
+        assert (records[site.url + path]["status"], records[site.url + path]["error"]) == (
+            None,
+            "robots_disallowed",
+        )
+
+
+async def test_robots_txt_is_fetched_once_per_host(site: Site, site2: Site, tmp_path):
+    robots(site, "User-agent: *\nAllow: /\n")
+    fan_out(site, 20)
+    site.page("/", "index", [*(f"/p{n}" for n in range(20)), f"{site2.url}/"])
+    site2.page("/", "other")
+
+    await crawl(
+        tmp_path,
+        [site.url + "/"],
+        ignore_robots=False,
+        concurrency=8,
+        per_host=8,
+        allow_host=("127.0.0.2",),
+    )
+
+    assert site.count("/robots.txt") == 1
+    assert site2.count("/robots.txt") == 1
+
+
+async def test_robots_groups_match_our_product_token(site: Site, tmp_path):
+    robots(site, "User-agent: other-bot\nDisallow: /\n\nUser-agent: crawler\nDisallow: /secret\n")
+    site.page("/", "index", ["/secret", "/open"])
+    site.page("/open", "open")
+
+    await crawl(tmp_path, [site.url + "/"], ignore_robots=False)
+
+    assert site.count("/secret") == 0
+    assert site.count("/open") == 1
+
+
+async def test_missing_robots_txt_allows_everything(site: Site, tmp_path):
+    fan_out(site, 3)
+
+    records = await crawl(tmp_path, [site.url + "/"], ignore_robots=False)
+
+    assert [r["error"] for r in records] == [None] * 4
+
+
+async def test_failing_robots_txt_disallows_the_host(site: Site, tmp_path):
+    site.page("/robots.txt", status=503, body="down")
+    fan_out(site, 3)
+
+    records = await crawl(tmp_path, [site.url + "/"], ignore_robots=False, retries=1)
+
+    assert [r["error"] for r in records] == ["robots_disallowed"]
+    assert set(site.paths()) == {"/robots.txt"}
+    assert site.count("/robots.txt") == 2  # tried again before giving up
+
+
+async def test_robots_txt_redirects_are_followed(site: Site, tmp_path):
+    site.redirect("/robots.txt", "/real-robots.txt", 301)
+    robots_text = "User-agent: *\nDisallow: /no\n"
+    site.page("/real-robots.txt", body=robots_text, content_type="text/plain")
+    site.page("/", "index", ["/no", "/yes"])
+    site.page("/yes", "yes")
+
+    await crawl(tmp_path, [site.url + "/"], ignore_robots=False)
+
+    assert site.count("/no") == 0
+    assert site.count("/yes") == 1
+
+
+async def test_every_request_sends_the_user_agent(site: Site, tmp_path):
+    robots(site, "User-agent: *\nAllow: /\n")
+    fan_out(site, 2)
+
+    await crawl(tmp_path, [site.url + "/"], ignore_robots=False)
+    await crawl(tmp_path, [site.url + "/"], user_agent="my-bot/2.0")
+
+    agents = [hit.user_agent for hit in site.hits]
+    assert agents == [DEFAULT_USER_AGENT] * 4 + ["my-bot/2.0"] * 3
+    assert DEFAULT_USER_AGENT.startswith("crawler/0.1.0 (+http")
+
+
+async def test_requests_per_host_never_exceed_per_host(site: Site, tmp_path):
+    fan_out(site, 20, delay_s=0.05)
+
+    await crawl(tmp_path, [site.url + "/"], concurrency=10, per_host=2)
+
+    assert site.max_in_flight == 2
+
+
+async def test_delay_spaces_request_starts_on_a_host(site: Site, tmp_path):
+    fan_out(site, 4)
+
+    await crawl(tmp_path, [site.url + "/"], delay=0.2, per_host=4)
+
+    assert len(site.hits) == 5
+    assert min(start_gaps(site)) >= 0.2 - TOLERANCE_S
+
+
+async def test_crawl_delay_in_robots_txt_raises_the_delay(site: Site, tmp_path):
+    robots(site, "User-agent: *\nCrawl-delay: 0.4\n")
+    fan_out(site, 3)
+
+    await crawl(tmp_path, [site.url + "/"], ignore_robots=False, delay=0.1)
+
+    assert len(site.hits) == 5  # robots.txt, the index, three pages
+    assert min(start_gaps(site)) >= 0.4 - TOLERANCE_S
+
+
+async def test_crawl_delay_is_capped_with_a_warning(site: Site, tmp_path, caplog):
+    robots(site, "User-agent: *\nCrawl-delay: 3600\n")
+    fan_out(site, 2)
+
+    with caplog.at_level(logging.WARNING, logger="crawler"):
+        await crawl(tmp_path, [site.url + "/"], ignore_robots=False, max_crawl_delay=0.2)
+
+    gaps = start_gaps(site)
+    assert min(gaps) >= 0.2 - TOLERANCE_S
+    assert max(gaps) < 1.0
+    assert "Crawl-delay 3600" in caplog.text
+
+
+async def test_429_with_retry_after_is_retried_after_it(site: Site, tmp_path):
+    calls = []
+
+    async def busy_once(_request: web.Request) -> web.Response:
+        calls.append(1)
+        if len(calls) == 1:
+            return web.Response(status=429, headers={"Retry-After": "1"})
+        return web.Response(text="<title>ok</title>", content_type="text/html")
+
+    site.handle("/", busy_once)
+
+    [record] = await crawl(tmp_path, [site.url + "/"], retries=2)
+
+    assert (record["status"], record["title"]) == (200, "ok")
+    first, second = sorted(hit.started for hit in site.hits)
+    assert second - first >= 1.0 - TOLERANCE_S
+
+
+async def test_retry_after_past_the_cap_is_an_error(site: Site, tmp_path):
+    site.page("/", status=503, headers={"Retry-After": "3600"})
+
+    [record] = await crawl(tmp_path, [site.url + "/"], retries=2, max_retry_after=5)
+
+    assert (record["status"], record["error"]) == (503, "retry_after_too_long")
+    assert site.count("/") == 1
+
+
+async def test_a_429_slows_the_whole_host(site: Site, tmp_path):
+    async def too_many(_request: web.Request) -> web.Response:
+        return web.Response(status=429)
+
+    site.page("/", "index", ["/busy", "/a", "/b"])
+    site.handle("/busy", too_many)
+    site.page("/a", "a")
+    site.page("/b", "b")
+
+    await crawl(tmp_path, [site.url + "/"], per_host=1, retries=0)
+
+    busy = next(hit.started for hit in site.hits if hit.path == "/busy")
+    after = [hit.started - busy for hit in site.hits if hit.started > busy]
+    assert after and min(after) >= 1.0 - TOLERANCE_S
+
+
+async def test_a_throttled_host_does_not_hold_up_another(site: Site, site2: Site, tmp_path):
+    robots(site, "User-agent: *\nCrawl-delay: 1\n")
+    fan_out(site, 2)
+    fan_out(site2, 30)
+
+    records = await crawl(
+        tmp_path, [site.url + "/", site2.url + "/"], ignore_robots=False, concurrency=1
+    )
+
+    assert len(records) == 3 + 31
+    fast = sorted(hit.started for hit in site2.hits)
+    slow = sorted(hit.started for hit in site.hits)
+    assert fast[-1] - fast[0] < 0.5  # all of 127.0.0.2 at full speed...
+    assert fast[-1] < slow[-1] - 1.0  # ...long before the delayed host is done
+    assert min(start_gaps(site)) >= 1.0 - TOLERANCE_S
+
+
+async def test_include_exclude_and_url_length_filter_what_is_followed(site: Site, tmp_path):
+    long_path = "/" + "x" * 100
+    site.page("/", "index", ["/docs/a", "/docs/b.pdf", "/blog/c", long_path])
+    for path in ("/docs/a", "/docs/b.pdf", "/blog/c", long_path):
+        site.page(path, path)
+
+    await crawl(
+        tmp_path, [site.url + "/"], include=("/docs/",), exclude=(r"\.pdf$",), max_url_length=60
+    )
+
+    assert set(site.paths()) == {"/", "/docs/a"}
