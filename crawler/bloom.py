@@ -201,9 +201,25 @@ class BloomFilter:
             self._count_skip(skips)
         return results
 
+    def check_many(self, items: Iterable[str | bytes]) -> list[bool]:
+        """For each item, True if it is not in the filter; nothing is added.
+
+        Each "already seen" verdict counts toward `expected_false_skips`, as in `add`.
+        """
+        results = [item not in self for item in items]
+        skips = results.count(False)
+        if skips:
+            self._count_skip(skips)
+        return results
+
     def update(self, items: Iterable[str | bytes]) -> None:
+        """Add every item; unlike `add`, this is not a verdict and counts no skips."""
         for item in items:
-            self.add(item)
+            h1, h2 = _hash(item, signed=False)
+            if self._last.count >= self._last.capacity:
+                self._grow()
+            if not any(older.contains(h1, h2) for older in self._older):
+                self._last.add(h1, h2)
 
     def __contains__(self, item: str | bytes) -> bool:
         h1, h2 = _hash(item, signed=False)
@@ -261,6 +277,8 @@ class BloomFilter:
         self._slices.append(new)
         self._older = self._slices[:-1]
         self._last = new
+        if self._file is not None:  # a crash must not leave a slice the header doesn't know
+            self._file.write_header(self._header(_FLAG_OPEN))
         if len(self._slices) > 1:
             log.warning(
                 "visited set grew past %s URLs: added a slice for %s more at p=%.2g (%s in all)",
@@ -358,6 +376,9 @@ class BloomFilter:
         try:
             header = mapped.read_header()
             bf, layout = cls._from_header(header, path, mapped.size)
+            end = layout[-1][0] + _padded(layout[-1][1])
+            if mapped.size > end:  # a slice was being added when the crawler died
+                mapped.truncate(end)
             if (bf.capacity, bf.error_rate) != (capacity, error_rate):
                 raise BloomFileError(
                     f"{path}: made for {bf.capacity:,} URLs at p={bf.error_rate:g}, "
@@ -400,9 +421,8 @@ class BloomFilter:
             raise BloomFileError(f"{path}: not a crawler Bloom filter file")
         if len(header) < PAGE:
             raise BloomFileError(f"{path}: truncated")
-        (_, version, _, n_slices, capacity, error_rate, journal, skips, _) = _HEADER.unpack_from(
-            header
-        )
+        fields = _HEADER.unpack_from(header)
+        _, version, flags, n_slices, capacity, error_rate, journal, skips, _ = fields
         if version != VERSION:
             raise BloomFileError(f"{path}: format version {version}, this crawler reads {VERSION}")
         if not 1 <= n_slices <= _MAX_SLICES or capacity < 1 or not 0 < error_rate < 1:
@@ -429,7 +449,8 @@ class BloomFilter:
                     bits=bitarray(m, endian="little"),
                 )
             )
-        if size != offset:
+        dirty = flags & _FLAG_OPEN
+        if size < offset or (size > offset and not dirty):
             raise BloomFileError(
                 f"{path}: truncated (expected {offset:,} bytes, found {size:,})"
                 if size < offset
@@ -459,6 +480,10 @@ class _MappedFile:
 
     def write_header(self, header: bytes) -> None:
         os.pwrite(self.fd, header, 0)
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self.fd, size)
+        self.size = size
 
     def map_slice(self, s: _Slice, offset: int | None = None) -> _Slice:
         """Back slice `s` by the file; a new slice (offset None) is appended to it, zeroed."""

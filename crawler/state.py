@@ -1,12 +1,63 @@
-"""Where a crawl keeps its visited set, frontier and output: in memory, or in --state DIR."""
+"""Where a crawl keeps its visited set, frontier and output: in memory, or in --state DIR.
+
+A state directory holds `crawl.sqlite` (the frontier, a journal of visited-set
+claims, and the output offset, in WAL mode) and `visited.bloom` (the Bloom
+filter, memory-mapped and changed in place). After a page is fetched, one
+synchronous step:
+
+1. appends its record to the output file,
+2. commits, in one SQLite transaction: the page's frontier row deleted, its new
+   links' rows inserted, their visited-set keys journaled, and the output
+   file's new length,
+3. sets the keys' bits in the Bloom filter and records in its header how far
+   the journal has been applied.
+
+The bits come last on purpose: a URL's bit is never set before the URL is
+safely queued, so a crash cannot make a page look seen that no one will fetch.
+Until then, a claim lives in a small in-memory set. On resume, the output file
+is cut back to the committed length (dropping a torn or uncommitted line), the
+journal is replayed into the filter past the applied position, and every row
+still in the frontier, those in flight at the crash included, is queued again.
+So after `kill -9` at any moment, each page appears in the output exactly once,
+and at most the URLs in flight are fetched a second time.
+"""
 
 from __future__ import annotations
 
-from crawler.bloom import BloomFilter
-from crawler.config import Settings
-from crawler.frontier import MemoryFrontier, Request
-from crawler.output import JsonlWriter
+import fcntl
+import json
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from crawler.bloom import BloomFileError, BloomFilter
+from crawler.config import ConfigError, Settings
+from crawler.frontier import MemoryFrontier, Request, SqliteFrontier
+from crawler.output import JsonlWriter, WriteFailed
 from crawler.stats import Stats
+from crawler.urls import visit_key
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+DATABASE, BLOOM, LOCK = "crawl.sqlite", "visited.bloom", "lock"
+STATS_EVERY_S = 2.0
+PRUNE_EVERY = 10_000  # journal rows applied before the old ones are deleted
+# The settings that decide which pages a crawl outputs; a resume must keep them.
+SHAPING_SETTINGS = (
+    "max_depth",
+    "allow_host",
+    "any_host",
+    "include",
+    "exclude",
+    "max_url_length",
+    "expected_urls",
+    "fp_rate",
+)
 
 
 class MemoryStore:
@@ -32,6 +83,235 @@ class MemoryStore:
         self._output.close()
 
 
-def open_store(settings: Settings, seeds: list[str]) -> MemoryStore:
+class JournaledVisited:
+    """The visited set of a state directory: a claim becomes bits only once journaled."""
+
+    def __init__(self, bloom: BloomFilter) -> None:
+        self.bloom = bloom
+        self._pending: set[str] = set()
+
+    def add(self, key: str) -> bool:
+        return self.add_many([key])[0]
+
+    def add_many(self, keys: Sequence[str]) -> list[bool]:
+        results = self.bloom.check_many(keys)
+        pending = self._pending
+        for i, key in enumerate(keys):
+            if results[i]:
+                if key in pending:
+                    results[i] = False
+                else:
+                    pending.add(key)
+        return results
+
+    def settle(self, keys: Iterable[str]) -> None:
+        """`keys` are journaled: make them bits."""
+        keys = list(keys)
+        self.bloom.update(keys)
+        self._pending.difference_update(keys)
+
+
+class DiskStore:
+    """A crawl's state in a directory, safe against `kill -9` at any moment."""
+
+    def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
+        self._directory = Path(settings.state)
+        self._lock_fd = _lock(self._directory, settings.fresh)
+        try:
+            self._open(settings, seeds)
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+    def _open(self, settings: Settings, seeds: Sequence[str]) -> None:
+        directory = self._directory
+        meta = self._connect()
+        shape = _shape(settings, seeds)
+        output_path = os.path.abspath(settings.output)
+        # A crawl has started once its first commit (the seeds) is in: that writes "shape".
+        self.resumed = "shape" in meta
+        if self.resumed:
+            shape = self._check_resume(settings, meta, shape, output_path)
+            offset = int(meta["output_offset"])
+            self.stats = Stats(json.loads(meta.get("stats", "{}")))
+            self.stats.records = self.stats.restored_records = int(meta["records"])
+        else:
+            self._db.close()
+            _remove_state_files(directory)
+            self._connect()
+            offset = None
+            self.stats = Stats()
+        self._meta_to_start = (
+            {}
+            if self.resumed
+            else {"schema": SCHEMA_VERSION, "shape": json.dumps(shape), "output_path": output_path}
+        )
+        try:
+            self.bloom = BloomFilter.open(
+                directory / BLOOM, shape["expected_urls"], shape["fp_rate"]
+            )
+        except BloomFileError as exc:
+            raise ConfigError(f"--state {directory}: {exc}; use --fresh to start over") from None
+        self.visited = JournaledVisited(self.bloom)
+        self._journal_seq = self._replay_journal()
+        self.frontier = SqliteFrontier(self._db)
+        self._output = JsonlWriter(settings.output, resume_at=offset)
+        self._applied_at_prune = self._journal_seq
+        self._stats_saved_at = time.monotonic()
+        if self.resumed:
+            log.info(
+                "resuming from %s: %s records so far, %s URLs queued",
+                directory,
+                f"{self.stats.records:,}",
+                f"{len(self.frontier):,}",
+            )
+
+    def _connect(self) -> dict[str, str]:
+        """Open the database; return its meta table."""
+        self._db = sqlite3.connect(self._directory / DATABASE, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(
+            "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);"
+            "CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, key TEXT NOT NULL);"
+        )
+        return dict(self._db.execute("SELECT name, value FROM meta"))
+
+    def _check_resume(
+        self, settings: Settings, meta: dict[str, str], shape: dict[str, Any], output_path: str
+    ) -> dict[str, Any]:
+        saved = json.loads(meta["shape"])
+        changed = [name for name in shape if shape[name] != saved.get(name)]
+        if changed and not settings.force_resume:
+            raise ConfigError(
+                f"--state {self._directory} belongs to a crawl with other "
+                f"{', '.join(name.replace('_', '-') for name in changed)}; "
+                "use --force-resume to continue it anyway, or --fresh to start over"
+            )
+        if changed:
+            log.warning("resuming despite changed settings: %s", ", ".join(changed))
+            for name in ("expected_urls", "fp_rate"):  # the filter on disk keeps its size
+                shape[name] = saved[name]
+        if meta["output_path"] != output_path:
+            raise ConfigError(
+                f"--state {self._directory} writes to {meta['output_path']}, "
+                f"not {output_path}; give the same -o, or --fresh to start over"
+            )
+        offset = int(meta["output_offset"])
+        size = os.path.getsize(output_path) if os.path.exists(output_path) else 0
+        if size < offset:
+            raise ConfigError(
+                f"{output_path} is shorter ({size:,} bytes) than the crawl wrote "
+                f"({offset:,}); it was changed outside the crawler. Use --fresh to start over"
+            )
+        return shape
+
+    def _replay_journal(self) -> int:
+        """Bring the filter up to the journal; return the journal's last position."""
+        applied = self.bloom.journal_position
+        replayed = 0
+        for (key,) in self._db.execute(
+            "SELECT key FROM journal WHERE seq > ? ORDER BY seq", (applied,)
+        ):
+            self.bloom.update([key])
+            replayed += 1
+        last = self._db.execute("SELECT max(seq) FROM journal").fetchone()[0] or applied
+        if replayed:
+            log.info("replayed %s visited-set claims from the journal", f"{replayed:,}")
+        self.bloom.journal_position = last
+        self.bloom.checkpoint()
+        return last
+
+    def commit(
+        self, done: Request | None, line: bytes | None, new: list[Request], claimed: list[str]
+    ) -> None:
+        keys = [visit_key(r.url) for r in new]
+        keys.extend(visit_key(url) for url in claimed)
+        offset = self._output.write(line) if line is not None else self._output.offset
+        records = self.stats.records + (line is not None)
+        first_seq = self._journal_seq + 1
+        self._journal_seq += len(keys)
+        try:
+            self._db.execute("BEGIN")
+            self.frontier.push(new)
+            if done is not None:
+                self.frontier.remove(done)
+            self._db.executemany(
+                "INSERT INTO journal (seq, key) VALUES (?, ?)", enumerate(keys, first_seq)
+            )
+            self._set_meta(output_offset=offset, records=records, **self._meta_to_start)
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise WriteFailed(f"cannot write the crawl state in {self._directory}: {exc}") from None
+        self._meta_to_start = {}
+        self.visited.settle(keys)
+        self.bloom.journal_position = self._journal_seq
+        self.bloom.checkpoint()
+        self._housekeeping()
+
+    def _housekeeping(self) -> None:
+        if self._journal_seq - self._applied_at_prune >= PRUNE_EVERY:
+            self._db.execute("DELETE FROM journal WHERE seq <= ?", (self._journal_seq,))
+            self._applied_at_prune = self._journal_seq
+        now = time.monotonic()
+        if now - self._stats_saved_at >= STATS_EVERY_S:
+            self._save_stats()
+            self._stats_saved_at = now
+
+    def _save_stats(self) -> None:
+        self._set_meta(stats=json.dumps(self.stats.as_dict()))
+
+    def _set_meta(self, **values: Any) -> None:
+        self._db.executemany(
+            "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
+            [(name, str(value)) for name, value in values.items()],
+        )
+
+    def close(self) -> None:
+        try:
+            self._save_stats()
+            self._db.close()
+            self.bloom.close()
+            self._output.close()
+        finally:
+            os.close(self._lock_fd)
+
+
+def _shape(settings: Settings, seeds: Sequence[str]) -> dict[str, Any]:
+    shape: dict[str, Any] = {"seeds": sorted(set(seeds))}
+    for name in SHAPING_SETTINGS:
+        value = getattr(settings, name)
+        shape[name] = list(value) if isinstance(value, tuple) else value
+    return shape
+
+
+def _lock(directory: Path, fresh: bool) -> int:
+    """Make `directory` ours for this run: one crawler at a time; --fresh empties it."""
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"--state {directory} is not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise ConfigError(f"cannot use --state {directory}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(f"--state {directory} is in use by another crawler") from None
+    if fresh:
+        _remove_state_files(directory)
+    return fd
+
+
+def _remove_state_files(directory: Path) -> None:
+    """Only the crawler's own files: a state directory may hold the user's too."""
+    for name in (DATABASE, DATABASE + "-wal", DATABASE + "-shm", BLOOM):
+        (directory / name).unlink(missing_ok=True)
+
+
+def open_store(settings: Settings, seeds: list[str]) -> MemoryStore | DiskStore:
     """The store the settings ask for; ConfigError if a state directory cannot be used."""
+    if settings.state:
+        return DiskStore(settings, seeds)
     return MemoryStore(settings, JsonlWriter(settings.output))

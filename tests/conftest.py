@@ -49,10 +49,23 @@ class Site:
         self.max_in_flight = 0
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self._hit_waiters: list[tuple[int, asyncio.Event]] = []
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    def hits_reached(self, count: int) -> asyncio.Event:
+        """An event set once the site has served `count` requests in all."""
+        event = asyncio.Event()
+        self._hit_waiters.append((count, event))
+        self._notify()
+        return event
+
+    def _notify(self) -> None:
+        for count, event in self._hit_waiters:
+            if len(self.hits) >= count:
+                event.set()
 
     def count(self, path: str) -> int:
         return sum(1 for hit in self.hits if hit.path == path)
@@ -100,6 +113,7 @@ class Site:
         self.hits.append(
             Hit(request.path_qs, time.monotonic(), request.headers.get("User-Agent", ""))
         )
+        self._notify()
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
