@@ -104,7 +104,7 @@ def _run(settings: Settings, crawl: Crawl) -> int:
         crawl.failure = exc
     finally:
         crawl.store.close()
-    reporter.summary()
+    reporter.finish()
     return SIGNAL_EXIT_CODES[received[0]] if received else EXIT_OK
 
 

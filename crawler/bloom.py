@@ -223,7 +223,10 @@ class BloomFilter:
 
     def __contains__(self, item: str | bytes) -> bool:
         h1, h2 = _hash(item, signed=False)
-        return any(s.contains(h1, h2) for s in self._slices)
+        for s in self._slices:  # a loop, not any(generator): lookups are per link too
+            if s.contains(h1, h2):
+                return True
+        return False
 
     def __len__(self) -> int:
         """Items added (each `add` that returned True)."""
@@ -252,14 +255,21 @@ class BloomFilter:
         """Sum, over every "already seen" verdict, of the false-positive rate at that moment."""
         return self._false_skips
 
-    def _count_skip(self, verdicts: int) -> None:
-        total = len(self)
-        if total != self._rate_at:
+    @property
+    def predicted_false_positive_rate(self) -> float:
+        """The rate theory predicts from the item counts: cheap enough to read often."""
+        # Only the last slice's count changes (and _grow() resets the key), so its count
+        # says whether the cached rate is current, without summing over every slice.
+        at = self._last.count
+        if at != self._rate_at:
             miss = 1.0
             for s in self._slices:
                 miss *= 1.0 - s.estimated_rate()
-            self._rate, self._rate_at = 1.0 - miss, total
-        self._false_skips += verdicts * self._rate
+            self._rate, self._rate_at = 1.0 - miss, at
+        return self._rate
+
+    def _count_skip(self, verdicts: int) -> None:
+        self._false_skips += verdicts * self.predicted_false_positive_rate
 
     # -- growth -------------------------------------------------------------
 
@@ -277,6 +287,7 @@ class BloomFilter:
         self._slices.append(new)
         self._older = self._slices[:-1]
         self._last = new
+        self._rate_at = -1
         if self._file is not None:  # a crash must not leave a slice the header doesn't know
             self._file.write_header(self._header(_FLAG_OPEN))
         if len(self._slices) > 1:
@@ -435,7 +446,7 @@ class BloomFilter:
             m, k, _, slice_capacity, count, slice_rate = _SLICE.unpack_from(
                 header, _HEADER.size + i * _SLICE.size
             )
-            if m == 0 or m % 64 or not 1 <= k <= 64 or slice_capacity < 1:
+            if m == 0 or m % 64 or not 1 <= k <= m or slice_capacity < 1:
                 raise BloomFileError(f"{path}: corrupted header")
             layout.append((offset, m // 8))
             offset += _padded(m // 8)

@@ -242,3 +242,36 @@ def test_the_demo_crawls_its_own_site(tmp_path):
     assert "中文页面：布隆过滤器" in titles
     assert {r["error"] for r in records} >= {None, "robots_disallowed"}
     assert "pages" in result.stderr
+
+
+async def test_stats_file_and_summary_come_from_the_same_numbers(site: Site, tmp_path):
+    site.page("/", "home", ["/a", "/missing"])
+    site.page("/a", "A")
+    stats_path = tmp_path / "stats.json"
+
+    code, _, err = await run_cli_async(
+        "-", "-o", str(tmp_path / "out.jsonl"), "--stats", str(stats_path), stdin=f"{site.url}/\n"
+    )
+
+    assert code == 0
+    stats = json.loads(stats_path.read_text())
+    assert stats["records"] == 3
+    assert stats["statuses"] == {"200": 2, "404": 1}
+    assert stats["depths"] == {"0": 1, "1": 2}
+    assert stats["hosts_top"] == {f"127.0.0.1:{site.port}": 3}
+    assert stats["visited"]["urls"] == 3
+    assert stats["visited"]["fp_rate"] < 1e-6
+    assert "expected_false_skips" in stats["visited"]
+    assert stats["rate_history"][-1]["records"] == 3
+    assert "status 404" in err and "visited set" in err
+
+
+async def test_quiet_silences_the_summary(site: Site, tmp_path):
+    site.page("/", "home")
+
+    code, _, err = await run_cli_async(
+        "-", "-o", str(tmp_path / "out.jsonl"), "--quiet", stdin=f"{site.url}/\n"
+    )
+
+    assert code == 0
+    assert err == ""
