@@ -52,6 +52,7 @@ _DOT_SEGMENT = re.compile(r"(?:^|/)\.\.?(?:/|$)")
 _PLAIN_ABSOLUTE = re.compile(r"(https?)://([a-z0-9\-.]+)([/?].*)?")
 _REG_NAME = re.compile(r"[a-z0-9\-._~!$&'()*+,;=]+")
 _PORT = re.compile(r"[0-9]*")
+_TWO_SLASHES = ("//", "\\\\", "/\\", "\\/")  # browsers take a backslash for a slash
 
 
 def _escape(text: str, chars: str) -> str:
@@ -98,8 +99,8 @@ def _remove_dot_segments(path: str) -> str:
 @functools.lru_cache(maxsize=16384)
 def _canonical_host(host: str) -> str | None:
     if host.startswith("["):
-        if not host.endswith("]"):
-            return None
+        if not host.endswith("]") or "%" in host:
+            return None  # browsers accept no zone ID ("[fe80::1%25eth0]")
         try:
             return f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
         except ValueError:
@@ -108,11 +109,12 @@ def _canonical_host(host: str) -> str | None:
         host = unquote(host, errors="strict") if _is_utf8_escaped(host) else host
     if host.isascii():
         host = host.lower()
-        return host if _REG_NAME.fullmatch(host) else None
-    try:
-        return URL.build(scheme="http", host=host).raw_host
-    except (ValueError, UnicodeError):
-        return None
+    else:
+        try:
+            host = URL.build(scheme="http", host=host).raw_host
+        except (ValueError, UnicodeError):
+            return None
+    return host if _REG_NAME.fullmatch(host) else None
 
 
 def _is_utf8_escaped(text: str) -> bool:
@@ -125,10 +127,10 @@ def _is_utf8_escaped(text: str) -> bool:
 
 @functools.lru_cache(maxsize=16384)
 def _canonical_authority(authority: str, scheme: str) -> str | None:
-    userinfo, at, hostport = authority.rpartition("@")
+    userinfo, _, hostport = authority.rpartition("@")
     if hostport.startswith("["):
-        host, _, rest = hostport.partition("]")
-        host += "]"
+        host, bracket, rest = hostport.partition("]")
+        host += bracket
         if rest and not rest.startswith(":"):
             return None
         port = rest[1:]
@@ -145,7 +147,9 @@ def _canonical_authority(authority: str, scheme: str) -> str | None:
         port = str(int(port))
     if port and port != _DEFAULT_PORTS[scheme]:
         canonical_host = f"{canonical_host}:{port}"
-    if at and userinfo not in ("", ":"):
+    user, _, password = userinfo.partition(":")
+    userinfo = userinfo if password else user  # "user:@host" is "user@host", ":@host" is "host"
+    if userinfo:
         return f"{_escape(userinfo, _USERINFO_CHARS)}@{canonical_host}"
     return canonical_host
 
@@ -184,10 +188,10 @@ class _Base:
             if scheme not in _DEFAULT_PORTS:
                 return None
             rest = reference[match.end() :]
-            if scheme == self.scheme and not rest.startswith(("//", "\\\\", "/\\", "\\/")):
-                return self.resolve(rest)  # "http:page.html" is relative in browsers
-            return _absolute(scheme, rest)
-        if reference.startswith(("//", "\\\\", "/\\", "\\/")):
+            if scheme != self.scheme or rest.startswith(_TWO_SLASHES):
+                return _absolute(scheme, rest)
+            reference = rest  # "http:page.html" is relative in browsers, "http:a:b" too
+        elif reference.startswith(_TWO_SLASHES):
             return _absolute(self.scheme, reference)
         path, query = _split_query(reference)
         if not path:
@@ -327,7 +331,9 @@ class Scope:
 
     A host is host[:port] with the default port left out, so http and https of one
     site are one host, and two servers on one machine but different ports are two.
-    An --allow-host pattern without a port matches that host name on any port.
+    An --allow-host pattern without a port matches that host name on any port; one
+    with a port matches that host[:port] only, ":80" and ":443" meaning the default.
+    "*.example.com" matches the subdomains of example.com, on any port, not example.com.
     """
 
     def __init__(
@@ -345,15 +351,16 @@ class Scope:
         self._suffixes: list[str] = []
         for pattern in allow_hosts:
             subdomains = pattern.startswith("*.")
-            host = _canonical_authority(pattern[2:] if subdomains else pattern, "http")
+            name = pattern[2:] if subdomains else pattern
+            host = _canonical_authority(name, "http")
             if host is None:
                 continue
             if subdomains:
                 self._suffixes.append("." + _hostname(host))
-            elif host == _hostname(host):
+            elif name == _hostname(name):  # no port: that name on any port
                 self._names.add(host)
-            else:
-                self._hosts.add(host)
+            else:  # that host[:port] exactly; ":80" and ":443" are the default port, so none
+                self._hosts.add(host.removesuffix(":443"))
         self._include = [re.compile(p) for p in include]
         self._exclude = [re.compile(p) for p in exclude]
         self._max_url_length = max_url_length
