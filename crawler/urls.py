@@ -49,7 +49,7 @@ _NEEDS_ESCAPING = {
 # A reference made only of these characters needs no escaping work at all.
 _PLAIN_REFERENCE = re.compile(rf"[{_QUERY_CHARS}]*")
 _DOT_SEGMENT = re.compile(r"(?:^|/)\.\.?(?:/|$)")
-_PLAIN_ABSOLUTE = re.compile(r"(https?)://([a-z0-9\-.]+)([/?].*)?")
+_PLAIN_ABSOLUTE = re.compile(r"(https?)://([a-z0-9\-.:]+)([/?].*)?")
 _REG_NAME = re.compile(r"[a-z0-9\-._~!$&'()*+,;=]+")
 _PORT = re.compile(r"[0-9]*")
 _TWO_SLASHES = ("//", "\\\\", "/\\", "\\/")  # browsers take a backslash for a slash
@@ -114,7 +114,46 @@ def _canonical_host(host: str) -> str | None:
             host = URL.build(scheme="http", host=host).raw_host
         except (ValueError, UnicodeError):
             return None
+    if _ends_in_a_number(host):
+        return _ipv4(host)
     return host if _REG_NAME.fullmatch(host) else None
+
+
+def _ends_in_a_number(host: str) -> bool:
+    """WHATWG's test for a host that must be an IPv4 address ("127.1", "0x7f.1")."""
+    labels = host.split(".")
+    if labels[-1] == "" and len(labels) > 1:
+        labels.pop()
+    last = labels[-1]
+    if last.isdigit() and last.isascii():
+        return True
+    return last[:2] == "0x" and all(c in "0123456789abcdef" for c in last[2:])
+
+
+def _ipv4(host: str) -> str | None:
+    """WHATWG's IPv4 parser: decimal, octal and hex parts, 1 to 4 of them; None if invalid."""
+    parts = host.split(".")
+    if parts[-1] == "" and len(parts) > 1:
+        parts.pop()
+    if len(parts) > 4:
+        return None
+    numbers = []
+    for part in parts:
+        if not part:
+            return None
+        radix = 10
+        if part[:2] == "0x":
+            part, radix = part[2:], 16
+        elif len(part) > 1 and part[0] == "0":
+            part, radix = part[1:], 8
+        try:
+            numbers.append(int(part, radix) if part else 0)
+        except ValueError:
+            return None
+    if any(n > 255 for n in numbers[:-1]) or numbers[-1] >= 256 ** (5 - len(numbers)):
+        return None
+    address = numbers[-1] + sum(n * 256 ** (3 - i) for i, n in enumerate(numbers[:-1]))
+    return str(ipaddress.IPv4Address(address))
 
 
 def _is_utf8_escaped(text: str) -> bool:
@@ -178,7 +217,7 @@ class _Base:
         self.authority = rest[:slash]
         self.origin = f"{self.scheme}://{self.authority}"
         self.path, self.query = _split_query(rest[slash:])
-        self.directory = self.origin + self.path[: self.path.rfind("/") + 1]
+        self.directory = self.path[: self.path.rfind("/") + 1]
 
     def resolve(self, reference: str) -> str | None:
         """RFC 3986 section 5.2.2 with WHATWG's leniencies; `reference` has no fragment."""
@@ -212,26 +251,49 @@ class _Base:
         return self.resolve(reference)
 
     def _plain(self, reference: str) -> str | None:
-        """The fast path for references that are already canonical in all but position."""
-        path = reference.partition("?")[0]
-        if _DOT_SEGMENT.search(path):
-            return None
+        """The fast path for references that need no escaping: most links on most pages."""
         first = reference[:1]
         if first == "/":
-            return None if reference[1:2] == "/" else self.origin + reference
+            if reference[1:2] == "/" or _DOT_SEGMENT.search(reference.partition("?")[0]):
+                return None
+            return self.origin + reference
         if first == "?":
             return self.origin + self.path + reference
+        path = reference.partition("?")[0]
         if ":" in path.partition("/")[0]:
-            match = _PLAIN_ABSOLUTE.fullmatch(reference)
-            if match is None or _DOT_SEGMENT.search(path.partition("//")[2]):
-                return None
-            rest = match.group(3) or ""
-            if rest.startswith("/"):
-                return reference
-            return f"{reference[: match.end(2)]}/{rest}"
+            return _plain_absolute(reference)
         if not reference:
             return self.url
-        return self.directory + reference
+        directory = self.directory
+        while first == ".":  # leading "./" and "../", the common relative forms
+            if reference.startswith("./"):
+                reference = reference[2:]
+            elif reference.startswith("../"):
+                reference = reference[3:]
+                directory = directory[: directory.rfind("/", 0, -1) + 1] or "/"
+            else:
+                break
+            first = reference[:1]
+        if _DOT_SEGMENT.search(reference.partition("?")[0]):
+            return None
+        return self.origin + directory + reference
+
+
+def _plain_absolute(reference: str) -> str | None:
+    """An absolute URL that is canonical as it is, or None to take the general path."""
+    match = _PLAIN_ABSOLUTE.fullmatch(reference)
+    if match is None:
+        return None
+    scheme, authority, rest = match.groups()
+    if _canonical_authority(authority, scheme) != authority:
+        return None  # a default or odd port, an IPv4 shorthand...
+    if rest is None:
+        return reference + "/"
+    if rest[0] == "?":
+        return f"{scheme}://{authority}/{rest}"
+    if _DOT_SEGMENT.search(rest.partition("?")[0]):
+        return None
+    return reference
 
 
 def _absolute(scheme: str, rest: str) -> str | None:

@@ -461,10 +461,30 @@ def test_absolute_url_found_as_a_link_is_the_same(url, expected):
     assert both_paths(base, url) == expected
 
 
-@pytest.mark.xfail(strict=True, reason="IPv4 shorthand is not parsed yet (WHATWG IPv4 parser)")
-def test_ipv4_shorthand_is_the_dotted_quad_as_in_browsers():
-    # Browsers read 127.1, 0x7f.0.0.1 and 2130706433 as 127.0.0.1.
-    assert canonicalize("http://127.1/") == "http://127.0.0.1/"
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("127.1", "127.0.0.1"),
+        ("0x7f.0.0.1", "127.0.0.1"),
+        ("0177.0.0.1", "127.0.0.1"),
+        ("2130706433", "127.0.0.1"),
+        ("127.0.0.01", "127.0.0.1"),
+        ("1.2.3.4.", "1.2.3.4"),
+        ("0x", "0.0.0.0"),
+        ("1.2.3.256", None),
+        ("1.2.3.4.5", None),
+        ("1..2", None),
+        ("09.1", None),
+        ("a.1", None),
+    ],
+)
+def test_ipv4_hosts_are_read_as_browsers_read_them(host, expected):
+    # WHATWG's IPv4 parser: a host ending in a number must be an address.
+    result = canonicalize(f"http://{host}/")
+    assert result == (f"http://{expected}/" if expected else None)
+    assert canonicalize(f"http://{host}:8080/x", "http://a.com/") == (
+        f"http://{expected}:8080/x" if expected else None
+    )
 
 
 # --- Many spellings of one URL give one string; different resources stay different --------------
