@@ -7,6 +7,8 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 FIELDS = (
     "url",
     "final_url",
@@ -48,8 +50,12 @@ def record(url: str, depth: int, referrer: str | None, **fields: Any) -> dict[st
 
 
 def encode(fields: dict[str, Any]) -> bytes:
-    line = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
-    return line.encode("utf-8", "replace") + b"\n"
+    """One JSON line, UTF-8, non-ASCII as is."""
+    try:
+        return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:  # a lone surrogate: keep the line, replace the character
+        line = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+        return line.encode("utf-8", "replace") + b"\n"
 
 
 class JsonlWriter:
