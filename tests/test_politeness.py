@@ -11,8 +11,6 @@ from aiohttp import web
 from crawler.config import DEFAULT_USER_AGENT
 from tests.conftest import Site, by_url, crawl
 
-TOLERANCE_S = 0.01  # the server sees a request a little after the crawler starts it
-
 
 def start_gaps(site: Site) -> list[float]:
     starts = sorted(hit.started for hit in site.hits)
@@ -132,7 +130,7 @@ async def test_delay_spaces_request_starts_on_a_host(site: Site, tmp_path):
     await crawl(tmp_path, [site.url + "/"], delay=0.2, per_host=4)
 
     assert len(site.hits) == 5
-    assert min(start_gaps(site)) >= 0.2 - TOLERANCE_S
+    assert min(start_gaps(site)) >= 0.2
 
 
 async def test_crawl_delay_in_robots_txt_raises_the_delay(site: Site, tmp_path):
@@ -142,7 +140,7 @@ async def test_crawl_delay_in_robots_txt_raises_the_delay(site: Site, tmp_path):
     await crawl(tmp_path, [site.url + "/"], ignore_robots=False, delay=0.1)
 
     assert len(site.hits) == 5  # robots.txt, the index, three pages
-    assert min(start_gaps(site)) >= 0.4 - TOLERANCE_S
+    assert min(start_gaps(site)) >= 0.4
 
 
 async def test_crawl_delay_is_capped_with_a_warning(site: Site, tmp_path, caplog):
@@ -153,7 +151,7 @@ async def test_crawl_delay_is_capped_with_a_warning(site: Site, tmp_path, caplog
         await crawl(tmp_path, [site.url + "/"], ignore_robots=False, max_crawl_delay=0.2)
 
     gaps = start_gaps(site)
-    assert min(gaps) >= 0.2 - TOLERANCE_S
+    assert min(gaps) >= 0.2
     assert max(gaps) < 1.0
     assert "Crawl-delay 3600" in caplog.text
 
@@ -173,7 +171,7 @@ async def test_429_with_retry_after_is_retried_after_it(site: Site, tmp_path):
 
     assert (record["status"], record["title"]) == (200, "ok")
     first, second = sorted(hit.started for hit in site.hits)
-    assert second - first >= 1.0 - TOLERANCE_S
+    assert second - first >= 1.0
 
 
 async def test_retry_after_past_the_cap_is_an_error(site: Site, tmp_path):
@@ -198,7 +196,7 @@ async def test_a_429_slows_the_whole_host(site: Site, tmp_path):
 
     busy = next(hit.started for hit in site.hits if hit.path == "/busy")
     after = [hit.started - busy for hit in site.hits if hit.started > busy]
-    assert after and min(after) >= 1.0 - TOLERANCE_S
+    assert after and min(after) >= 1.0
 
 
 async def test_a_throttled_host_does_not_hold_up_another(site: Site, site2: Site, tmp_path):
@@ -215,7 +213,7 @@ async def test_a_throttled_host_does_not_hold_up_another(site: Site, site2: Site
     slow = sorted(hit.started for hit in site.hits)
     assert fast[-1] - fast[0] < 0.5  # all of 127.0.0.2 at full speed...
     assert fast[-1] < slow[-1] - 1.0  # ...long before the delayed host is done
-    assert min(start_gaps(site)) >= 1.0 - TOLERANCE_S
+    assert min(start_gaps(site)) >= 1.0
 
 
 async def test_include_exclude_and_url_length_filter_what_is_followed(site: Site, tmp_path):

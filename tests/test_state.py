@@ -207,3 +207,19 @@ async def test_max_pages_counts_across_resumes(site: Site, tmp_path):
     assert code == 0
     assert len(read_records(run.output)) == 100
     assert json.loads(run.output.read_text().splitlines()[-1])["url"]
+
+
+async def test_a_second_sigint_quits_at_once_and_the_state_still_resumes(site: Site, tmp_path):
+    pages = build_graph_site(site, delay_s=0.5)
+    run = Run(site, tmp_path)
+    reached = site.hits_reached(20)
+    process = await run.start()
+    await reached.wait()
+    process.send_signal(signal.SIGINT)
+    process.send_signal(signal.SIGINT)
+    await process.communicate()
+
+    assert process.returncode == 130
+    code, _ = await run.until_done()
+    assert code == 0
+    assert_each_page_once(read_records(run.output), pages)
