@@ -210,7 +210,7 @@ async def test_max_pages_counts_across_resumes(site: Site, tmp_path):
 
 
 async def test_a_second_sigint_quits_at_once_and_the_state_still_resumes(site: Site, tmp_path):
-    pages = build_graph_site(site, delay_s=0.5)
+    pages = build_graph_site(site, delay_s=0.05)
     run = Run(site, tmp_path)
     reached = site.hits_reached(20)
     process = await run.start()
