@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter, deque
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -63,6 +64,51 @@ class Store(Protocol):
         claims of `new` and of the redirect targets `claimed` permanent."""
 
     def close(self) -> None: ...
+
+
+class BreadthFirstGate:
+    """Lets a fetched page claim its links only when every shallower page is finished.
+
+    Workers fetch whatever is ready, so pages complete out of order. If a page at
+    depth 3 claimed its links while a page at depth 1 was still in flight, a URL
+    that page links to would get depth 4 instead of 2, and --max-depth would cut
+    off pages within reach depending on timing. So such a page is held here,
+    fetched and parsed, until no page shallower than it is queued or in flight.
+    Meanwhile fetching goes on: the hold costs memory for the held records, never
+    requests. Depths are then exact shortest distances from the seeds.
+    """
+
+    def __init__(self, queued_by_depth: Counter[int]) -> None:
+        self._unfinished = Counter(queued_by_depth)  # queued, in flight or held
+        self._held: dict[int, deque[tuple[Request, dict[str, Any], list[str]]]] = {}
+
+    def queued(self, requests: list[Request]) -> None:
+        for request in requests:
+            self._unfinished[request.depth] += 1
+
+    def finished(self, request: Request) -> None:
+        self._unfinished[request.depth] -= 1
+
+    def must_hold(self, depth: int) -> bool:
+        return any(self._unfinished[shallower] for shallower in range(depth))
+
+    def hold(self, request: Request, fields: dict[str, Any], follow: list[str]) -> None:
+        self._held.setdefault(request.depth, deque()).append((request, fields, follow))
+
+    def next_ready(
+        self, everything: bool = False
+    ) -> tuple[Request, dict[str, Any], list[str]] | None:
+        """A held page whose turn has come (any held page, shallowest first, if `everything`)."""
+        if not self._held:
+            return None
+        depth = min(self._held)
+        if not everything and self.must_hold(depth):
+            return None
+        pages = self._held[depth]
+        page = pages.popleft()
+        if not pages:
+            del self._held[depth]
+        return page
 
 
 def open_session(settings: Settings) -> aiohttp.ClientSession:
@@ -131,12 +177,15 @@ class Crawl:
                 max_pages=remaining or 0,
                 on_disallowed=self._record_disallowed,
             )
+            self._gate = BreadthFirstGate(self.store.frontier.depths())
             if not self.store.resumed:
                 self._enqueue_seeds()
             self._workers = [
                 asyncio.create_task(self._worker()) for _ in range(settings.concurrency)
             ]
             await asyncio.gather(*self._workers, return_exceptions=True)
+            if self.failure is None:  # pages held for shallower ones that will never come
+                self._complete_held(everything=True)
 
     def stop(self, drain: bool = True) -> None:
         """Take no new URLs; in-flight requests get --drain-timeout seconds to finish."""
@@ -157,6 +206,7 @@ class Crawl:
             Request(url, 0, None) for url in self.seeds if self.store.visited.add(visit_key(url))
         ]
         self.store.commit(None, None, fresh, [])
+        self._gate.queued(fresh)
         self.scheduler.add(fresh)
 
     async def _worker(self) -> None:
@@ -184,14 +234,15 @@ class Crawl:
             if self._retried(request, response, throttled):
                 return
             fields, follow = self._page(request, response, time.monotonic() - started)
-            new = self._new_requests(request, follow)
         except Exception:  # a bug must cost one page, not the crawl
             log.exception("internal error on %s", request.url)
-            fields, new = (
-                record(request.url, request.depth, request.referrer, error="internal_error"),
-                [],
-            )
-        self._commit(request, fields, new)
+            fields = record(request.url, request.depth, request.referrer, error="internal_error")
+            follow = []
+        if follow and self._gate.must_hold(request.depth):
+            self._gate.hold(request, fields, follow)
+        else:
+            self._complete(request, fields, follow)
+        self._complete_held()
         self.scheduler.release(request, throttled=throttled)
 
     def _retried(self, request: Request, response: Response, throttled: bool) -> bool:
@@ -237,15 +288,23 @@ class Crawl:
             page.nofollow
             or robots_directives_forbid_following(robots_header)
             or not 200 <= status < 300
+            or request.depth >= self.settings.max_depth  # too deep: not even claimed
         ):
             return fields, []
         return fields, links
 
+    def _complete(self, request: Request, fields: dict[str, Any], follow: list[str]) -> None:
+        self._commit(request, fields, self._new_requests(request, follow))
+
+    def _complete_held(self, everything: bool = False) -> None:
+        while (held := self._gate.next_ready(everything)) is not None:
+            self._complete(*held)
+
     def _new_requests(self, request: Request, links: list[str]) -> list[Request]:
         """Links to follow that no one has claimed yet, claimed now, as requests."""
+        if not links:
+            return []
         depth = request.depth + 1
-        if not links or depth > self.settings.max_depth:
-            return []  # too deep: not claimed, so a shorter path can still reach them
         allows = self.scope.allows
         follow = [url for url in links if allows(url)]
         fresh = self.store.visited.add_many([visit_key(url) for url in follow])
@@ -256,7 +315,9 @@ class Crawl:
     def _commit(self, request: Request, fields: dict[str, Any], new: list[Request]) -> None:
         self.store.commit(request, encode(fields), new, request.hops)
         self.stats.count(fields, request.host)
+        self._gate.finished(request)
         if new:
+            self._gate.queued(new)
             self.scheduler.add(new)
 
     def _record_disallowed(self, request: Request) -> None:
@@ -265,6 +326,7 @@ class Crawl:
             record(request.url, request.depth, request.referrer, error="robots_disallowed"),
             [],
         )
+        self._complete_held()
 
     async def _admit_hop(self, target: str) -> Hop:
         """May a redirect go on to `target`? Same checks as a link, plus robots.txt."""

@@ -10,7 +10,7 @@ growing by one per link makes the crawl breadth-first.
 from __future__ import annotations
 
 import sqlite3
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -38,6 +38,7 @@ class Request:
 
 class Frontier(Protocol):
     def push(self, requests: Iterable[Request]) -> None: ...
+    def depths(self) -> Counter[int]: ...
     def peek(self, host: str) -> Request | None: ...
     def pop(self, host: str) -> Request | None: ...
     def hosts(self) -> list[str]: ...
@@ -73,6 +74,10 @@ class MemoryFrontier:
 
     def hosts(self) -> list[str]:
         return list(self._queues)
+
+    def depths(self) -> Counter[int]:
+        """How many requests are queued at each depth."""
+        return Counter(r.depth for queue in self._queues.values() for r in queue)
 
     def __len__(self) -> int:
         return self._size
@@ -165,6 +170,11 @@ class SqliteFrontier:
             for h in {*self._buffers, *self._unbuffered}
             if self._buffers.get(h) or self._unbuffered.get(h)
         ]
+
+    def depths(self) -> Counter[int]:
+        """How many requests are queued at each depth."""
+        rows = self._db.execute("SELECT depth, count(*) FROM frontier GROUP BY depth")
+        return Counter(dict(rows))
 
     def __len__(self) -> int:
         return self._size

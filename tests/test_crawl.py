@@ -315,3 +315,20 @@ async def test_garbage_response_is_an_invalid_response(site: Site, tmp_path):
 
     assert record["status"] is None
     assert record["error"] in ("invalid_response", "connection_error")
+
+
+async def test_depth_is_the_shortest_distance_even_when_a_shallow_page_is_slow(site, tmp_path):
+    # / -> slow -> x, and / -> b -> c -> x: x is at depth 2, its link y at depth 3,
+    # however long the slow page takes while b and c are fetched.
+    site.page("/", "index", ["/slow", "/b"])
+    site.page("/slow", "slow", ["/x"], delay_s=0.3)
+    site.page("/b", "b", ["/c"])
+    site.page("/c", "c", ["/x"])
+    site.page("/x", "x", ["/y"])
+    site.page("/y", "y", ["/z"])
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], max_depth=3))
+
+    depths = {url.rpartition("/")[2]: r["depth"] for url, r in records.items()}
+    assert depths == {"": 0, "slow": 1, "b": 1, "c": 2, "x": 2, "y": 3}
+    assert records[site.url + "/x"]["referrer"] == site.url + "/slow"
