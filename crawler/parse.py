@@ -25,12 +25,15 @@ def parse_html(text: str) -> ParsedPage:
     tree = LexborHTMLParser(text)
     title_node = tree.css_first("title")
     title = " ".join(title_node.text().split()) if title_node is not None else None
-    base_node = tree.css_first("base[href]")
-    base_href = base_node.attributes.get("href") if base_node is not None else None
+    base_href = None
     nofollow = False
-    for meta in tree.css("meta[name][content]"):
-        attributes = meta.attributes
-        if (attributes.get("name") or "").strip().lower() == "robots":
+    # One pass for both: each CSS query walks the whole document.
+    for node in tree.css("base[href], meta[name][content]"):
+        attributes = node.attributes
+        if node.tag == "base":
+            if base_href is None:
+                base_href = attributes["href"]
+        elif (attributes["name"] or "").strip().lower() == "robots":
             nofollow = nofollow or robots_directives_forbid_following(attributes["content"] or "")
-    hrefs = [node.attributes.get("href") or "" for node in tree.css("a[href], area[href]")]
+    hrefs = [node.attributes["href"] or "" for node in tree.css("a[href], area[href]")]
     return ParsedPage(title=title, hrefs=hrefs, base_href=base_href, nofollow=nofollow)

@@ -343,11 +343,11 @@ def link_resolver(base: str) -> _Base | None:
 
 
 def canonical_links(hrefs: Iterable[str], base: str) -> list[str]:
-    """Canonical absolute URLs of `hrefs` in page order, each once; uncrawlable ones dropped."""
-    resolver = link_resolver(base)
-    if resolver is None:
-        return []
-    canonical = resolver.canonical
+    """Canonical absolute URLs of `hrefs` in page order, each once; uncrawlable ones dropped.
+
+    `base` must be canonical already (a fetched URL is): it is not checked again.
+    """
+    canonical = _Base(base).canonical
     seen: dict[str, None] = {}
     for href in hrefs:
         url = canonical(href)
