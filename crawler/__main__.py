@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import logging
 import os
 import signal
@@ -19,6 +21,7 @@ from crawler.state import open_store
 log = logging.getLogger("crawler")
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+M_TRIM_THRESHOLD, M_TOP_PAD = -1, -2  # glibc's <malloc.h>
 SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
@@ -55,6 +58,23 @@ def _check_output_path(settings: Settings) -> None:
         raise ConfigError(f"cannot write {settings.output}: it is a directory")
 
 
+def _keep_freed_memory() -> None:
+    """Stop glibc from giving the heap back to the kernel after every page.
+
+    Each page parsed allocates and frees a Lexbor document. With glibc's default
+    trim threshold the heap shrank and grew again around each one: five brk calls
+    per page and fresh zeroed memory pages every time. Keeping up to 32 MiB took
+    the 20,000-page benchmark crawl from 2,300 to 2,970 pages/s (CPU 9.0 -> 6.9 s)
+    for 1.5 MB more peak RSS. Elsewhere than glibc there is nothing to tune.
+    """
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    except (OSError, AttributeError, TypeError):
+        return
+    mallopt(M_TRIM_THRESHOLD, 32 * 2**20)
+    mallopt(M_TOP_PAD, 4 * 2**20)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging()
     try:
@@ -69,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_error(f"cannot open {exc.filename}: {exc.strerror}")
         return EXIT_BAD_INPUT
     crawl = Crawl(settings, seeds, store, store.stats)
+    _keep_freed_memory()
     code = _run(settings, crawl)
     if crawl.failure is not None:
         print_error(str(crawl.failure))
