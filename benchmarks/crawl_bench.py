@@ -356,6 +356,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--scrapy-venv", type=Path, help="default: OUT/scrapy-venv")
     parser.add_argument("--no-scrapy", action="store_true", help="leave Scrapy out")
     parser.add_argument("--no-ceilings", action="store_true", help="leave the ceilings out")
+    parser.add_argument(
+        "--with-state", action="store_true", help="also time ours with --state (a fresh DIR)"
+    )
     return parser.parse_args()
 
 
@@ -374,6 +377,16 @@ def build_contenders(
             partial(check_crawl, manifest),
         )
     ]
+    if args.with_state:
+        ours = contenders[0].command
+        contenders.append(
+            Contender(
+                "ours --state",
+                "ours-state",
+                lambda output: [*ours(output), "--state", str(output.with_suffix(".state"))],
+                partial(check_crawl, manifest),
+            )
+        )
     versions = f"crawler {git_revision()}, aiohttp {package_version(sys.executable, 'aiohttp')}"
     if not args.no_scrapy:
         scrapy = scrapy_python(args.scrapy_venv or args.out / "scrapy-venv")
@@ -427,6 +440,7 @@ def run_rounds(
             stem = runs_dir / f"{contender.slug}-{round_number}"
             output = stem.with_suffix(".jsonl")
             output.unlink(missing_ok=True)  # a run that writes nothing must not pass
+            shutil.rmtree(output.with_suffix(".state"), ignore_errors=True)
             command = site.pinned(contender.command(output), cpu)
             run = measure_beside(server.pid, command, stem)
             contender.check(stem, run)
@@ -489,8 +503,17 @@ def main() -> int:
             "(column 'others'): that run's wall-clock figures are suspect"
         )
     by_slug = {contender.slug: contender for contender in contenders}
+    print()
+    if "fetch-parse" in by_slug:
+        ours, ceiling = summarize(by_slug["ours"]), summarize(by_slug["fetch-parse"])
+        print(f"ours / fetch+parse ceiling: {ours['pages_per_s'] / ceiling['pages_per_s']:.0%}")
+    if "ours-state" in by_slug:
+        plain, state = summarize(by_slug["ours"]), summarize(by_slug["ours-state"])
+        print(
+            f"ours with --state / without: {state['pages_per_s'] / plain['pages_per_s']:.2f}x "
+            f"pages/s, {state['cpu_s_per_1000'] / plain['cpu_s_per_1000']:.2f}x CPU per page"
+        )
     if "scrapy" in by_slug:
-        print()
         print(ratio_line(by_slug["ours"], by_slug["scrapy"]))
 
     results = {
