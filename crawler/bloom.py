@@ -244,7 +244,11 @@ class BloomFilter:
 
         Each "already seen" verdict counts toward `expected_false_skips`, as in `add`.
         """
-        results = [item not in self for item in items]
+        if self._older:
+            results = [item not in self for item in items]
+        else:  # the usual case, inlined: one slice
+            holds = self._last.holds
+            results = [not holds(*_hash(item, signed=False)) for item in items]
         skips = results.count(False)
         if skips:
             self._count_skip(skips)

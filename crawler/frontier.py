@@ -83,23 +83,25 @@ class MemoryFrontier:
         return self._size
 
 
+# Keyed by (host, seq) without a rowid: the table is its own per-host index, so queuing
+# and removing a URL each change one B-tree, not a table and an index.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS frontier (
-    seq INTEGER PRIMARY KEY,
     host TEXT NOT NULL,
+    seq INTEGER NOT NULL,
     url TEXT NOT NULL,
     depth INTEGER NOT NULL,
-    referrer TEXT
-);
-CREATE INDEX IF NOT EXISTS frontier_by_host ON frontier (host, seq);
+    referrer TEXT,
+    PRIMARY KEY (host, seq)
+) WITHOUT ROWID;
 """
 
 
 class SqliteFrontier:
     """Rows in a `frontier` table of a connection the caller commits; a buffer per host.
 
-    A row stays until `remove()` deletes it when its page is done, so after a
-    crash every URL that was queued or in flight is queued again.
+    A row stays until the state directory's checkpoint deletes it once its page is
+    done, so after a crash every URL that was queued or in flight is queued again.
     """
 
     def __init__(self, db: sqlite3.Connection, buffer_per_host: int = 64) -> None:
@@ -113,15 +115,17 @@ class SqliteFrontier:
         for host, count in db.execute("SELECT host, count(*) FROM frontier GROUP BY host"):
             self._unbuffered[host] = count
             self._size += count
+        self._last_seq = db.execute("SELECT max(seq) FROM frontier").fetchone()[0] or 0
 
     def push(self, requests: Iterable[Request]) -> None:
         for request in requests:
             host = request.host
-            cursor = self._db.execute(
-                "INSERT INTO frontier (host, url, depth, referrer) VALUES (?, ?, ?, ?)",
-                (host, request.url, request.depth, request.referrer),
+            self._last_seq += 1
+            request.seq = self._last_seq
+            self._db.execute(
+                "INSERT INTO frontier (host, seq, url, depth, referrer) VALUES (?, ?, ?, ?, ?)",
+                (host, request.seq, request.url, request.depth, request.referrer),
             )
-            request.seq = cursor.lastrowid or 0
             buffer = self._buffers.setdefault(host, deque())
             if not self._unbuffered.get(host) and len(buffer) < self._buffer_size:
                 buffer.append(request)
@@ -158,11 +162,6 @@ class SqliteFrontier:
             del self._buffers[host]
             self._unbuffered.pop(host, None)
         return request
-
-    def remove(self, request: Request) -> None:
-        """The request's page is done: its row goes (inside the caller's transaction)."""
-        if request.seq:
-            self._db.execute("DELETE FROM frontier WHERE seq = ?", (request.seq,))
 
     def hosts(self) -> list[str]:
         return [

@@ -1,25 +1,28 @@
 """Where a crawl keeps its visited set, frontier and output: in memory, or in --state DIR.
 
-A state directory holds `crawl.sqlite` (the frontier, a journal of visited-set
-claims, and the output offset, in WAL mode) and `visited.bloom` (the Bloom
-filter, memory-mapped and changed in place). After a page is fetched, one
-synchronous step:
+A state directory holds `crawl.sqlite` (in WAL mode: the frontier, and a log of
+what each page changed) and `visited.bloom` (the Bloom filter, memory-mapped and
+changed in place). After a page is fetched, one synchronous step:
 
 1. appends its record to the output file,
-2. commits, in one SQLite transaction: the page's frontier row deleted, its new
-   links' rows inserted, their visited-set keys journaled, and the output
-   file's new length,
-3. sets the keys' bits in the Bloom filter and records in its header how far
-   the journal has been applied.
+2. commits, in one SQLite transaction, the page's new links as frontier rows and
+   one log row: which request is done, the output file's length and record
+   count after it, and the visited-set keys it claimed,
+3. sets those keys' bits in the Bloom filter.
 
 The bits come last on purpose: a URL's bit is never set before the URL is
 safely queued, so a crash cannot make a page look seen that no one will fetch.
-Until then, a claim lives in a small in-memory set. On resume, the output file
-is cut back to the committed length (dropping a torn or uncommitted line), the
-journal is replayed into the filter past the applied position, and every row
-still in the frontier, those in flight at the crash included, is queued again.
-So after `kill -9` at any moment, each page appears in the output exactly once,
-and at most the URLs in flight are fetched a second time.
+Until then a claim lives in a small in-memory set. Appending only, a commit
+writes one or two database pages; once a second, a checkpoint records in the
+filter's header how far the log is in its bits, then deletes the finished
+requests' frontier rows and all but the last log row.
+
+On resume, the output file is cut back to the committed length (dropping a torn
+or uncommitted line), the log past the header's position is replayed into the
+filter and folded into the frontier, and every row still in the frontier, those
+in flight at the crash included, is queued again. So after `kill -9` at any
+moment, each page appears in the output exactly once, and at most the URLs in
+flight at the crash are fetched a second time.
 """
 
 from __future__ import annotations
@@ -44,9 +47,21 @@ from crawler.urls import visit_key
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+# log: one row per commit, appended: the page done, the output's length and record
+# count after it, and the visited-set keys it claimed, newline-separated.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS log (
+    seq INTEGER PRIMARY KEY,
+    done_host TEXT,
+    done_seq INTEGER,
+    output_offset INTEGER NOT NULL,
+    records INTEGER NOT NULL,
+    keys TEXT NOT NULL
+);
+"""
 DATABASE, BLOOM, LOCK = "crawl.sqlite", "visited.bloom", "lock"
-STATS_EVERY_S = 2.0
-PRUNE_EVERY = 10_000  # journal rows applied before the old ones are deleted
+CHECKPOINT_EVERY_S = 1.0  # header of the filter, journal pruning, stats
 # The settings that decide which pages a crawl outputs; a resume must keep them.
 SHAPING_SETTINGS = (
     "max_depth",
@@ -153,11 +168,12 @@ class DiskStore:
         except BloomFileError as exc:
             raise ConfigError(f"--state {directory}: {exc}; use --fresh to start over") from None
         self.visited = JournaledVisited(self.bloom)
-        self._journal_seq = self._replay_journal()
+        self._log_seq = self._replay_log()
+        if self.resumed:
+            self._checkpoint()
         self.frontier = SqliteFrontier(self._db)
         self._output = JsonlWriter(settings.output, resume_at=offset)
-        self._applied_at_prune = self._journal_seq
-        self._stats_saved_at = time.monotonic()
+        self._checkpointed_at = time.monotonic()
         if self.resumed:
             log.info(
                 "resuming from %s: %s records so far, %s URLs queued",
@@ -169,13 +185,18 @@ class DiskStore:
     def _connect(self) -> dict[str, str]:
         """Open the database; return its meta table."""
         self._db = sqlite3.connect(self._directory / DATABASE, isolation_level=None)
+        # One process has the directory (flock), so no shared-memory index for readers.
+        self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(
-            "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);"
-            "CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, key TEXT NOT NULL);"
-        )
-        return dict(self._db.execute("SELECT name, value FROM meta"))
+        self._db.executescript(_SCHEMA)
+        meta = dict(self._db.execute("SELECT name, value FROM meta"))
+        last = self._db.execute(
+            "SELECT output_offset, records FROM log ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        if last is not None:
+            meta.update(output_offset=last[0], records=last[1])
+        return meta
 
     def _check_resume(
         self, settings: Settings, meta: dict[str, str], shape: dict[str, Any], output_path: str
@@ -206,21 +227,18 @@ class DiskStore:
             )
         return shape
 
-    def _replay_journal(self) -> int:
-        """Bring the filter up to the journal; return the journal's last position."""
-        applied = self.bloom.journal_position
+    def _replay_log(self) -> int:
+        """Set the bits of keys logged after the filter's last checkpoint; the log's end."""
         replayed = 0
-        for (key,) in self._db.execute(
-            "SELECT key FROM journal WHERE seq > ? ORDER BY seq", (applied,)
+        for (keys,) in self._db.execute(
+            "SELECT keys FROM log WHERE seq > ? AND keys != ''", (self.bloom.journal_position,)
         ):
-            self.bloom.update([key])
-            replayed += 1
-        last = self._db.execute("SELECT max(seq) FROM journal").fetchone()[0] or applied
+            claims = keys.split("\n")
+            self.bloom.update(claims)
+            replayed += len(claims)
         if replayed:
-            log.info("replayed %s visited-set claims from the journal", f"{replayed:,}")
-        self.bloom.journal_position = last
-        self.bloom.checkpoint()
-        return last
+            log.info("replayed %s visited-set claims from the log", f"{replayed:,}")
+        return self._db.execute("SELECT max(seq) FROM log").fetchone()[0] or 0
 
     def commit(
         self, done: Request | None, line: bytes | None, new: list[Request], claimed: list[str]
@@ -229,37 +247,56 @@ class DiskStore:
         keys.extend(visit_key(url) for url in claimed)
         offset = self._output.write(line) if line is not None else self._output.offset
         records = self.stats.records + (line is not None)
-        first_seq = self._journal_seq + 1
-        self._journal_seq += len(keys)
+        self._log_seq += 1
         try:
             self._db.execute("BEGIN")
             self.frontier.push(new)
-            if done is not None:
-                self.frontier.remove(done)
-            self._db.executemany(
-                "INSERT INTO journal (seq, key) VALUES (?, ?)", enumerate(keys, first_seq)
+            self._db.execute(
+                "INSERT INTO log VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    self._log_seq,
+                    done.host if done else None,
+                    done.seq if done else None,
+                    offset,
+                    records,
+                    "\n".join(keys),
+                ),
             )
-            self._set_meta(output_offset=offset, records=records, **self._meta_to_start)
+            if self._meta_to_start:
+                self._set_meta(**self._meta_to_start)
+                self._meta_to_start = {}
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise WriteFailed(f"cannot write the crawl state in {self._directory}: {exc}") from None
-        self._meta_to_start = {}
         self.visited.settle(keys)
-        self.bloom.journal_position = self._journal_seq
+        if time.monotonic() - self._checkpointed_at >= CHECKPOINT_EVERY_S:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Mark the log as applied to the filter, then fold it into the frontier."""
+        self.bloom.journal_position = self._log_seq
         self.bloom.checkpoint()
-        self._housekeeping()
+        self._compact()
+        self._checkpointed_at = time.monotonic()
 
-    def _housekeeping(self) -> None:
-        if self._journal_seq - self._applied_at_prune >= PRUNE_EVERY:
-            self._db.execute("DELETE FROM journal WHERE seq <= ?", (self._journal_seq,))
-            self._applied_at_prune = self._journal_seq
-        now = time.monotonic()
-        if now - self._stats_saved_at >= STATS_EVERY_S:
-            self._save_stats()
-            self._stats_saved_at = now
+    def _compact(self) -> None:
+        """Delete the frontier rows of pages done, and the log rows that said so.
 
-    def _save_stats(self) -> None:
-        self._set_meta(stats=json.dumps(self.stats.as_dict()))
+        The last log row stays: it holds the output's committed length. Its keys and
+        every earlier row's are in the filter's bits, as its header says.
+        """
+        try:
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "DELETE FROM frontier WHERE (host, seq) IN "
+                "(SELECT done_host, done_seq FROM log WHERE done_host IS NOT NULL)"
+            )
+            self._db.execute("UPDATE log SET done_host = NULL, done_seq = NULL, keys = ''")
+            self._db.execute("DELETE FROM log WHERE seq < ?", (self._log_seq,))
+            self._set_meta(stats=json.dumps(self.stats.as_dict()))
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise WriteFailed(f"cannot write the crawl state in {self._directory}: {exc}") from None
 
     def _set_meta(self, **values: Any) -> None:
         self._db.executemany(
@@ -269,7 +306,7 @@ class DiskStore:
 
     def close(self) -> None:
         try:
-            self._save_stats()
+            self._checkpoint()
             self._db.close()
             self.bloom.close()
             self._output.close()
