@@ -55,6 +55,7 @@ class Store(Protocol):
     visited: Visited
     bloom: BloomFilter
     frontier: Frontier
+    stats: Stats  # restored on resume
     resumed: bool
 
     def commit(
