@@ -59,10 +59,10 @@ def summary_table(figures: dict[str, Any]) -> str:
         (
             "pages",
             f"{figures['records']:,}",
-            f"{figures['pages_per_s']:.1f} pages/s over {figures['elapsed_s']:.1f} s",
+            f"{figures['pages_per_s']:.1f} pages/s over {figures['elapsed_s']:.2f} s",
         ),
         *(
-            (f"status {status}", f"{count:,}", "")
+            ("no response" if status == "none" else f"status {status}", f"{count:,}", "")
             for status, count in sorted(figures["statuses"].items())
         ),
         (
@@ -72,13 +72,13 @@ def summary_table(figures: dict[str, Any]) -> str:
         ),
         (
             "data",
-            f"{figures['bytes'] / 2**20:,.1f} MiB",
+            _size(figures["bytes"]),
             f"{figures['truncated']:,} truncated, {figures['retries']:,} retries",
         ),
         (
             "visited set",
             f"{visited['urls']:,} URLs",
-            f"{visited['bytes'] / 2**20:.1f} MiB in {visited['slices']} slice(s), "
+            f"{_size(visited['bytes'])} in {visited['slices']} slice(s), "
             f"FP rate now {visited['fp_rate']:.2g} (target {visited['target_fp_rate']:g})",
         ),
         (
@@ -94,6 +94,14 @@ def summary_table(figures: dict[str, Any]) -> str:
         for label, value, note in rows
     ]
     return "crawler: summary\n" + "\n".join(lines)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.2f} GiB"
 
 
 def write_json_atomically(path: str, figures: dict[str, Any]) -> None:

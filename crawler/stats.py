@@ -30,7 +30,7 @@ class Stats:
         self.records += 1
         if fields["error"]:
             self.errors[fields["error"]] += 1
-        self.statuses[str(fields["status"])] += 1
+        self.statuses["none" if fields["status"] is None else str(fields["status"])] += 1
         self.depths[str(fields["depth"])] += 1
         self.hosts[host] += 1
         self.bytes += fields["bytes"] or 0
