@@ -14,7 +14,7 @@ from typing import Any
 
 from crawler.config import ConfigError, Settings, load_settings, print_error, read_seeds
 from crawler.engine import Crawl
-from crawler.output import WriteFailed
+from crawler.output import OutputClosed, WriteFailed
 from crawler.report import Reporter
 from crawler.state import open_store
 
@@ -91,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     crawl = Crawl(settings, seeds, store, store.stats)
     _keep_freed_memory()
     code = _run(settings, crawl)
-    if crawl.failure is not None:
+    # A reader that stops reading (`| head`) ends the crawl, as it does for any Unix tool.
+    if crawl.failure is not None and not isinstance(crawl.failure, OutputClosed):
         print_error(str(crawl.failure))
         code = EXIT_FAILED
     return code

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -275,3 +276,23 @@ async def test_quiet_silences_the_summary(site: Site, tmp_path):
 
     assert code == 0
     assert err == ""
+
+
+async def test_a_reader_that_stops_reading_ends_the_crawl_quietly(site: Site, tmp_path):
+    site.page("/", "home", [f"/{n}" for n in range(200)])
+    for n in range(200):
+        site.page(f"/{n}", str(n), delay_s=0.01)
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    pipeline = (
+        f"{shlex.quote(sys.executable)} -m crawler {seeds} --quiet | head -1; "
+        'echo "crawler exit ${PIPESTATUS[0]}" >&2'
+    )
+
+    process = await asyncio.create_subprocess_exec(
+        "bash", "-c", pipeline, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await process.communicate()
+
+    assert json.loads(out)["title"] == "home"
+    assert err.decode() == "crawler exit 0\n"
