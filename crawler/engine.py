@@ -42,6 +42,10 @@ from crawler.urls import Scope, canonical_links, canonicalize, visit_key
 log = logging.getLogger(__name__)
 
 THROTTLE_STATUSES = frozenset({429, 503})
+# Pages waiting for shallower ones (about 4 KB each). Past this, as when a host with a
+# long Crawl-delay holds back a level, the shallowest go ahead: memory stays bounded,
+# and depths may then come from longer paths.
+MAX_HELD_PAGES = 5000
 
 
 class Visited(Protocol):
@@ -82,6 +86,7 @@ class BreadthFirstGate:
     def __init__(self, queued_by_depth: Counter[int]) -> None:
         self._unfinished = Counter(queued_by_depth)  # queued, in flight or held
         self._held: dict[int, deque[tuple[Request, dict[str, Any], list[str]]]] = {}
+        self.held = 0
 
     def queued(self, requests: list[Request]) -> None:
         for request in requests:
@@ -95,6 +100,7 @@ class BreadthFirstGate:
 
     def hold(self, request: Request, fields: dict[str, Any], follow: list[str]) -> None:
         self._held.setdefault(request.depth, deque()).append((request, fields, follow))
+        self.held += 1
 
     def next_ready(
         self, everything: bool = False
@@ -109,6 +115,7 @@ class BreadthFirstGate:
         page = pages.popleft()
         if not pages:
             del self._held[depth]
+        self.held -= 1
         return page
 
 
@@ -148,6 +155,7 @@ class Crawl:
         self.scheduler: HostScheduler | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
+        self._warned_held = False
         self.failure: WriteFailed | None = None
 
     async def run(self) -> None:
@@ -300,6 +308,16 @@ class Crawl:
     def _complete_held(self, everything: bool = False) -> None:
         while (held := self._gate.next_ready(everything)) is not None:
             self._complete(*held)
+        if self._gate.held > MAX_HELD_PAGES and not self._warned_held:
+            self._warned_held = True
+            log.warning(
+                "over %s pages wait for shallower ones, held back by slow hosts: "
+                "letting the shallowest go ahead, so some depths may come from "
+                "longer paths",
+                f"{MAX_HELD_PAGES:,}",
+            )
+        while self._gate.held > MAX_HELD_PAGES:
+            self._complete(*self._gate.next_ready(everything=True))
 
     def _new_requests(self, request: Request, links: list[str]) -> list[Request]:
         """Links to follow that no one has claimed yet, claimed now, as requests."""

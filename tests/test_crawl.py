@@ -332,3 +332,24 @@ async def test_depth_is_the_shortest_distance_even_when_a_shallow_page_is_slow(s
     depths = {url.rpartition("/")[2]: r["depth"] for url, r in records.items()}
     assert depths == {"": 0, "slow": 1, "b": 1, "c": 2, "x": 2, "y": 3}
     assert records[site.url + "/x"]["referrer"] == site.url + "/slow"
+
+
+async def test_pages_held_for_a_slow_shallower_one_are_capped(site, tmp_path, monkeypatch,
+                                                              caplog):
+    monkeypatch.setattr("crawler.engine.MAX_HELD_PAGES", 2)
+    site.page("/", "index", ["/slow", "/b"])
+    site.page("/slow", "slow", delay_s=1.0)
+    site.page("/b", "b", [f"/c{n}" for n in range(5)])
+    for n in range(5):
+        site.page(f"/c{n}", f"c{n}", [f"/d{n}"])
+        site.page(f"/d{n}", f"d{n}")
+
+    with caplog.at_level("WARNING", logger="crawler"):
+        records = await crawl(tmp_path, [site.url + "/"], per_host=8)
+
+    assert len(records) == 13
+    slow_started = next(hit.started for hit in site.hits if hit.path == "/slow")
+    early = [hit for hit in site.hits if hit.path.startswith("/d")
+             and hit.started < slow_started + 0.9]
+    assert len(early) == 3  # five held c pages, two allowed to wait
+    assert "some depths may come from longer paths" in caplog.text
