@@ -334,8 +334,7 @@ async def test_depth_is_the_shortest_distance_even_when_a_shallow_page_is_slow(s
     assert records[site.url + "/x"]["referrer"] == site.url + "/slow"
 
 
-async def test_pages_held_for_a_slow_shallower_one_are_capped(site, tmp_path, monkeypatch,
-                                                              caplog):
+async def test_pages_held_for_a_slow_shallower_one_are_capped(site, tmp_path, monkeypatch, caplog):
     monkeypatch.setattr("crawler.engine.MAX_HELD_PAGES", 2)
     site.page("/", "index", ["/slow", "/b"])
     site.page("/slow", "slow", delay_s=1.0)
@@ -349,7 +348,8 @@ async def test_pages_held_for_a_slow_shallower_one_are_capped(site, tmp_path, mo
 
     assert len(records) == 13
     slow_started = next(hit.started for hit in site.hits if hit.path == "/slow")
-    early = [hit for hit in site.hits if hit.path.startswith("/d")
-             and hit.started < slow_started + 0.9]
+    early = [
+        hit for hit in site.hits if hit.path.startswith("/d") and hit.started < slow_started + 0.9
+    ]
     assert len(early) == 3  # five held c pages, two allowed to wait
     assert "some depths may come from longer paths" in caplog.text
