@@ -7,6 +7,7 @@ validation all come from the same table, so a key is a flag and a flag is a key.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import math
 import os
@@ -341,7 +342,10 @@ def read_config_file(path: str) -> dict[str, Any]:
     values = {}
     for key, raw in data.items():
         if key not in _BY_NAME and key not in _TOML_ONLY:
-            raise ConfigError(f"{path}: unknown key '{key}'")
+            known = [*_BY_NAME, *_TOML_ONLY]
+            close = difflib.get_close_matches(key.replace("-", "_"), known, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"{path}: unknown key '{key}'{hint}")
         values[key] = _validated(key, raw, path)
     return values
 
