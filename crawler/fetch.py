@@ -8,7 +8,6 @@ target goes through the same scope and visited-set checks as a link.
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import ssl
 import time
@@ -158,7 +157,7 @@ async def _read_body(response: aiohttp.ClientResponse, max_bytes: int) -> tuple[
 
 
 def _error_kind(exc: BaseException) -> str:
-    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+    if isinstance(exc, TimeoutError):  # asyncio.TimeoutError is TimeoutError since 3.11
         return "timeout"
     if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
         return "ssl_error"
@@ -166,6 +165,8 @@ def _error_kind(exc: BaseException) -> str:
         return "invalid_response"
     if isinstance(exc, BadContentEncoding):
         return "decoding_error"
+    if isinstance(exc, ValueError):  # a URL or header aiohttp refuses
+        return "invalid_response"
     return "connection_error"
 
 
@@ -208,10 +209,10 @@ class Fetcher:
         response.redirects, response.hops = redirects, hops
         return response
 
-    async def get(self, url: str, max_bytes: int | None = None) -> Response:
+    async def get(self, url: str) -> Response:
         """One GET, no redirects followed."""
         response = Response(url)
-        limit = self._max_bytes if max_bytes is None else max_bytes
+        limit = self._max_bytes
         try:
             async with self._session.get(url, allow_redirects=False, timeout=self._timeout) as r:
                 response.status = r.status
