@@ -134,6 +134,12 @@ class DiskStore:
         self._lock_fd = _lock(self._directory, settings.fresh)
         try:
             self._open(settings, seeds)
+        except sqlite3.Error as exc:
+            os.close(self._lock_fd)
+            raise ConfigError(
+                f"--state {self._directory}: {DATABASE} is not a crawl's state "
+                f"({exc}); use --fresh to start over"
+            ) from None
         except BaseException:
             os.close(self._lock_fd)
             raise

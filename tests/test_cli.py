@@ -105,7 +105,7 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, flags, named):
     ("toml", "named"),
     [
         ("concurency = 3\n", "did you mean 'concurrency'"),
-    ("max-depth = 3\n", "did you mean 'max_depth'"),
+        ("max-depth = 3\n", "did you mean 'max_depth'"),
         ("concurrency = 'many'\n", "concurrency"),
         ("concurrency = 0\n", "concurrency"),
         ("any_host = 1\n", "any_host"),

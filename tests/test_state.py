@@ -223,3 +223,17 @@ async def test_a_second_sigint_quits_at_once_and_the_state_still_resumes(site: S
     code, _ = await run.until_done()
     assert code == 0
     assert_each_page_once(read_records(run.output), pages)
+
+
+async def test_a_damaged_state_directory_is_refused_with_one_line(site: Site, tmp_path):
+    build_graph_site(site, delay_s=0)
+    run = Run(site, tmp_path)
+    await run.interrupted_after(20, signal.SIGKILL)
+    (run.state / "crawl.sqlite").write_bytes(b"this is not a database" * 100)
+    for leftover in ("crawl.sqlite-wal", "crawl.sqlite-shm"):
+        (run.state / leftover).unlink(missing_ok=True)
+
+    code, err = await run.until_done()
+
+    assert code == 2
+    assert err.count("\n") == 1 and "--fresh" in err and "Traceback" not in err
