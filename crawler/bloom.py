@@ -345,11 +345,11 @@ class BloomFilter:
             self._file.write_header(self._header(_FLAG_OPEN))
         if len(self._slices) > 1:
             log.warning(
-                "visited set grew past %s URLs: added a slice for %s more at p=%.2g (%s in all)",
+                "visited set grew past %s URLs: added a slice for %s more at p=%.2g (%.1f MiB in all)",
                 f"{sum(s.capacity for s in self._older):,}",
                 f"{capacity:,}",
                 error_rate,
-                _human_bytes(self.nbytes),
+                self.nbytes / 2**20,
             )
 
     # -- persistence --------------------------------------------------------
@@ -578,7 +578,3 @@ class _MappedFile:
                 mapping.close()
         self.maps.clear()
         os.close(self.fd)
-
-
-def _human_bytes(n: float) -> str:
-    return f"{n / 2**20:.1f} MiB"
