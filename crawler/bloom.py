@@ -345,7 +345,8 @@ class BloomFilter:
             self._file.write_header(self._header(_FLAG_OPEN))
         if len(self._slices) > 1:
             log.warning(
-                "visited set grew past %s URLs: added a slice for %s more at p=%.2g (%.1f MiB in all)",
+                "visited set grew past %s URLs: added a slice for %s more at p=%.2g "
+                "(%.1f MiB in all)",
                 f"{sum(s.capacity for s in self._older):,}",
                 f"{capacity:,}",
                 error_rate,
