@@ -309,10 +309,6 @@ class HostScheduler:
     def in_flight(self) -> int:
         return self._active
 
-    @property
-    def host_count(self) -> int:
-        return len(self._hosts)
-
     # -- inside ---------------------------------------------------------------
 
     def _host(self, key: str) -> _Host:
