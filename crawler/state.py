@@ -154,8 +154,9 @@ class DiskStore:
         if self.resumed:
             shape = self._check_resume(settings, meta, shape, output_path)
             offset = int(meta["output_offset"])
-            self.stats = Stats(json.loads(meta.get("stats", "{}")))
-            self.stats.records = self.stats.restored_records = int(meta["records"])
+            saved = json.loads(meta.get("stats", "{}"))
+            saved["records"] = int(meta["records"])  # exact per commit; the rest is per second
+            self.stats = Stats(saved)
         else:
             self._db.close()
             _remove_state_files(directory)
