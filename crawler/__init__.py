@@ -1,3 +1,13 @@
-"""crawler: a fast, polite, crash-safe web crawler. Seed URLs in, JSON lines out."""
+"""crawler: a fast, polite, crash-safe web crawler. Seed URLs in, JSON lines out.
+
+The public API is what this module exports: `Crawler`, `Page`, `Settings` and
+`ConfigError`. Nothing else is promised.
+"""
 
 __version__ = "0.1.0"
+
+from crawler.api import Crawler
+from crawler.config import ConfigError, Settings
+from crawler.page import Page
+
+__all__ = ["ConfigError", "Crawler", "Page", "Settings", "__version__"]

@@ -9,14 +9,12 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from crawler.config import ConfigError, Settings, load_settings, print_error, read_seeds
-from crawler.engine import Crawl
-from crawler.output import OutputClosed, WriteFailed
+from crawler.api import Crawler, event_loop_runner
+from crawler.config import STDOUT, ConfigError, Settings, load_settings, print_error, read_seeds
 from crawler.report import Reporter
-from crawler.state import open_store
+from crawler.sinks import OutputClosed, WriteFailed
 
 log = logging.getLogger("crawler")
 
@@ -40,7 +38,7 @@ def _configure_logging() -> None:
 
 def _check_output_path(settings: Settings) -> None:
     """-o must not overwrite the files the crawl reads."""
-    if settings.output is None:
+    if settings.output == STDOUT:
         return
     for label, path in (("seeds file", settings.seeds), ("config file", settings.config)):
         if (
@@ -81,16 +79,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(argv)
         seeds = read_seeds(settings.seeds)
         _check_output_path(settings)
-        store = open_store(settings, seeds)
+        crawler = Crawler(seeds, settings)
+        crawl = crawler.open()
     except ConfigError as exc:
         print_error(str(exc))
         return EXIT_BAD_INPUT
     except OSError as exc:
         print_error(f"cannot open {exc.filename}: {exc.strerror}")
         return EXIT_BAD_INPUT
-    crawl = Crawl(settings, seeds, store, store.stats)
     _keep_freed_memory()
-    code = _run(settings, crawl)
+    code = _run(settings, crawler)
     # A reader that stops reading (`| head`) ends the crawl, as it does for any Unix tool.
     if crawl.failure is not None and not isinstance(crawl.failure, OutputClosed):
         print_error(str(crawl.failure))
@@ -98,8 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _run(settings: Settings, crawl: Crawl) -> int:
+def _run(settings: Settings, crawler: Crawler) -> int:
     received: list[int] = []
+    crawl = crawler.open()
     reporter = Reporter(crawl, settings)
 
     async def supervise() -> None:
@@ -113,32 +112,21 @@ def _run(settings: Settings, crawl: Crawl) -> int:
                 "interrupted: finishing requests in flight (%s again to quit now)",
                 signal.Signals(signum).name,
             )
-            crawl.stop()
+            crawler.stop()
 
         for signum in SIGNAL_EXIT_CODES:
             loop.add_signal_handler(signum, on_signal, signum)
         async with reporter:
-            await crawl.run()
+            await crawler.crawl()
 
     try:
-        _event_loop_runner(settings.uvloop)(supervise())
+        event_loop_runner(settings.uvloop)(supervise())
     except WriteFailed as exc:
         crawl.failure = exc
     finally:
         crawl.store.close()
     reporter.finish()
     return SIGNAL_EXIT_CODES[received[0]] if received else EXIT_OK
-
-
-def _event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, None]], None]:
-    if use_uvloop:
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            return uvloop.run
-    return asyncio.run
 
 
 if __name__ == "__main__":

@@ -25,11 +25,17 @@ class ConfigError(Exception):
     """A setting the user gave is wrong; the message is fit to print as it is."""
 
 
+STDOUT = "-"  # as -o: the JSON lines go to standard output
 DEFAULT_USER_AGENT = f"crawler/{__version__} (+https://github.com/crawler-project/crawler#readme)"
 
 
 @dataclass(frozen=True)
 class Settings:
+    """Every setting of a crawl, validated on construction: a bad value raises ConfigError.
+
+    The same rules and messages apply to flags, config files and `Settings(...)`.
+    """
+
     seeds: str | None = None
     output: str | None = None
     max_depth: int = 5
@@ -60,6 +66,22 @@ class Settings:
     quiet: bool = False
     uvloop: bool = False
     config: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        for option in OPTIONS:
+            value = getattr(self, option.name)
+            if value is not None or option.kind not in ("path", "str"):
+                checked = _validated(option.name, value, option.name, strict=True)
+                object.__setattr__(self, option.name, checked)
+        if self.fresh and self.state is None:
+            raise ConfigError("--fresh only makes sense with --state DIR")
+        if self.per_host > self.concurrency:
+            object.__setattr__(self, "per_host", self.concurrency)
+
+    @classmethod
+    def from_toml(cls, path: str) -> Settings:
+        """The settings of a TOML config file (its keys are the flags' long names)."""
+        return cls(config=path, **read_config_file(path))
 
 
 @dataclass(frozen=True)
@@ -276,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _convert(kind: str, raw: Any, from_toml: bool) -> Any:
+def _convert(kind: str, raw: Any, strict: bool) -> Any:
     """Turn a flag string or a TOML value into the setting's type, or say what is wrong."""
     if kind == "bool":
         if isinstance(raw, bool):
@@ -284,7 +306,7 @@ def _convert(kind: str, raw: Any, from_toml: bool) -> Any:
         raise ValueError("must be true or false")
     if kind == "list":
         items = [raw] if isinstance(raw, str) else raw
-        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
             raise ValueError("must be a string or a list of strings")
         return tuple(items)
     if kind in ("str", "path"):
@@ -294,14 +316,14 @@ def _convert(kind: str, raw: Any, from_toml: bool) -> Any:
             raise ValueError("must not be empty")
         return raw
     if kind == "int":
-        if isinstance(raw, bool) or (from_toml and not isinstance(raw, int)):
+        if isinstance(raw, bool) or (strict and not isinstance(raw, int)):
             raise ValueError("must be an integer")
         try:
             return int(raw)
         except ValueError:
             raise ValueError(f"must be an integer, got {raw!r}") from None
     if kind == "float":
-        if isinstance(raw, bool) or (from_toml and not isinstance(raw, int | float)):
+        if isinstance(raw, bool) or (strict and not isinstance(raw, int | float)):
             raise ValueError("must be a number")
         try:
             value = float(raw)
@@ -313,13 +335,11 @@ def _convert(kind: str, raw: Any, from_toml: bool) -> Any:
     raise AssertionError(kind)
 
 
-def _validated(name: str, raw: Any, config_path: str | None) -> Any:
-    """Check one value; `config_path` is the TOML file it came from, None for a flag."""
+def _validated(name: str, raw: Any, label: str, strict: bool) -> Any:
+    """Check one value, named `label` in a message; `strict`: no strings for numbers."""
     option = _BY_NAME.get(name) or Option(name, "path", "")
-    from_toml = config_path is not None
-    label = f"{config_path}: key '{name}'" if from_toml else option.flag
     try:
-        value = _convert(option.kind, raw, from_toml)
+        value = _convert(option.kind, raw, strict)
     except ValueError as exc:
         raise ConfigError(f"{label} {exc}") from None
     problem = option.check(value) if option.check else None
@@ -346,7 +366,7 @@ def read_config_file(path: str) -> dict[str, Any]:
             close = difflib.get_close_matches(key.replace("-", "_"), known, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise ConfigError(f"{path}: unknown key '{key}'{hint}")
-        values[key] = _validated(key, raw, path)
+        values[key] = _validated(key, raw, f"{path}: key '{key}'", strict=True)
     return values
 
 
@@ -356,21 +376,15 @@ def load_settings(argv: Sequence[str] | None = None) -> Settings:
     config_path = args.pop("config", None)
     values: dict[str, Any] = read_config_file(config_path) if config_path else {}
     for name, raw in args.items():
-        values[name] = raw if name == "seeds" else _validated(name, raw, None)
+        if name != "seeds":
+            raw = _validated(name, raw, _BY_NAME[name].flag, strict=False)
+        values[name] = raw
     settings = Settings(config=config_path, **values)
-    return _check_combination(settings)
-
-
-def _check_combination(settings: Settings) -> Settings:
     if settings.seeds is None:
         raise ConfigError("no seeds file given (usage: crawler SEEDS [options])")
-    if settings.state is not None and settings.output is None:
+    if settings.state is not None and settings.output in (None, STDOUT):
         raise ConfigError("--state needs -o FILE: stdout cannot be reconciled after a crash")
-    if settings.fresh and settings.state is None:
-        raise ConfigError("--fresh only makes sense with --state DIR")
-    if settings.per_host > settings.concurrency:
-        settings = replace(settings, per_host=settings.concurrency)
-    return settings
+    return settings if settings.output else replace(settings, output=STDOUT)
 
 
 def print_error(message: str) -> None:

@@ -1,11 +1,11 @@
 """The crawl loop: frontier + workers + visited set + stop conditions.
 
-    seed -> canonical URL -> visited check -> frontier -> fetch -> parse -> links
-         -> canonical URL -> visited check -> frontier, and each page -> one record
+    seed -> canonical URL -> visited check -> frontier -> fetch -> Page -> (hooks) -> sinks
+    Page -> links -> canonical URL -> visited check -> frontier
 
 N workers share one aiohttp session. Each takes the next job the host
-scheduler allows, fetches it, and hands the page's record and its new links to
-the store in one synchronous step, so output and frontier always agree. The
+scheduler allows, fetches it into a `Page`, and hands the page and its new
+links to the store in one synchronous step, so output and frontier always agree. The
 crawl is over when no host has work and no worker holds any, when --max-pages
 records are written, or when `stop()` is called.
 """
@@ -17,16 +17,15 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import aiohttp
 
-from crawler.bloom import BloomFilter
-from crawler.charset import decode_html
 from crawler.config import Settings
 from crawler.fetch import ACCEPT_ENCODING, Fetcher, Hop, Response
-from crawler.frontier import Frontier, Request
-from crawler.output import WriteFailed, encode, record
+from crawler.frontier import Request
+from crawler.hooks import Hooks
+from crawler.page import Page
 from crawler.parse import parse_html, robots_directives_forbid_following
 from crawler.politeness import (
     ROBOTS_MAX_BYTES,
@@ -36,7 +35,8 @@ from crawler.politeness import (
     RobotsFetch,
     backoff_s,
 )
-from crawler.stats import Stats
+from crawler.sinks import WriteFailed
+from crawler.state import Store
 from crawler.urls import Scope, canonical_links, canonicalize, visit_key
 
 log = logging.getLogger(__name__)
@@ -48,27 +48,11 @@ THROTTLE_STATUSES = frozenset({429, 503})
 MAX_HELD_PAGES = 5000
 
 
-class Visited(Protocol):
-    def add(self, key: str) -> bool: ...
-    def add_many(self, keys: Sequence[str]) -> list[bool]: ...
+class Consumer(Protocol):
+    """Takes committed pages; `room()` returns once it can take more."""
 
-
-class Store(Protocol):
-    """Where the crawl keeps what it must not lose: visited set, frontier, output."""
-
-    visited: Visited
-    bloom: BloomFilter
-    frontier: Frontier
-    stats: Stats  # restored on resume
-    resumed: bool
-
-    def commit(
-        self, done: Request | None, line: bytes | None, new: list[Request], claimed: list[str]
-    ) -> None:
-        """Atomically: write `done`'s record `line`, queue `new`, and make the visited-set
-        claims of `new` and of the redirect targets `claimed` permanent."""
-
-    def close(self) -> None: ...
+    def put(self, page: Page) -> None: ...
+    async def room(self) -> None: ...
 
 
 class BreadthFirstGate:
@@ -85,7 +69,7 @@ class BreadthFirstGate:
 
     def __init__(self, queued_by_depth: Counter[int]) -> None:
         self._unfinished = Counter(queued_by_depth)  # queued, in flight or held
-        self._held: dict[int, deque[tuple[Request, dict[str, Any], list[str]]]] = {}
+        self._held: dict[int, deque[tuple[Request, Page, list[str]]]] = {}
         self.held = 0
 
     def queued(self, requests: list[Request]) -> None:
@@ -98,13 +82,11 @@ class BreadthFirstGate:
     def must_hold(self, depth: int) -> bool:
         return any(self._unfinished[shallower] for shallower in range(depth))
 
-    def hold(self, request: Request, fields: dict[str, Any], follow: list[str]) -> None:
-        self._held.setdefault(request.depth, deque()).append((request, fields, follow))
+    def hold(self, request: Request, page: Page, follow: list[str]) -> None:
+        self._held.setdefault(request.depth, deque()).append((request, page, follow))
         self.held += 1
 
-    def next_ready(
-        self, everything: bool = False
-    ) -> tuple[Request, dict[str, Any], list[str]] | None:
+    def next_ready(self, everything: bool = False) -> tuple[Request, Page, list[str]] | None:
         """A held page whose turn has come (any held page, shallowest first, if `everything`)."""
         if not self._held:
             return None
@@ -135,15 +117,20 @@ def open_session(settings: Settings) -> aiohttp.ClientSession:
 
 
 class Crawl:
-    """One crawl's state; `await Crawl(...).run()` crawls until done or stopped."""
+    """One crawl's state; `await Crawl(...).run()` crawls until done or stopped.
+
+    A `consumer`, if set, is given each page once it is committed.
+    """
 
     def __init__(
-        self, settings: Settings, seeds: Sequence[str], store: Store, stats: Stats | None = None
+        self, settings: Settings, seeds: Sequence[str], store: Store, hooks: Hooks | None = None
     ) -> None:
         self.settings = settings
         self.seeds = list(seeds)
         self.store = store
-        self.stats = stats or Stats()
+        self.stats = store.stats
+        self.hooks = hooks
+        self.consumer: Consumer | None = None
         self.scope = Scope(
             seeds,
             settings.allow_host,
@@ -186,6 +173,8 @@ class Crawl:
                 max_pages=remaining or 0,
                 on_disallowed=self._record_disallowed,
             )
+            if self._stopping:  # stopped before it started
+                self.scheduler.stop()
             self._gate = BreadthFirstGate(self.store.frontier.depths())
             if not self.store.resumed:
                 self._enqueue_seeds()
@@ -230,6 +219,8 @@ class Crawl:
                 self.failure = exc
                 self.stop(drain=False)
                 return
+            if self.consumer is not None:
+                await self.consumer.room()
 
     async def _crawl(self, request: Request) -> None:
         started = time.monotonic()
@@ -242,15 +233,18 @@ class Crawl:
             throttled = response.error is None and response.status in THROTTLE_STATUSES
             if self._retried(request, response, throttled):
                 return
-            fields, follow = self._page(request, response, time.monotonic() - started)
+            page, follow = self._page(request, response, time.monotonic() - started)
         except Exception:  # a bug must cost one page, not the crawl
             log.exception("internal error on %s", request.url)
-            fields = record(request.url, request.depth, request.referrer, error="internal_error")
+            page = Page(request.url, request.depth, request.referrer, error="internal_error")
             follow = []
+        if self.hooks is not None:
+            follow = await self.hooks.apply(page, follow)
         if follow and self._gate.must_hold(request.depth):
-            self._gate.hold(request, fields, follow)
+            page.release()
+            self._gate.hold(request, page, follow)
         else:
-            self._complete(request, fields, follow)
+            self._complete(request, page, follow)
         self._complete_held()
         self.scheduler.release(request, throttled=throttled)
 
@@ -269,41 +263,44 @@ class Crawl:
 
     def _page(
         self, request: Request, response: Response, elapsed_s: float
-    ) -> tuple[dict[str, Any], list[str]]:
-        """The record of a fetched URL, and the links on it to follow."""
-        fields = record(
+    ) -> tuple[Page, list[str]]:
+        """The page of a fetched URL, and the links on it to follow."""
+        fetched = response.status is not None
+        page = Page(
             request.url,
             request.depth,
             request.referrer,
-            final_url=response.final_url or response.url,
+            final_url=(response.final_url or response.url) if fetched else None,
             status=response.status,
             elapsed_ms=round(elapsed_s * 1000, 1),
             content_type=response.content_type,
-            bytes=len(response.body) if response.status is not None else None,
+            bytes=len(response.body) if fetched else None,
             error=response.error,
             truncated=response.truncated,
+            response=response,
         )
         status = response.status or 0
         if response.error is not None or 300 <= status < 400 or not response.is_html:
-            return fields, []
-        page = parse_html(decode_html(response.body, response.content_type))
+            return page, []
+        parsed = parse_html(page.tree)
         base = response.url
-        if page.base_href:
-            base = canonicalize(page.base_href, base) or base
-        fields["title"] = page.title
-        fields["links"] = links = canonical_links(page.hrefs, base)
+        if parsed.base_href:
+            base = canonicalize(parsed.base_href, base) or base
+        page.title = parsed.title
+        page.links = links = canonical_links(parsed.hrefs, base)
         robots_header = response.headers.get("X-Robots-Tag", "")
         if (
-            page.nofollow
+            parsed.nofollow
             or robots_directives_forbid_following(robots_header)
             or not 200 <= status < 300
             or request.depth >= self.settings.max_depth  # too deep: not even claimed
         ):
-            return fields, []
-        return fields, links
+            return page, []
+        allows = self.scope.allows
+        return page, [url for url in links if allows(url)]
 
-    def _complete(self, request: Request, fields: dict[str, Any], follow: list[str]) -> None:
-        self._commit(request, fields, self._new_requests(request, follow))
+    def _complete(self, request: Request, page: Page, follow: list[str]) -> None:
+        self._commit(request, page, self._new_requests(request, follow))
 
     def _complete_held(self, everything: bool = False) -> None:
         while (held := self._gate.next_ready(everything)) is not None:
@@ -324,16 +321,16 @@ class Crawl:
         if not links:
             return []
         depth = request.depth + 1
-        allows = self.scope.allows
-        follow = [url for url in links if allows(url)]
-        fresh = self.store.visited.add_many([visit_key(url) for url in follow])
+        fresh = self.store.visited.add_many([visit_key(url) for url in links])
         return [
-            Request(url, depth, request.url) for url, new in zip(follow, fresh, strict=True) if new
+            Request(url, depth, request.url) for url, new in zip(links, fresh, strict=True) if new
         ]
 
-    def _commit(self, request: Request, fields: dict[str, Any], new: list[Request]) -> None:
-        self.store.commit(request, encode(fields), new, request.hops)
-        self.stats.count(fields, request.host)
+    def _commit(self, request: Request, page: Page, new: list[Request]) -> None:
+        self.store.commit(request, page, new, request.hops)
+        self.stats.count(page, request.host)
+        if self.consumer is not None:
+            self.consumer.put(page)
         self._gate.finished(request)
         if new:
             self._gate.queued(new)
@@ -342,7 +339,7 @@ class Crawl:
     def _record_disallowed(self, request: Request) -> None:
         self._commit(
             request,
-            record(request.url, request.depth, request.referrer, error="robots_disallowed"),
+            Page(request.url, request.depth, request.referrer, error="robots_disallowed"),
             [],
         )
         self._complete_held()

@@ -1,4 +1,4 @@
-"""HTML -> title, link hrefs, <base href> and meta robots, with selectolax (Lexbor)."""
+"""A parsed HTML tree -> title, link hrefs, <base href> and meta robots (selectolax, Lexbor)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ def robots_directives_forbid_following(content: str) -> bool:
     return bool(directives & {"nofollow", "none"})
 
 
-def parse_html(text: str) -> ParsedPage:
-    tree = LexborHTMLParser(text)
+def parse_html(tree: LexborHTMLParser) -> ParsedPage:
     title_node = tree.css_first("title")
     title = " ".join(title_node.text().split()) if title_node is not None else None
     base_href = None

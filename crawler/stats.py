@@ -6,6 +6,8 @@ import time
 from collections import Counter
 from typing import Any
 
+from crawler.page import Page
+
 
 class Stats:
     def __init__(self, restored: dict[str, Any] | None = None) -> None:
@@ -25,17 +27,17 @@ class Stats:
         if restored:
             self._restore(restored)
 
-    def count(self, fields: dict[str, Any], host: str) -> None:
+    def count(self, page: Page, host: str) -> None:
         """One record was written."""
         self.records += 1
-        if fields["error"]:
-            self.errors[fields["error"]] += 1
-        self.statuses["none" if fields["status"] is None else str(fields["status"])] += 1
-        self.depths[str(fields["depth"])] += 1
+        if page.error:
+            self.errors[page.error] += 1
+        self.statuses["none" if page.status is None else str(page.status)] += 1
+        self.depths[str(page.depth)] += 1
         self.hosts[host] += 1
-        self.bytes += fields["bytes"] or 0
-        self.truncated += fields["truncated"]
-        self.fetch_ms += fields["elapsed_ms"] or 0
+        self.bytes += page.bytes or 0
+        self.truncated += page.truncated
+        self.fetch_ms += page.elapsed_ms or 0
 
     @property
     def elapsed_s(self) -> float:

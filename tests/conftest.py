@@ -14,11 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from crawler.config import Settings
-from crawler.engine import Crawl
-from crawler.output import JsonlWriter
-from crawler.state import MemoryStore
-from crawler.urls import canonicalize
+from crawler import Crawler, Settings
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -159,15 +155,11 @@ TEST_SETTINGS = Settings(seeds="-", timeout=5.0, retries=0, ignore_robots=True, 
 
 
 async def crawl(tmp_path: Path, seeds: Iterable[str], **overrides: Any) -> list[dict[str, Any]]:
-    """Crawl from `seeds` with the engine, as the CLI would; return the records."""
+    """Crawl from `seeds` through the API, as the CLI would; return the records."""
     output = tmp_path / "pages.jsonl"
     settings = replace(TEST_SETTINGS, output=str(output), **overrides)
-    store = MemoryStore(settings, JsonlWriter(settings.output))
-    canonical_seeds = [url for url in map(canonicalize, seeds) if url]
-    try:
-        await Crawl(settings, canonical_seeds, store).run()
-    finally:
-        store.close()
+    async with Crawler(seeds, settings) as crawler:
+        await crawler.crawl()
     return read_records(output)
 
 

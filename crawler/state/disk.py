@@ -1,4 +1,4 @@
-"""Where a crawl keeps its visited set, frontier and output: in memory, or in --state DIR.
+"""A crawl kept in a --state directory: resumable after `kill -9` at any moment.
 
 A state directory holds `crawl.sqlite` (in WAL mode: the frontier, and a log of
 what each page changed) and `visited.bloom` (the Bloom filter, memory-mapped and
@@ -39,8 +39,10 @@ from typing import Any
 
 from crawler.bloom import BloomFileError, BloomFilter
 from crawler.config import ConfigError, Settings
-from crawler.frontier import MemoryFrontier, Request, SqliteFrontier
-from crawler.output import JsonlWriter, WriteFailed
+from crawler.frontier import Request, SqliteFrontier
+from crawler.page import Page
+from crawler.sinks import WriteFailed
+from crawler.sinks.jsonl import JsonlSink
 from crawler.stats import Stats
 from crawler.urls import visit_key
 
@@ -73,29 +75,6 @@ SHAPING_SETTINGS = (
     "expected_urls",
     "fp_rate",
 )
-
-
-class MemoryStore:
-    """Everything in memory; records go straight to the output."""
-
-    resumed = False
-
-    def __init__(self, settings: Settings, output: JsonlWriter) -> None:
-        self.bloom = BloomFilter(settings.expected_urls, settings.fp_rate)
-        self.visited = self.bloom
-        self.frontier = MemoryFrontier()
-        self.stats = Stats()
-        self._output = output
-
-    def commit(
-        self, done: Request | None, line: bytes | None, new: list[Request], claimed: list[str]
-    ) -> None:
-        if line is not None:
-            self._output.write(line)
-        self.frontier.push(new)
-
-    def close(self) -> None:
-        self._output.close()
 
 
 class JournaledVisited:
@@ -148,7 +127,7 @@ class DiskStore:
         directory = self._directory
         meta = self._connect()
         shape = _shape(settings, seeds)
-        output_path = os.path.abspath(settings.output)
+        output_path = os.path.abspath(settings.output) if settings.output else None
         # A crawl has started once its first commit (the seeds) is in: that writes "shape".
         self.resumed = "shape" in meta
         if self.resumed:
@@ -166,7 +145,11 @@ class DiskStore:
         self._meta_to_start = (
             {}
             if self.resumed
-            else {"schema": SCHEMA_VERSION, "shape": json.dumps(shape), "output_path": output_path}
+            else {
+                "schema": SCHEMA_VERSION,
+                "shape": json.dumps(shape),
+                "output_path": output_path or "",
+            }
         )
         try:
             self.bloom = BloomFilter.open(
@@ -179,7 +162,7 @@ class DiskStore:
         if self.resumed:
             self._checkpoint()
         self.frontier = SqliteFrontier(self._db)
-        self._output = JsonlWriter(settings.output, resume_at=offset)
+        self._output = JsonlSink(output_path, resume_at=offset) if output_path else None
         self._checkpointed_at = time.monotonic()
         if self.resumed:
             log.info(
@@ -206,7 +189,11 @@ class DiskStore:
         return meta
 
     def _check_resume(
-        self, settings: Settings, meta: dict[str, str], shape: dict[str, Any], output_path: str
+        self,
+        settings: Settings,
+        meta: dict[str, str],
+        shape: dict[str, Any],
+        output_path: str | None,
     ) -> dict[str, Any]:
         saved = json.loads(meta["shape"])
         changed = [name for name in shape if shape[name] != saved.get(name)]
@@ -220,11 +207,13 @@ class DiskStore:
             log.warning("resuming despite changed settings: %s", ", ".join(changed))
             for name in ("expected_urls", "fp_rate"):  # the filter on disk keeps its size
                 shape[name] = saved[name]
-        if meta["output_path"] != output_path:
+        if meta["output_path"] != (output_path or ""):
             raise ConfigError(
-                f"--state {self._directory} writes to {meta['output_path']}, "
-                f"not {output_path}; give the same -o, or --fresh to start over"
+                f"--state {self._directory} writes to {meta['output_path'] or 'no file'}, "
+                f"not {output_path or 'no file'}; give the same -o, or --fresh to start over"
             )
+        if output_path is None:
+            return shape
         offset = int(meta["output_offset"])
         size = os.path.getsize(output_path) if os.path.exists(output_path) else 0
         if size < offset:
@@ -248,12 +237,15 @@ class DiskStore:
         return self._db.execute("SELECT max(seq) FROM log").fetchone()[0] or 0
 
     def commit(
-        self, done: Request | None, line: bytes | None, new: list[Request], claimed: list[str]
+        self, done: Request | None, page: Page | None, new: list[Request], claimed: list[str]
     ) -> None:
         keys = [visit_key(r.url) for r in new]
         keys.extend(visit_key(url) for url in claimed)
-        offset = self._output.write(line) if line is not None else self._output.offset
-        records = self.stats.records + (line is not None)
+        output = self._output
+        if page is not None and output is not None:
+            output.write(page)
+        offset = output.offset if output is not None else 0
+        records = self.stats.records + (page is not None)
         self._log_seq += 1
         try:
             self._db.execute("BEGIN")
@@ -316,7 +308,8 @@ class DiskStore:
             self._checkpoint()
             self._db.close()
             self.bloom.close()
-            self._output.close()
+            if self._output is not None:
+                self._output.close()
         finally:
             os.close(self._lock_fd)
 
@@ -352,10 +345,3 @@ def _remove_state_files(directory: Path) -> None:
     """Only the crawler's own files: a state directory may hold the user's too."""
     for name in (DATABASE, DATABASE + "-wal", DATABASE + "-shm", BLOOM):
         (directory / name).unlink(missing_ok=True)
-
-
-def open_store(settings: Settings, seeds: list[str]) -> MemoryStore | DiskStore:
-    """The store the settings ask for; ConfigError if a state directory cannot be used."""
-    if settings.state:
-        return DiskStore(settings, seeds)
-    return MemoryStore(settings, JsonlWriter(settings.output))

@@ -1,0 +1,205 @@
+"""`Crawler`: the crawl as an async context manager that yields each page as it is committed.
+
+    async with Crawler(["https://example.com/"], Settings(max_depth=2)) as crawler:
+        async for page in crawler:
+            print(page.url, page.status, page.title, len(page.links))
+    print(crawler.stats)
+
+The CLI is one more user of this class: it runs `crawl()`, which sends pages
+only to the sinks the settings name (-o, --state), with no consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterable
+from types import TracebackType
+from typing import Any
+
+from crawler.config import ConfigError, Settings
+from crawler.engine import Crawl
+from crawler.hooks import FollowHook, Hooks, PageHook
+from crawler.page import Page
+from crawler.report import snapshot
+from crawler.state import Store, open_store
+from crawler.urls import canonicalize
+
+# Pages committed but not yet taken by the consumer; past this, workers wait for it.
+PAGES_AHEAD = 64
+
+
+class _Outbox:
+    """Committed pages on their way to the consumer; full, it makes workers wait."""
+
+    def __init__(self, limit: int) -> None:
+        self._pages: deque[Page | None] = deque()
+        self._limit = limit
+        self._ready = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._abandoned = False
+
+    def put(self, page: Page | None) -> None:
+        if self._abandoned:
+            return
+        self._pages.append(page)
+        self._ready.set()
+        if len(self._pages) >= self._limit:
+            self._room.clear()
+
+    async def room(self) -> None:
+        await self._room.wait()
+
+    async def get(self) -> Page | None:
+        while not self._pages:
+            self._ready.clear()
+            await self._ready.wait()
+        page = self._pages.popleft()
+        if len(self._pages) < self._limit:
+            self._room.set()
+        return page
+
+    def abandon(self) -> None:
+        """The consumer left: drop what comes, and never make a worker wait again."""
+        self._abandoned = True
+        self._pages.clear()
+        self._room.set()
+
+
+class Crawler:
+    """A crawl from `seeds`: iterate it for pages, or `run()` it to the end.
+
+    `follow(url, page) -> bool` decides, link by link, whether to follow a link
+    the crawl would follow; `on_page(page) -> dict | None` adds fields to the
+    page's record. Both may be sync or async.
+    """
+
+    def __init__(
+        self,
+        seeds: Iterable[str],
+        settings: Settings | None = None,
+        *,
+        follow: FollowHook | None = None,
+        on_page: PageHook | None = None,
+    ) -> None:
+        self.settings = settings if settings is not None else Settings()
+        self.seeds = _canonical_seeds(seeds)
+        self._hooks = Hooks(follow, on_page) if follow or on_page else None
+        self._store: Store | None = None
+        self.engine: Crawl | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._outbox: _Outbox | None = None
+
+    async def __aenter__(self) -> Crawler:
+        self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def open(self) -> Crawl:
+        """Open the crawl's store (a --state directory is locked from here on)."""
+        if self.engine is None:
+            self._store = open_store(self.settings, self.seeds)
+            self.engine = Crawl(self.settings, self.seeds, self._store, self._hooks)
+        return self.engine
+
+    def __aiter__(self) -> Crawler:
+        if self._task is not None:
+            raise RuntimeError("a Crawler can be iterated or crawled once")
+        self._outbox = _Outbox(PAGES_AHEAD)
+        self.open().consumer = self._outbox
+        self._task = asyncio.create_task(self._run_engine())
+        return self
+
+    async def __anext__(self) -> Page:
+        assert self._outbox is not None and self._task is not None
+        page = await self._outbox.get()
+        if page is None:
+            await self._task  # a failure to write the sinks surfaces here
+            raise StopAsyncIteration
+        return page
+
+    async def crawl(self) -> None:
+        """Crawl to the end, the pages going only to the sinks the settings name."""
+        if self._task is not None:
+            raise RuntimeError("a Crawler can be iterated or crawled once")
+        self.open()
+        self._task = asyncio.create_task(self._run_engine())
+        await asyncio.shield(self._task)
+
+    def stop(self, drain: bool = True) -> None:
+        """Take no new URLs; requests in flight get --drain-timeout seconds (if `drain`)."""
+        if self.engine is not None:
+            self.engine.stop(drain)
+
+    async def close(self) -> None:
+        """Stop the crawl if it still runs, let requests in flight finish, close the store."""
+        try:
+            if self._outbox is not None:
+                self._outbox.abandon()
+            if self._task is not None and not self._task.done():
+                self.stop()
+                await self._task
+        finally:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    def run(self) -> dict[str, Any]:
+        """Crawl to the end from code that has no event loop of its own; the figures."""
+
+        async def whole() -> None:
+            async with self:
+                await self.crawl()
+
+        event_loop_runner(self.settings.uvloop)(whole())
+        return self.stats
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """The crawl's figures, as in the summary and the --stats file."""
+        if self.engine is None:
+            raise RuntimeError("the crawl has not started")
+        return snapshot(self.engine, exact=True)
+
+    async def _run_engine(self) -> None:
+        assert self.engine is not None
+        try:
+            await self.engine.run()
+        finally:
+            if self._outbox is not None:
+                self._outbox.put(None)
+        if self.engine.failure is not None:
+            raise self.engine.failure
+
+
+def _canonical_seeds(seeds: Iterable[str]) -> list[str]:
+    if isinstance(seeds, str):
+        seeds = [seeds]
+    canonical = []
+    for seed in seeds:
+        url = canonicalize(seed) if isinstance(seed, str) else None
+        if url is None:
+            raise ConfigError(f"seed {seed!r} is not an absolute http(s) URL")
+        canonical.append(url)
+    if not canonical:
+        raise ConfigError("no seed URLs given")
+    return canonical
+
+
+def event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, None]], None]:
+    if use_uvloop:
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.run
+    return asyncio.run

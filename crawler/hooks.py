@@ -1,0 +1,67 @@
+"""A user's hooks, run in the crawl's loop: `follow` decides per link, `on_page` adds fields.
+
+Either may be a plain function or a coroutine function. A hook that raises costs
+the page its hook's work, never the crawl: the page's record says
+`error: "hook_failed"`, and the hook's first failure is logged with its traceback.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from crawler.page import Page
+
+STANDARD_FIELDS = frozenset(Page("x", 0, None).record())
+
+log = logging.getLogger(__name__)
+
+FollowHook = Callable[[str, Page], bool | Awaitable[bool]]
+PageHook = Callable[[Page], Awaitable[dict[str, Any] | None] | dict[str, Any] | None]
+
+
+class Hooks:
+    def __init__(self, follow: FollowHook | None = None, on_page: PageHook | None = None) -> None:
+        self._follow = follow
+        self._on_page = on_page
+        self._logged: set[str] = set()
+
+    async def apply(self, page: Page, links: list[str]) -> list[str]:
+        """Run the hooks on `page`; the links of `links` still to follow."""
+        if self._follow is not None and links:
+            try:
+                links = [url for url in links if await _result(self._follow(url, page))]
+            except Exception:
+                self._failed("follow", page)
+                links = []
+        if self._on_page is not None:
+            try:
+                fields = await _result(self._on_page(page))
+                if fields is not None:
+                    page.fields.update(_extra_fields(fields))
+            except Exception:
+                self._failed("on_page", page)
+        return links
+
+    def _failed(self, hook: str, page: Page) -> None:
+        page.error = "hook_failed"
+        if hook not in self._logged:
+            self._logged.add(hook)
+            log.exception(
+                "the %s hook failed on %s (further failures are not logged)", hook, page.url
+            )
+
+
+def _extra_fields(fields: Any) -> dict[str, Any]:
+    if not isinstance(fields, dict):
+        raise TypeError(f"on_page must return a dict or None, not {type(fields).__name__}")
+    taken = STANDARD_FIELDS.intersection(fields)
+    if taken:
+        raise ValueError(f"on_page may not replace the record's own fields: {sorted(taken)}")
+    return fields
+
+
+async def _result(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value

@@ -1,0 +1,93 @@
+"""Page: one URL attempted, carried from fetch through parse, hooks and every sink.
+
+A `Page` holds the record's fields as attributes, the response it came from
+(raw bytes included) and, for HTML, the parsed tree. `page.record()` is the JSON
+record the CLI writes: every sink and every API user sees the same object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from selectolax.lexbor import LexborHTMLParser
+
+from crawler.charset import decode_html
+
+if TYPE_CHECKING:
+    from crawler.fetch import Response
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(slots=True, eq=False)
+class Page:
+    """One URL attempted: what was asked, what came back, and what was found in it."""
+
+    url: str  # canonical, as requested
+    depth: int
+    referrer: str | None
+    final_url: str | None = None  # where redirects ended; None if no response arrived
+    status: int | None = None
+    fetched_at: str = field(default_factory=_now)
+    elapsed_ms: float | None = None
+    content_type: str | None = None
+    bytes: int | None = None
+    title: str | None = None
+    links: list[str] = field(default_factory=list)
+    error: str | None = None
+    truncated: bool = False
+    fields: dict[str, Any] = field(default_factory=dict)  # added by options and hooks
+    response: Response | None = field(default=None, repr=False)
+    _tree: LexborHTMLParser | None = field(default=None, repr=False)
+    _text: str | None = field(default=None, repr=False)
+
+    @property
+    def body(self) -> bytes:
+        """The body as read, after Content-Encoding; b"" when nothing was read."""
+        return self.response.body if self.response is not None else b""
+
+    @property
+    def is_html(self) -> bool:
+        return self.response is not None and self.response.is_html
+
+    def text(self) -> str | None:
+        """The HTML body decoded as the title is (BOM, charset, <meta>, UTF-8); None if not HTML."""
+        if self._text is None and self.is_html:
+            self._text = decode_html(self.body, self.content_type)
+        return self._text
+
+    @property
+    def tree(self) -> LexborHTMLParser | None:
+        """The selectolax (Lexbor) tree of an HTML page, parsed once, on first use."""
+        if self._tree is None and self.is_html:
+            self._tree = LexborHTMLParser(self.text())
+        return self._tree
+
+    def release(self) -> None:
+        """Drop the parsed tree and decoded text (a page held for a while keeps neither)."""
+        self._tree = self._text = None
+
+    def record(self) -> dict[str, Any]:
+        """The JSON record: the standard fields in their order, then the added ones."""
+        record = {
+            "url": self.url,
+            "final_url": self.final_url,
+            "status": self.status,
+            "depth": self.depth,
+            "referrer": self.referrer,
+            "fetched_at": self.fetched_at,
+            "elapsed_ms": self.elapsed_ms,
+            "content_type": self.content_type,
+            "bytes": self.bytes,
+            "title": self.title,
+            "links": self.links,
+            "error": self.error,
+            "truncated": self.truncated,
+        }
+        if self.fields:
+            record.update(self.fields)
+        return record

@@ -1,0 +1,65 @@
+"""JSONL records: one object per URL attempted, each line written whole."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import orjson
+
+from crawler.config import STDOUT
+from crawler.page import Page
+from crawler.sinks import OutputClosed, WriteFailed
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    """One JSON line, UTF-8, non-ASCII as is."""
+    try:
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:  # a lone surrogate: keep the line, replace the character
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        return line.encode("utf-8", "replace") + b"\n"
+
+
+class JsonlSink:
+    """Writes each record with unbuffered write() calls, so `tail -f` never sees half a line.
+
+    `path` is a file, or "-" for stdout. `offset` is the file's length after the
+    last whole line: the state directory commits it, and a resumed crawl cuts the
+    file back to it.
+    """
+
+    def __init__(self, path: str, resume_at: int | None = None) -> None:
+        self.path = path
+        if path == STDOUT:
+            self._fd, self._owned = 1, False
+            self.offset = 0
+            return
+        if resume_at is None:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            self.offset = 0
+        else:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            os.ftruncate(self._fd, resume_at)  # drops a torn or uncommitted tail
+            os.lseek(self._fd, resume_at, os.SEEK_SET)
+            self.offset = resume_at
+        self._owned = True
+
+    def write(self, page: Page) -> None:
+        view = memoryview(encode(page.record()))
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                self.offset += written
+                view = view[written:]
+        except BrokenPipeError:
+            raise OutputClosed("the output was closed") from None
+        except OSError as exc:
+            name = "stdout" if self.path == STDOUT else self.path
+            raise WriteFailed(f"cannot write {name}: {exc.strerror}") from None
+
+    def close(self) -> None:
+        if self._owned:
+            os.close(self._fd)
+            self._owned = False

@@ -1,0 +1,34 @@
+"""A crawl kept in memory: nothing survives the process, records go straight to the sinks."""
+
+from __future__ import annotations
+
+from crawler.bloom import BloomFilter
+from crawler.config import Settings
+from crawler.frontier import MemoryFrontier, Request
+from crawler.page import Page
+from crawler.sinks import Sink
+from crawler.sinks.jsonl import JsonlSink
+from crawler.stats import Stats
+
+
+class MemoryStore:
+    resumed = False
+
+    def __init__(self, settings: Settings) -> None:
+        self.bloom = BloomFilter(settings.expected_urls, settings.fp_rate)
+        self.visited = self.bloom
+        self.frontier = MemoryFrontier()
+        self.stats = Stats()
+        self.sinks: list[Sink] = [JsonlSink(settings.output)] if settings.output else []
+
+    def commit(
+        self, done: Request | None, page: Page | None, new: list[Request], claimed: list[str]
+    ) -> None:
+        if page is not None:
+            for sink in self.sinks:
+                sink.write(page)
+        self.frontier.push(new)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
