@@ -9,6 +9,12 @@ exit (interpreter start included), and user+sys CPU and peak RSS from the
 os.wait4() of a small launcher process that starts it.
 
     python benchmarks/crawl_bench.py [--pages 20000] [--runs 3] [--concurrency 64]
+        [--variant 'warc=--warc {dir} --text'] [--baseline main] [--api]
+
+`--variant LABEL=ARGS` also times ours with those options (`{dir}` becomes a
+fresh directory per run); `--baseline REV` also times the crawler as it is at git
+revision REV (checked out under OUT/), in the same rounds; `--api` also times a
+crawl through the Python API with an on_page hook that returns one field.
 
 Scrapy is installed into its own venv (benchmarks/out/scrapy-venv) on first use.
 """
@@ -359,7 +365,57 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--with-state", action="store_true", help="also time ours with --state (a fresh DIR)"
     )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=ARGS",
+        help="also time ours with these options; {dir} is a fresh directory (repeatable)",
+    )
+    parser.add_argument("--baseline", metavar="REV", help="also time ours at git revision REV")
+    parser.add_argument(
+        "--api", action="store_true", help="also time a crawl through the API with on_page"
+    )
     return parser.parse_args()
+
+
+def variant_contender(spec: str, ours: Callable[[Path], list[str]], check: Check) -> Contender:
+    label, _, options = spec.partition("=")
+    if not label or not options:
+        raise SystemExit(f"--variant wants LABEL=ARGS, got {spec!r}")
+
+    def command(output: Path) -> list[str]:
+        directory = output.with_suffix(f".{label}")
+        shutil.rmtree(directory, ignore_errors=True)
+        return [*ours(output), *options.replace("{dir}", str(directory)).split()]
+
+    return Contender(f"ours {options}", f"ours-{label}", command, check)
+
+
+def baseline_contender(
+    revision: str, out: Path, ours: Callable[[Path], list[str]], check: Check
+) -> Contender:
+    """Ours as it is at `revision`: a detached worktree, run with it first on sys.path."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", revision], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    tree = out / f"baseline-{commit}"
+    if not tree.exists():
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(tree), commit],
+            check=True,
+            capture_output=True,
+        )
+
+    def command(output: Path) -> list[str]:
+        return ["env", f"PYTHONPATH={tree}", *ours(output)]
+
+    return Contender(f"ours @{revision} ({commit})", "baseline", command, check)
+
+
+def api_command(seeds: Path, output: Path, concurrency: int, max_depth: int) -> list[str]:
+    command = [sys.executable, str(BENCH_DIR / "api_crawl.py"), str(seeds), str(output)]
+    return [*command, "--concurrency", str(concurrency), "--max-depth", str(max_depth)]
 
 
 def build_contenders(
@@ -378,12 +434,27 @@ def build_contenders(
         )
     ]
     if args.with_state:
-        ours = contenders[0].command
         contenders.append(
             Contender(
                 "ours --state",
                 "ours-state",
                 lambda output: [*ours(output), "--state", str(output.with_suffix(".state"))],
+                partial(check_crawl, manifest),
+            )
+        )
+    ours = contenders[0].command
+    for spec in args.variant:
+        contenders.append(variant_contender(spec, ours, partial(check_crawl, manifest)))
+    if args.baseline:
+        contenders.append(
+            baseline_contender(args.baseline, args.out, ours, partial(check_crawl, manifest))
+        )
+    if args.api:
+        contenders.append(
+            Contender(
+                "ours via the API, on_page",
+                "api",
+                lambda output: api_command(seeds, output, args.concurrency, args.max_depth),
                 partial(check_crawl, manifest),
             )
         )
@@ -513,6 +584,14 @@ def main() -> int:
             f"ours with --state / without: {state['pages_per_s'] / plain['pages_per_s']:.2f}x "
             f"pages/s, {state['cpu_s_per_1000'] / plain['cpu_s_per_1000']:.2f}x CPU per page"
         )
+    plain = summarize(by_slug["ours"])
+    for contender in contenders:
+        if contender.slug not in ("ours", "ours-state", "scrapy", "fetch", "fetch-parse"):
+            other = summarize(contender)
+            print(
+                f"{contender.name} / ours: {other['pages_per_s'] / plain['pages_per_s']:.3f}x "
+                f"pages/s, {other['cpu_s_per_1000'] / plain['cpu_s_per_1000']:.3f}x CPU per page"
+            )
     if "scrapy" in by_slug:
         print(ratio_line(by_slug["ours"], by_slug["scrapy"]))
 
