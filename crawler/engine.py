@@ -42,10 +42,12 @@ from crawler.urls import Scope, canonical_links, canonicalize, visit_key
 log = logging.getLogger(__name__)
 
 THROTTLE_STATUSES = frozenset({429, 503})
-# Pages waiting for shallower ones (about 4 KB each). Past this, as when a host with a
-# long Crawl-delay holds back a level, the shallowest go ahead: memory stays bounded,
-# and depths may then come from longer paths.
+# Pages waiting for shallower ones keep their bodies, which sinks such as the WARC
+# archive write at commit. Past either cap, as when a host with a long Crawl-delay
+# holds back a level, the shallowest go ahead: memory stays bounded, and depths may
+# then come from longer paths.
 MAX_HELD_PAGES = 5000
+MAX_HELD_BYTES = 64 * 2**20
 
 
 class Consumer(Protocol):
@@ -71,6 +73,7 @@ class BreadthFirstGate:
         self._unfinished = Counter(queued_by_depth)  # queued, in flight or held
         self._held: dict[int, deque[tuple[Request, Page, list[str]]]] = {}
         self.held = 0
+        self.held_bytes = 0
 
     def queued(self, requests: list[Request]) -> None:
         for request in requests:
@@ -85,6 +88,7 @@ class BreadthFirstGate:
     def hold(self, request: Request, page: Page, follow: list[str]) -> None:
         self._held.setdefault(request.depth, deque()).append((request, page, follow))
         self.held += 1
+        self.held_bytes += len(page.body)
 
     def next_ready(self, everything: bool = False) -> tuple[Request, Page, list[str]] | None:
         """A held page whose turn has come (any held page, shallowest first, if `everything`)."""
@@ -98,6 +102,7 @@ class BreadthFirstGate:
         if not pages:
             del self._held[depth]
         self.held -= 1
+        self.held_bytes -= len(page[1].body)
         return page
 
 
@@ -305,16 +310,18 @@ class Crawl:
     def _complete_held(self, everything: bool = False) -> None:
         while (held := self._gate.next_ready(everything)) is not None:
             self._complete(*held)
-        if self._gate.held > MAX_HELD_PAGES and not self._warned_held:
-            self._warned_held = True
-            log.warning(
-                "over %s pages wait for shallower ones, held back by slow hosts: "
-                "letting the shallowest go ahead, so some depths may come from "
-                "longer paths",
-                f"{MAX_HELD_PAGES:,}",
-            )
-        while self._gate.held > MAX_HELD_PAGES:
-            self._complete(*self._gate.next_ready(everything=True))
+        gate = self._gate
+        while gate.held > MAX_HELD_PAGES or gate.held_bytes > MAX_HELD_BYTES:
+            if not self._warned_held:
+                self._warned_held = True
+                log.warning(
+                    "over %s pages (or %s MiB) wait for shallower ones, held back by slow "
+                    "hosts: letting the shallowest go ahead, so some depths may come from "
+                    "longer paths",
+                    f"{MAX_HELD_PAGES:,}",
+                    MAX_HELD_BYTES // 2**20,
+                )
+            self._complete(*gate.next_ready(everything=True))
 
     def _new_requests(self, request: Request, links: list[str]) -> list[Request]:
         """Links to follow that no one has claimed yet, claimed now, as requests."""
