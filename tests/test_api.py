@@ -1,0 +1,218 @@
+"""The Python API: Crawler, Page, Settings, hooks, early exit, and parity with the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+
+import crawler as crawler_package
+from crawler import ConfigError, Crawler, Page, Settings
+from crawler.config import load_settings
+from tests.conftest import TEST_SETTINGS, by_url, html, read_records
+
+# (setting, a bad value for Settings(...), the same value as a flag's argument)
+BAD_VALUES = [
+    ("max_depth", -1, "-1"),
+    ("concurrency", 0, "0"),
+    ("fp_rate", 2.0, "2"),
+    ("timeout", 0, "0"),
+    ("include", ("(",), "("),
+    ("allow_host", ("a b",), "a b"),
+    ("user_agent", " ", " "),
+]
+
+
+def chain_site(site, pages: int) -> None:
+    """/ links to /p1 ... /pN, each of which links back to /."""
+    site.page("/", "home", [f"/p{i}" for i in range(1, pages + 1)])
+    for i in range(1, pages + 1):
+        site.page(f"/p{i}", f"page {i}", ["/"])
+
+
+@pytest.mark.parametrize(("name", "value", "flag_value"), BAD_VALUES)
+def test_settings_refuse_a_bad_value_with_the_message_a_flag_gets(name, value, flag_value):
+    flag = "--" + name.replace("_", "-")
+    with pytest.raises(ConfigError) as built:
+        Settings(**{name: value})
+    with pytest.raises(ConfigError) as flagged:
+        load_settings(["seeds.txt", f"{flag}={flag_value}"])
+    # The same rule, the same words: only the name of the setting differs.
+    assert str(built.value).startswith(name + " ")
+    assert str(built.value).removeprefix(name) == str(flagged.value).removeprefix(flag)
+
+
+def test_settings_refuse_a_value_of_the_wrong_type():
+    with pytest.raises(ConfigError, match="max_depth must be an integer"):
+        Settings(max_depth="3")
+    with pytest.raises(ConfigError, match="--fresh only makes sense with --state"):
+        Settings(fresh=True)
+
+
+def test_settings_from_toml_reads_and_validates(tmp_path):
+    config = tmp_path / "crawl.toml"
+    config.write_text("max_depth = 2\nexclude = ['/private/']\n", encoding="utf-8")
+    settings = Settings.from_toml(str(config))
+    assert settings.max_depth == 2 and settings.exclude == ("/private/",)
+    config.write_text("max_depth = -2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"key 'max_depth' must be >= 0, got -2"):
+        Settings.from_toml(str(config))
+
+
+def test_a_bad_seed_is_refused():
+    with pytest.raises(ConfigError, match=r"'example\.com' is not an absolute http"):
+        Crawler(["example.com"])
+
+
+async def test_pages_carry_the_record_the_body_the_text_and_the_tree(site):
+    site.page("/", body=html("首页", ["/a"]).encode("gbk"), content_type="text/html; charset=gbk")
+    site.page("/a", "A", [], head='<meta name="description" content="x">')
+    pages: dict[str, Page] = {}
+    async with Crawler([f"{site.url}/"], TEST_SETTINGS) as crawler:
+        async for page in crawler:
+            pages[page.url] = page
+    home = pages[f"{site.url}/"]
+    assert (home.status, home.title, home.links) == (200, "首页", [f"{site.url}/a"])
+    assert home.body == html("首页", ["/a"]).encode("gbk")
+    assert "首页" in home.text()
+    assert home.tree.css_first("a").attributes["href"] == "/a"
+    assert home.record()["title"] == "首页"
+    assert crawler.stats["records"] == 2
+
+
+async def test_on_page_adds_fields_and_follow_decides_per_link(site):
+    site.page("/", "home", ["/keep", "/skip"])
+    site.page("/keep", "kept", [])
+    site.page("/skip", "skipped", [])
+
+    async def heading(page: Page) -> dict[str, str]:
+        await asyncio.sleep(0)
+        return {"first_link": page.tree.css_first("a").text() if page.links else None}
+
+    records = []
+    async with Crawler(
+        [f"{site.url}/"],
+        TEST_SETTINGS,
+        follow=lambda url, page: not url.endswith("/skip"),
+        on_page=heading,
+    ) as crawler:
+        async for page in crawler:
+            records.append(page.record())
+    assert site.count("/skip") == 0 and site.count("/keep") == 1
+    assert by_url(records)[f"{site.url}/"]["first_link"] == "/keep"
+
+
+async def test_a_hook_that_raises_marks_the_page_and_the_crawl_goes_on(site, caplog):
+    chain_site(site, 5)
+
+    def broken(page: Page) -> dict[str, int]:
+        return {"ratio": 1 // 0}
+
+    with caplog.at_level(logging.ERROR, logger="crawler"):
+        async with Crawler([f"{site.url}/"], TEST_SETTINGS, on_page=broken) as crawler:
+            records = [page.record() async for page in crawler]
+    assert len(records) == 6
+    assert {r["error"] for r in records} == {"hook_failed"}
+    assert all(r["status"] == 200 for r in records)
+    failures = [r for r in caplog.records if "on_page hook failed" in r.getMessage()]
+    assert len(failures) == 1 and "ZeroDivisionError" in failures[0].exc_text
+
+
+async def test_a_follow_hook_that_raises_follows_nothing_from_that_page(site):
+    site.page("/", "home", ["/a"])
+    site.page("/a", "A", [])
+
+    def broken(url: str, page: Page) -> bool:
+        raise RuntimeError("no")
+
+    async with Crawler([f"{site.url}/"], TEST_SETTINGS, follow=broken) as crawler:
+        records = [page.record() async for page in crawler]
+    assert [(r["url"], r["error"]) for r in records] == [(f"{site.url}/", "hook_failed")]
+    assert site.count("/a") == 0
+
+
+async def test_on_page_may_not_replace_the_records_own_fields(site):
+    site.page("/", "home", [])
+    async with Crawler([f"{site.url}/"], TEST_SETTINGS, on_page=lambda p: {"url": "x"}) as c:
+        records = [page.record() async for page in c]
+    assert records[0]["url"] == f"{site.url}/" and records[0]["error"] == "hook_failed"
+
+
+async def test_leaving_the_loop_early_stops_the_crawl(site):
+    chain_site(site, 200)
+    settings = replace(TEST_SETTINGS, concurrency=2, per_host=2)
+    async with Crawler([f"{site.url}/"], settings) as crawler:
+        async for page in crawler:
+            if page.url.endswith("/p3"):
+                break
+    # Pages taken by the consumer, plus those committed ahead of it and those in flight.
+    assert len(site.hits) < 100
+    assert crawler.stats["records"] == len(site.hits)
+
+
+async def test_leaving_early_with_state_commits_everything_and_resumes(site, tmp_path):
+    chain_site(site, 60)
+    output, state = tmp_path / "pages.jsonl", tmp_path / "state"
+    settings = replace(TEST_SETTINGS, output=str(output), state=str(state), concurrency=2)
+    seen = []
+    async with Crawler([f"{site.url}/"], settings) as crawler:
+        async for page in crawler:
+            seen.append(page.url)
+            if len(seen) == 10:
+                break
+    first_run = read_records(output)
+    assert len(first_run) >= 10 and len(first_run) == len(site.hits)
+    async with Crawler([f"{site.url}/"], settings) as crawler:
+        await crawler.crawl()
+    records = read_records(output)
+    assert len(by_url(records)) == 61  # every page once, across both runs
+    assert len(site.hits) == 61
+
+
+async def test_cancelling_the_consuming_task_stops_cleanly(site, tmp_path):
+    chain_site(site, 100)
+    settings = replace(TEST_SETTINGS, concurrency=2, state=str(tmp_path / "s"))
+    some_pages = asyncio.Event()
+
+    async def consume() -> None:
+        async with Crawler([f"{site.url}/"], settings) as crawler:
+            async for _page in crawler:
+                some_pages.set()
+
+    task = asyncio.create_task(consume())
+    await some_pages.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The state directory was committed and unlocked: the crawl resumes and finishes.
+    async with Crawler([f"{site.url}/"], settings) as crawler:
+        rest = [page.url async for page in crawler]
+    assert len(site.hits) == 101
+    assert len(rest) < 101
+
+
+async def test_the_cli_writes_exactly_page_record_as_json_lines(site, tmp_path):
+    chain_site(site, 30)
+    site.page("/p7", "中文 «quotes»", ["/", "/ünïcode?q=ä"])
+    output = tmp_path / "pages.jsonl"
+    settings = replace(TEST_SETTINGS, output=str(output))
+    lines = []
+    async with Crawler([f"{site.url}/"], settings, on_page=lambda p: {"n": len(p.links)}) as c:
+        async for page in c:
+            lines.append(orjson.dumps(page.record(), option=orjson.OPT_APPEND_NEWLINE))
+    assert output.read_bytes() == b"".join(lines)
+
+
+async def test_run_crawls_to_the_end_without_a_loop_of_its_own(site):
+    chain_site(site, 5)
+    crawler = Crawler([f"{site.url}/"], TEST_SETTINGS)
+    stats = await asyncio.to_thread(crawler.run)
+    assert stats["records"] == 6 and len(site.hits) == 6
+
+
+def test_the_package_ships_py_typed():
+    assert Path(crawler_package.__file__).with_name("py.typed").exists()
