@@ -19,14 +19,14 @@ import orjson
 from crawler import Crawler, Page, Settings
 
 
-def heading_count(page: Page) -> dict[str, int]:
-    return {"h_count": len(page.tree.css("h1, h2, h3")) if page.tree is not None else 0}
+def link_count(page: Page) -> dict[str, int]:
+    return {"link_count": len(page.links)}
 
 
 async def crawl(seeds: list[str], output: Path, settings: Settings) -> None:
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        async with Crawler(seeds, settings, on_page=heading_count) as crawler:
+        async with Crawler(seeds, settings, on_page=link_count) as crawler:
             async for page in crawler:
                 os.write(fd, orjson.dumps(page.record(), option=orjson.OPT_APPEND_NEWLINE))
     finally:
