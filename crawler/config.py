@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crawler import __version__
+from crawler.urls import canonicalize, is_host_pattern
 
 
 class ConfigError(Exception):
@@ -121,7 +122,7 @@ def _regexes(patterns: Sequence[str]) -> str | None:
 
 def _host_patterns(patterns: Sequence[str]) -> str | None:
     for pattern in patterns:
-        if not re.fullmatch(r"(\*\.)?[^\s/*?#@]+", pattern):
+        if not re.fullmatch(r"(\*\.)?[^\s/*?#@]+", pattern) or not is_host_pattern(pattern):
             return f"has an invalid host {pattern!r} (expected e.g. example.com or *.example.com)"
     return None
 
@@ -393,8 +394,6 @@ def print_error(message: str) -> None:
 
 def read_seeds(path: str) -> list[str]:
     """Canonical seed URLs from a file (or stdin for "-"); bad lines are skipped with a warning."""
-    from crawler.urls import canonicalize
-
     name = "stdin" if path == "-" else path
     try:
         data = sys.stdin.buffer.read() if path == "-" else _read_file(path)

@@ -16,8 +16,11 @@
 `visit_key()` goes one step further for the visited set only: it sorts query
 parameters by name, so links that differ only in parameter order are fetched once.
 
-yarl does the IDNA work for hosts; the rest is RFC 3986 section 5 done directly,
-because yarl's own requoting turns spaces into "+" and decodes "%2F" in queries.
+Hosts are made ASCII as WHATWG URL's "domain to ASCII" says: an ASCII host is only
+lowercased; any other goes through UTS 46 (nontransitional, CheckBidi, CheckJoiners, no
+CheckHyphens, no DNS length check), done by ada, the WHATWG URL parser Node.js uses.
+Nothing falls back to IDNA2003, which maps "faß.de" to another host. The rest is RFC 3986
+section 5 done directly, with the WHATWG leniencies browsers have.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import re
 from collections.abc import Iterable, Sequence
 from urllib.parse import unquote
 
-from yarl import URL
+from ada_url import idna
 
 _C0_AND_SPACE = "".join(map(chr, range(0x21)))
 _TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
@@ -107,16 +110,20 @@ def _canonical_host(host: str) -> str | None:
             return None
     if "%" in host:
         host = unquote(host, errors="strict") if _is_utf8_escaped(host) else host
-    if host.isascii():
-        host = host.lower()
-    else:
-        try:
-            host = URL.build(scheme="http", host=host).raw_host
-        except (ValueError, UnicodeError):
-            return None
+    host = host.lower() if host.isascii() else _unicode_domain_to_ascii(host)
     if _ends_in_a_number(host):
         return _ipv4(host)
     return host if _REG_NAME.fullmatch(host) else None
+
+
+def _unicode_domain_to_ascii(domain: str) -> str:
+    """UTS 46 ToASCII with WHATWG URL's settings; "" where the domain is invalid."""
+    if "\x00" in domain:
+        return ""  # forbidden anyway, and the binding would cut the string there
+    try:
+        return idna.encode(domain).decode("ascii")
+    except UnicodeEncodeError:  # a lone surrogate
+        return ""
 
 
 def _ends_in_a_number(host: str) -> bool:
@@ -388,6 +395,12 @@ def _hostname(host: str) -> str:
     return host.partition(":")[0]
 
 
+def is_host_pattern(pattern: str) -> bool:
+    """Whether an --allow-host pattern ("faß.de", "*.example.com", "host:8080") names a host
+    that a URL may have, by the same rules as the hosts of URLs."""
+    return _canonical_authority(pattern.removeprefix("*."), "http") is not None
+
+
 class Scope:
     """Which canonical URLs the crawl follows: hosts, include/exclude patterns, length.
 
@@ -416,7 +429,7 @@ class Scope:
             name = pattern[2:] if subdomains else pattern
             host = _canonical_authority(name, "http")
             if host is None:
-                continue
+                continue  # the settings refuse such a pattern; a Scope made by hand skips it
             if subdomains:
                 self._suffixes.append("." + _hostname(host))
             elif name == _hostname(name):  # no port: that name on any port

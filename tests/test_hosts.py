@@ -1,0 +1,96 @@
+"""Hosts are made ASCII as WHATWG URL's "domain to ASCII" says, on every path a host takes.
+
+UTS 46 nontransitional, with CheckBidi and CheckJoiners, without CheckHyphens and without the
+DNS length check; never IDNA2003, which sends "faß.de" to "fass.de". The conformance cases are
+web-platform-tests' IdnaTestV2.json (tests/data/SOURCES.md), used as WPT uses them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from crawler.config import ConfigError, load_settings, read_seeds
+from crawler.urls import Scope, canonical_links, canonicalize
+from tests.conftest import Site, crawl
+
+IDNA_CASES = [
+    case
+    for case in json.loads((Path(__file__).parent / "data" / "IdnaTestV2.json").read_text("utf-8"))
+    if isinstance(case, dict) and case["input"]  # strings are comments; WPT skips "" too
+]
+
+
+@pytest.mark.parametrize("case", IDNA_CASES, ids=lambda case: ascii(case["input"])[1:-1])
+def test_idna_conformance_as_web_platform_tests_run_it(case):
+    expected = None if case["output"] is None else f"https://{case['output']}/x"
+    assert canonicalize(f"https://{case['input']}/x") == expected
+
+
+# Each of these came out wrong before: another host, or a valid host refused, or an invalid
+# one accepted, because a failed UTS 46 conversion fell back to IDNA2003.
+HOSTS = [
+    pytest.param("faß.de", "xn--fa-hia.de", id="sharp-s-is-kept-nontransitional"),
+    pytest.param("ab--c.faß.de", "ab--c.xn--fa-hia.de", id="hyphens-3-4-allowed-sharp-s-kept"),
+    pytest.param("ab--cß.de", "xn--ab--c-pqa.de", id="hyphens-3-4-in-a-unicode-label"),
+    pytest.param("ab--c.example", "ab--c.example", id="hyphens-3-4-in-an-ascii-label"),
+    pytest.param("GOO\u200bgoo.com", "googoo.com", id="zero-width-space-mapped-away"),
+    pytest.param("fa\u00adß.de", "xn--fa-hia.de", id="soft-hyphen-mapped-away"),
+    pytest.param(
+        "www.\u0dc1\u0dca\u200d\u0dbb\u0dd3.com",
+        "www.xn--10cl1a0b660p.com",
+        id="joiner-allowed-after-a-virama",
+    ),
+    pytest.param("\u3002", ".", id="ideographic-full-stop-alone"),
+    pytest.param("\u05d0\u06611\u05d0.com", None, id="bidi-label-with-both-kinds-of-digits"),
+    pytest.param("ab--c.\u05d0\u06611\u05d0.com", None, id="bidi-label-beside-a-hyphen-label"),
+    pytest.param("a\u2488com", None, id="forbidden-code-point-not-mapped-to-a1.com"),
+    pytest.param("a\u200db.com", None, id="joiner-without-context"),
+    pytest.param("\u00fc\x00.de", None, id="nul-in-a-unicode-host"),
+    pytest.param("\u00fc\ud800.de", None, id="lone-surrogate"),
+]
+
+
+@pytest.mark.parametrize(("host", "ascii_host"), HOSTS)
+def test_hosts_follow_whatwg_domain_to_ascii(host, ascii_host):
+    expected = None if ascii_host is None else f"http://{ascii_host}/p"
+    assert canonicalize(f"http://{host}/p") == expected
+    assert canonicalize(f"//{host}/p", "http://example.com/") == expected
+    assert canonical_links([f"http://{host}/p"], "http://example.com/") == (
+        [expected] if expected else []
+    )
+
+
+def test_a_seeds_file_reads_hosts_as_whatwg_does(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://ab--c.faß.de/\nhttp://GOO\u200bgoo.com/\nhttp://a\u2488com/\n")
+
+    assert read_seeds(str(seeds)) == ["http://ab--c.xn--fa-hia.de/", "http://googoo.com/"]
+
+
+def test_allow_host_matches_the_whatwg_ascii_host():
+    scope = Scope(["http://127.0.0.1/"], allow_hosts=["ab--c.faß.de", "*.GOO\u200bgoo.com"])
+
+    assert scope.allows("http://ab--c.xn--fa-hia.de/x")
+    assert not scope.allows("http://ab--c.fass.de/x")
+    assert scope.allows("http://www.googoo.com/x")
+
+
+@pytest.mark.parametrize("pattern", ["a\u2488com", "*.\u05d0\u06611\u05d0.com", "a\u200db.com"])
+def test_an_allow_host_that_is_no_valid_host_is_refused(pattern):
+    with pytest.raises(ConfigError, match="--allow-host has an invalid host"):
+        load_settings(["seeds.txt", "--allow-host", pattern])
+
+
+async def test_links_and_redirects_on_a_crawl_keep_the_whatwg_host(site: Site, tmp_path):
+    site.page("/", "home", ["http://ab--c.faß.de/a", "//GOO\u200bgoo.com/b", "http://a\u2488com/"])
+    site.redirect("/moved", "http://ab--c.faß.de/new", 301)
+
+    records = await crawl(tmp_path, [site.url + "/", site.url + "/moved"])
+
+    home, moved = sorted(records, key=lambda record: record["url"])
+    assert home["links"] == ["http://ab--c.xn--fa-hia.de/a", "http://googoo.com/b"]
+    assert (moved["status"], moved["final_url"]) == (301, "http://ab--c.xn--fa-hia.de/new")
+    assert site.paths() == {"/": 1, "/moved": 1}
