@@ -55,6 +55,11 @@ _DOT_SEGMENT = re.compile(r"(?:^|/)\.\.?(?:/|$)")
 _PLAIN_ABSOLUTE = re.compile(r"(https?)://([a-z0-9\-.:]+)([/?].*)?")
 _REG_NAME = re.compile(r"[a-z0-9\-._~!$&'()*+,;=]+")
 _PORT = re.compile(r"[0-9]*")
+_RADIX_DIGITS = {
+    8: frozenset("01234567"),
+    10: frozenset("0123456789"),
+    16: frozenset("0123456789abcdef"),
+}
 _TWO_SLASHES = ("//", "\\\\", "/\\", "\\/")  # browsers take a backslash for a slash
 
 
@@ -153,10 +158,9 @@ def _ipv4(host: str) -> str | None:
             part, radix = part[2:], 16
         elif len(part) > 1 and part[0] == "0":
             part, radix = part[1:], 8
-        try:
-            numbers.append(int(part, radix) if part else 0)
-        except ValueError:
+        if not _RADIX_DIGITS[radix].issuperset(part):  # int() takes signs, "_" and spaces too
             return None
+        numbers.append(int(part, radix) if part else 0)
     if any(n > 255 for n in numbers[:-1]) or numbers[-1] >= 256 ** (5 - len(numbers)):
         return None
     address = numbers[-1] + sum(n * 256 ** (3 - i) for i, n in enumerate(numbers[:-1]))

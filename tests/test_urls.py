@@ -476,6 +476,10 @@ def test_absolute_url_found_as_a_link_is_the_same(url, expected):
         ("1..2", None),
         ("09.1", None),
         ("a.1", None),
+        ("0x-7f.1", None),  # int() would take the sign, and the address would be negative
+        ("1_0.0.0.1", None),  # ... and the underscore
+        ("+1.1", None),
+        ("１２７.０.０.１", "127.0.0.1"),  # full-width digits map to ASCII first
     ],
 )
 def test_ipv4_hosts_are_read_as_browsers_read_them(host, expected):
