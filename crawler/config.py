@@ -59,6 +59,8 @@ class Settings:
     fp_rate: float = 1e-6
     user_agent: str = DEFAULT_USER_AGENT
     ignore_robots: bool = False
+    sitemaps: bool = False
+    max_sitemaps: int = 1000
     state: str | None = None
     fresh: bool = False
     force_resume: bool = False
@@ -235,6 +237,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="UA",
     ),
     Option("ignore_robots", "bool", "do not fetch or obey robots.txt"),
+    Option("sitemaps", "bool", "also crawl the URLs in the seeds' hosts' sitemaps"),
+    Option(
+        "max_sitemaps",
+        "int",
+        "fetch at most this many sitemap files (with --sitemaps)",
+        _at_least(0),
+        metavar="N",
+    ),
     Option(
         "state", "path", "keep crawl state here; rerunning with the same DIR resumes", metavar="DIR"
     ),

@@ -17,13 +17,13 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiohttp
 
 from crawler.config import Settings
 from crawler.fetch import ACCEPT_ENCODING, Fetcher, Hop, Response
-from crawler.frontier import Request
+from crawler.frontier import PAGE, ROBOTS, SITEMAP, Request
 from crawler.hooks import Hooks
 from crawler.page import Page
 from crawler.parse import parse_html, robots_directives_forbid_following
@@ -36,8 +36,9 @@ from crawler.politeness import (
     backoff_s,
 )
 from crawler.sinks import WriteFailed
+from crawler.sitemaps import SITEMAP_MAX_BYTES, in_robots, listed_in, parse_sitemap
 from crawler.state import Store
-from crawler.urls import Scope, canonical_links, canonicalize, visit_key
+from crawler.urls import Scope, canonical_links, canonicalize, origin_of, visit_key
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,9 @@ class Crawl:
             self._fetcher = Fetcher(
                 session, settings.timeout, settings.max_bytes, settings.max_redirects
             )
+            self._sitemap_fetcher = Fetcher(
+                session, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects
+            )
             robots_fetcher = Fetcher(
                 session, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
             )
@@ -208,6 +212,9 @@ class Crawl:
         fresh = [
             Request(url, 0, None) for url in self.seeds if self.store.visited.add(visit_key(url))
         ]
+        if self.settings.sitemaps:  # each seed host's robots.txt, read for its Sitemap lines
+            origins = dict.fromkeys(origin_of(url) for url in self.seeds)
+            fresh += [Request(f"{origin}/robots.txt", 0, None, kind=ROBOTS) for origin in origins]
         self.store.commit(None, None, fresh, [])
         self._gate.queued(fresh)
         self.scheduler.add(fresh)
@@ -218,8 +225,10 @@ class Crawl:
             try:
                 if isinstance(job, RobotsFetch):
                     await scheduler.fetch_robots(job)
-                else:
+                elif job.kind == PAGE:
                     await self._crawl(job)
+                else:
+                    await self._crawl_sitemap(job)
             except WriteFailed as exc:  # records have nowhere to go: the crawl cannot go on
                 self.failure = exc
                 self.stop(drain=False)
@@ -229,20 +238,14 @@ class Crawl:
 
     async def _crawl(self, request: Request) -> None:
         started = time.monotonic()
-        throttled = False
+        response: Response | None = None
         try:
-            response = await self._fetcher.fetch(
-                request.location or request.url, self._admit_hop, request.redirects
-            )
-            request.hops.extend(response.hops)
-            throttled = response.error is None and response.status in THROTTLE_STATUSES
-            if self._retried(request, response, throttled):
+            response = await self._fetch(request, self._fetcher)
+            if response is None:
                 return
             page, follow = self._page(request, response, time.monotonic() - started)
         except Exception:  # a bug must cost one page, not the crawl
-            log.exception("internal error on %s", request.url)
-            page = Page(request.url, request.depth, request.referrer, error="internal_error")
-            follow = []
+            page, follow = self._internal_error(request), []
         if self.hooks is not None:
             follow = await self.hooks.apply(page, follow)
         if follow and self._gate.must_hold(request.depth):
@@ -251,7 +254,48 @@ class Crawl:
         else:
             self._complete(request, page, follow)
         self._complete_held()
-        self.scheduler.release(request, throttled=throttled)
+        self.scheduler.release(request, throttled=_throttled(response))
+
+    async def _crawl_sitemap(self, request: Request) -> None:
+        """A sitemap, or robots.txt's list of them: its record, and what it lists queued."""
+        started = time.monotonic()
+        response: Response | None = None
+        try:
+            if request.kind == ROBOTS:  # read before this request was handed out
+                rules = self._robots.cached(origin_of(request.url))
+                lines = list(rules.parser.sitemaps) if rules.parser is not None else []
+                page, listed = None, in_robots(request, lines)
+            else:
+                response = await self._fetch(request, self._sitemap_fetcher)
+                if response is None:
+                    return
+                page, listed = await self._sitemap(request, response, time.monotonic() - started)
+        except Exception:  # a bug must cost one sitemap, not the crawl
+            page, listed = self._internal_error(request), []
+        self._commit(request, page, await self._claim(page, listed))
+        self._complete_held()
+        self.scheduler.release(request, throttled=_throttled(response))
+
+    async def _fetch(self, request: Request, fetcher: Fetcher) -> Response | None:
+        """Fetch `request`; None if the failure was worth another try and it went back
+        to its host's line."""
+        response = await fetcher.fetch(
+            request.location or request.url, self._admit_hop, request.redirects
+        )
+        request.hops.extend(response.hops)
+        if self._retried(request, response, _throttled(response)):
+            return None
+        return response
+
+    def _internal_error(self, request: Request) -> Page:
+        log.exception("internal error on %s", request.url)
+        return self._new_page(request, error="internal_error")
+
+    def _new_page(self, request: Request, **fields: Any) -> Page:
+        page = Page(request.url, request.depth, request.referrer, kind=request.kind, **fields)
+        if request.lastmod is not None:
+            page.fields["sitemap_lastmod"] = request.lastmod
+        return page
 
     def _retried(self, request: Request, response: Response, throttled: bool) -> bool:
         """Send `request` back to its host's line if the failure is worth another try."""
@@ -270,20 +314,7 @@ class Crawl:
         self, request: Request, response: Response, elapsed_s: float
     ) -> tuple[Page, list[str]]:
         """The page of a fetched URL, and the links on it to follow."""
-        fetched = response.status is not None
-        page = Page(
-            request.url,
-            request.depth,
-            request.referrer,
-            final_url=(response.final_url or response.url) if fetched else None,
-            status=response.status,
-            elapsed_ms=round(elapsed_s * 1000, 1),
-            content_type=response.content_type,
-            bytes=len(response.body) if fetched else None,
-            error=response.error,
-            truncated=response.truncated,
-            response=response,
-        )
+        page = self._fetched_page(request, response, elapsed_s)
         status = response.status or 0
         if response.error is not None or 300 <= status < 400 or not response.is_html:
             return page, []
@@ -303,6 +334,56 @@ class Crawl:
             return page, []
         allows = self.scope.allows
         return page, [url for url in links if allows(url)]
+
+    def _fetched_page(self, request: Request, response: Response, elapsed_s: float) -> Page:
+        fetched = response.status is not None
+        return self._new_page(
+            request,
+            final_url=(response.final_url or response.url) if fetched else None,
+            status=response.status,
+            elapsed_ms=round(elapsed_s * 1000, 1),
+            content_type=response.content_type,
+            bytes=len(response.body) if fetched else None,
+            error=response.error,
+            truncated=response.truncated,
+            response=response,
+        )
+
+    async def _sitemap(
+        self, request: Request, response: Response, elapsed_s: float
+    ) -> tuple[Page, list[Request]]:
+        """The page of a fetched sitemap, and what it lists."""
+        page = self._fetched_page(request, response, elapsed_s)
+        if response.error is not None or not 200 <= (response.status or 0) < 300:
+            return page, []
+        sitemap = await parse_sitemap(response.url, response.body, cut=response.truncated)
+        page.error, page.truncated = sitemap.error, page.truncated or sitemap.truncated
+        page.fields["sitemap_urls"] = sitemap.entries
+        return page, listed_in(request, sitemap, pages_too=self.settings.max_depth > 0)
+
+    async def _claim(self, page: Page | None, listed: list[Request]) -> list[Request]:
+        """What a sitemap or robots.txt lists, in scope, let through by the hooks and not
+        claimed yet, claimed now; sitemaps past --max-sitemaps are dropped."""
+        allows = self.scope.allows
+        listed = [r for r in listed if allows(r.url)]
+        if self.hooks is not None and page is not None:
+            pages = [r.url for r in listed if r.kind == PAGE]
+            followed = set(await self.hooks.apply(page, pages))
+            listed = [r for r in listed if r.kind != PAGE or r.url in followed]
+        fresh = self.store.visited.add_many([visit_key(r.url) for r in listed])
+        new = [r for r, is_new in zip(listed, fresh, strict=True) if is_new]
+        sitemaps = [r for r in new if r.kind == SITEMAP]
+        if not sitemaps:
+            return new
+        room = max(0, self.settings.max_sitemaps - self.stats.sitemaps)
+        if len(sitemaps) > room:
+            log.warning(
+                "--max-sitemaps %s reached: %s more sitemaps not fetched",
+                self.settings.max_sitemaps,
+                len(sitemaps) - room,
+            )
+        self.stats.sitemaps += min(len(sitemaps), room)
+        return [r for r in new if r.kind != SITEMAP] + sitemaps[:room]
 
     def _complete(self, request: Request, page: Page, follow: list[str]) -> None:
         self._commit(request, page, self._new_requests(request, follow))
@@ -333,22 +414,22 @@ class Crawl:
             Request(url, depth, request.url) for url, new in zip(links, fresh, strict=True) if new
         ]
 
-    def _commit(self, request: Request, page: Page, new: list[Request]) -> None:
+    def _commit(self, request: Request, page: Page | None, new: list[Request]) -> None:
         self.store.commit(request, page, new, request.hops)
-        self.stats.count(page, request.host)
-        if self.consumer is not None:
-            self.consumer.put(page)
+        if page is not None:
+            self.stats.count(page, request.host)
+            if self.consumer is not None:
+                self.consumer.put(page)
         self._gate.finished(request)
         if new:
             self._gate.queued(new)
             self.scheduler.add(new)
 
     def _record_disallowed(self, request: Request) -> None:
-        self._commit(
-            request,
-            Page(request.url, request.depth, request.referrer, error="robots_disallowed"),
-            [],
+        page = (
+            None if request.kind == ROBOTS else self._new_page(request, error="robots_disallowed")
         )
+        self._commit(request, page, [])
         self._complete_held()
 
     async def _admit_hop(self, target: str) -> Hop:
@@ -358,3 +439,8 @@ class Crawl:
         if not await self._robots.permits(target):
             return Hop(follow=False, error="robots_disallowed")
         return Hop(follow=self.store.visited.add(visit_key(target)))
+
+
+def _throttled(response: Response | None) -> bool:
+    """Did the host answer 429 or 503?"""
+    return response is not None and response.error is None and response.status in THROTTLE_STATUSES

@@ -17,6 +17,11 @@ from typing import Protocol
 
 from crawler.urls import host_of
 
+# What a request fetches. A "robots" request fetches nothing: robots.txt is read before
+# any request of its host is handed out, and this one turns its Sitemap lines into
+# "sitemap" requests (crawler/sitemaps.py).
+PAGE, SITEMAP, ROBOTS = "page", "sitemap", "robots"
+
 
 @dataclass(slots=True)
 class Request:
@@ -24,6 +29,8 @@ class Request:
     depth: int
     referrer: str | None
     seq: int = 0  # position in a disk frontier
+    kind: str = PAGE
+    lastmod: str | None = None  # the <lastmod> of the sitemap entry it came from
     # What an earlier attempt left: where to resume after redirects, and which
     # redirect targets it already claimed in the visited set.
     attempt: int = 0
@@ -92,9 +99,13 @@ CREATE TABLE IF NOT EXISTS frontier (
     url TEXT NOT NULL,
     depth INTEGER NOT NULL,
     referrer TEXT,
+    kind TEXT,  -- NULL for a page
+    lastmod TEXT,
     PRIMARY KEY (host, seq)
 ) WITHOUT ROWID;
 """
+# Columns added since the first version of the table, added to an older table on open.
+_ADDED_COLUMNS = ("kind", "lastmod")
 
 
 class SqliteFrontier:
@@ -108,6 +119,10 @@ class SqliteFrontier:
         self._db = db
         self._buffer_size = buffer_per_host
         db.executescript(_SCHEMA)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(frontier)")}
+        for column in _ADDED_COLUMNS:
+            if column not in columns:
+                db.execute(f"ALTER TABLE frontier ADD COLUMN {column} TEXT")
         self._buffers: dict[str, deque[Request]] = {}
         self._unbuffered: dict[str, int] = {}  # rows on disk not yet in a buffer
         self._after: dict[str, int] = {}  # last seq read into the buffer
@@ -122,9 +137,19 @@ class SqliteFrontier:
             host = request.host
             self._last_seq += 1
             request.seq = self._last_seq
+            kind = None if request.kind == PAGE else request.kind
             self._db.execute(
-                "INSERT INTO frontier (host, seq, url, depth, referrer) VALUES (?, ?, ?, ?, ?)",
-                (host, request.seq, request.url, request.depth, request.referrer),
+                "INSERT INTO frontier (host, seq, url, depth, referrer, kind, lastmod) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    host,
+                    request.seq,
+                    request.url,
+                    request.depth,
+                    request.referrer,
+                    kind,
+                    request.lastmod,
+                ),
             )
             buffer = self._buffers.setdefault(host, deque())
             if not self._unbuffered.get(host) and len(buffer) < self._buffer_size:
@@ -138,12 +163,12 @@ class SqliteFrontier:
         buffer = self._buffers.setdefault(host, deque())
         if not buffer and self._unbuffered.get(host):
             rows = self._db.execute(
-                "SELECT seq, url, depth, referrer FROM frontier WHERE host = ? AND seq > ? "
-                "ORDER BY seq LIMIT ?",
+                "SELECT seq, url, depth, referrer, kind, lastmod FROM frontier "
+                "WHERE host = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (host, self._after.get(host, 0), self._buffer_size),
             )
-            for seq, url, depth, referrer in rows:
-                buffer.append(Request(url, depth, referrer, seq=seq))
+            for seq, url, depth, referrer, kind, lastmod in rows:
+                buffer.append(Request(url, depth, referrer, seq, kind or PAGE, lastmod))
                 self._after[host] = seq
             self._unbuffered[host] -= len(buffer)
         return buffer

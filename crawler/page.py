@@ -40,6 +40,7 @@ class Page:
     links: list[str] = field(default_factory=list)
     error: str | None = None
     truncated: bool = False
+    kind: str = "page"  # or "sitemap" (--sitemaps)
     fields: dict[str, Any] = field(default_factory=dict)  # added by options and hooks
     response: Response | None = field(default=None, repr=False)
     _tree: LexborHTMLParser | None = field(default=None, repr=False)
@@ -87,6 +88,7 @@ class Page:
             "links": self.links,
             "error": self.error,
             "truncated": self.truncated,
+            "kind": self.kind,
         }
         if self.fields:
             record.update(self.fields)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from protego import Protego
 
 from crawler.fetch import Fetcher, Hop
-from crawler.frontier import Frontier, Request
+from crawler.frontier import ROBOTS, Frontier, Request
 from crawler.urls import origin_of
 
 log = logging.getLogger(__name__)
@@ -366,7 +366,7 @@ class HostScheduler:
                 self._retrying -= 1
             else:
                 self._frontier.pop(host.key)
-                self._budget -= 1
+                self._budget -= request.kind != ROBOTS  # that one writes no record
             if self._robots.allows(rules, request.location or request.url):
                 self._start(host, now)
                 return request

@@ -28,11 +28,12 @@ import asyncio
 import codecs
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from xml.parsers import expat
 
-from crawler.urls import canonicalize
+from crawler.frontier import SITEMAP, Request
+from crawler.urls import canonicalize, origin_of
 
 SITEMAP_MAX_URLS = 50_000
 SITEMAP_MAX_BYTES = 50 * 1024 * 1024  # uncompressed, per file
@@ -235,12 +236,16 @@ def _inflated(body: bytes, max_bytes: int) -> Iterator[bytes]:
 async def parse_sitemap(
     url: str,
     body: bytes,
+    cut: bool = False,
     max_urls: int = SITEMAP_MAX_URLS,
     max_bytes: int = SITEMAP_MAX_BYTES,
 ) -> Sitemap:
-    """What the sitemap at `url` lists. Never raises for what the body holds: a broken
-    sitemap keeps the entries read before the break and names it in `error`.
-    Between chunks it lets other tasks run, so a 50 MB sitemap does not stall the crawl."""
+    """What the sitemap at `url` lists; `cut`: the body was cut at the fetch's size cap.
+
+    Never raises for what the body holds: a broken sitemap keeps the entries read
+    before the break and names it in `error`. Between chunks it lets other tasks
+    run, so a 50 MB sitemap does not stall the crawl.
+    """
     sitemap = Sitemap(url)
     entries = _Entries(sitemap, max_urls)
     reader: _XmlReader | _TextReader | None = None
@@ -256,6 +261,8 @@ async def parse_sitemap(
             if size > max_bytes:
                 raise _TooLarge
             await asyncio.sleep(0)
+        if cut:
+            raise _TooLarge
         if reader is not None:
             reader.feed(b"", final=True)
     except _TooLarge:
@@ -272,3 +279,22 @@ def _reader_for(entries: _Entries, first_chunk: bytes) -> _XmlReader | _TextRead
     if start.startswith(b"<") or first_chunk.startswith(_UTF16_BOMS):
         return _XmlReader(entries, first_chunk)
     return _TextReader(entries)
+
+
+def in_robots(request: Request, robots_sitemaps: Sequence[str]) -> list[Request]:
+    """Sitemap requests for the host of a ROBOTS `request`, from its robots.txt's
+    Sitemap lines (with robots.txt as referrer), or else its guessed /sitemap.xml."""
+    origin = origin_of(request.url)
+    urls = sitemaps_of(origin, robots_sitemaps)
+    referrer = request.url if robots_sitemaps else None
+    return [Request(url, request.depth, referrer, kind=SITEMAP) for url in urls]
+
+
+def listed_in(request: Request, sitemap: Sitemap, pages_too: bool) -> list[Request]:
+    """What the sitemap of `request` lists, as requests: the sitemaps of an index at its
+    depth, and (if `pages_too`) pages one deeper, with their lastmod."""
+    found = [Request(url, request.depth, request.url, kind=SITEMAP) for url in sitemap.sitemaps]
+    if pages_too:
+        depth = request.depth + 1
+        found += [Request(url, depth, request.url, lastmod=t) for url, t in sitemap.pages]
+    return found

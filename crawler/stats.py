@@ -20,6 +20,7 @@ class Stats:
         self.bytes = 0
         self.truncated = 0
         self.retries = 0
+        self.sitemaps = 0  # sitemap files queued (--max-sitemaps counts them)
         self.fetch_ms = 0.0
         self.previous_runs_s = 0.0
         self.restored_records = 0
@@ -58,6 +59,7 @@ class Stats:
             "bytes": self.bytes,
             "truncated": self.truncated,
             "retries": self.retries,
+            "sitemaps": self.sitemaps,
             "depths": dict(sorted(self.depths.items(), key=lambda kv: int(kv[0]))),
             "hosts_top": dict(self.hosts.most_common(20)),
             "host_count": len(self.hosts),
@@ -75,4 +77,5 @@ class Stats:
         self.bytes = saved.get("bytes", 0)
         self.truncated = saved.get("truncated", 0)
         self.retries = saved.get("retries", 0)
+        self.sitemaps = saved.get("sitemaps", 0)
         self.previous_runs_s = saved.get("elapsed_s", 0.0)

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import gzip
+import itertools
+import signal
+import sqlite3
 import time
 import zlib
 
+from crawler.frontier import SITEMAP, Request, SqliteFrontier
 from crawler.sitemaps import SITEMAP_MAX_BYTES, parse_sitemap, sitemaps_of
+from tests.conftest import Site, by_url, crawl, read_records
+from tests.test_state import Run, assert_each_page_once
 
 SM = "http://127.0.0.1:8000/sitemap.xml"
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
@@ -197,3 +203,252 @@ def test_robots_sitemap_lines_are_resolved_and_deduplicated():
 
 def test_without_robots_sitemap_lines_sitemap_xml_is_guessed():
     assert sitemaps_of("http://127.0.0.1:8000", []) == ["http://127.0.0.1:8000/sitemap.xml"]
+
+
+# -- crawls with --sitemaps ---------------------------------------------------------
+
+
+def index(*locs: str) -> str:
+    sitemaps = "".join(f"<sitemap><loc>{loc}</loc></sitemap>" for loc in locs)
+    return f'<sitemapindex xmlns="{NS}">{sitemaps}</sitemapindex>'
+
+
+def serve_xml(site: Site, path: str, text: str) -> None:
+    site.page(path, body=text, content_type="application/xml")
+
+
+async def test_robots_txt_leads_through_an_index_and_a_gzip_sitemap_to_pages_no_link_reaches(
+    site: Site, tmp_path
+):
+    site.page("/robots.txt", body="User-agent: *\nSitemap: /index.xml\n", content_type="text/plain")
+    site.page("/", "home")  # links to nothing
+    serve_xml(site, "/index.xml", index("/s1.xml", f"{site.url}/s2.xml.gz"))
+    serve_xml(site, "/s1.xml", urlset(url("/only-in-sitemap", "2024-05-01T10:00:00Z")))
+    site.page(
+        "/s2.xml.gz",
+        body=gzip.compress(urlset(url("/gz-page"), url("/")).encode()),
+        content_type="application/x-gzip",
+    )
+    site.page("/only-in-sitemap", "sitemap page", ["/linked"])
+    site.page("/gz-page", "gzip page")
+    site.page("/linked", "linked")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], sitemaps=True, ignore_robots=False))
+
+    u = site.url
+    assert site.paths() == {p: 1 for p in (
+        "/robots.txt", "/", "/index.xml", "/s1.xml", "/s2.xml.gz",
+        "/only-in-sitemap", "/gz-page", "/linked",
+    )}  # fmt: skip
+    sitemaps = {url: r for url, r in records.items() if r["kind"] == "sitemap"}
+    assert {url: (r["referrer"], r["depth"], r["sitemap_urls"]) for url, r in sitemaps.items()} == {
+        f"{u}/index.xml": (f"{u}/robots.txt", 0, 2),
+        f"{u}/s1.xml": (f"{u}/index.xml", 0, 1),
+        f"{u}/s2.xml.gz": (f"{u}/index.xml", 0, 2),
+    }
+    assert all(r["status"] == 200 and r["error"] is None for r in sitemaps.values())
+    page = records[f"{u}/only-in-sitemap"]
+    assert (page["kind"], page["depth"], page["referrer"]) == ("page", 1, f"{u}/s1.xml")
+    assert page["sitemap_lastmod"] == "2024-05-01T10:00:00Z"
+    assert (records[f"{u}/gz-page"]["referrer"], records[f"{u}/gz-page"]["depth"]) == (
+        f"{u}/s2.xml.gz",
+        1,
+    )
+    assert "sitemap_lastmod" not in records[f"{u}/gz-page"]
+    assert (records[f"{u}/linked"]["depth"], records[f"{u}/"]["kind"]) == (2, "page")
+
+
+async def test_sitemap_xml_is_tried_when_robots_txt_lists_none(site: Site, tmp_path):
+    site.page("/robots.txt", body="User-agent: *\nDisallow: /private\n", content_type="text/plain")
+    site.page("/", "home")
+    serve_xml(site, "/sitemap.xml", urlset(url("/found"), url("/private/no")))
+    site.page("/found", "found")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], sitemaps=True, ignore_robots=False))
+
+    sitemap = records[f"{site.url}/sitemap.xml"]
+    assert (sitemap["kind"], sitemap["referrer"], sitemap["sitemap_urls"]) == ("sitemap", None, 2)
+    assert records[f"{site.url}/found"]["referrer"] == f"{site.url}/sitemap.xml"
+    assert records[f"{site.url}/private/no"]["error"] == "robots_disallowed"
+    assert site.count("/private/no") == 0
+
+
+async def test_without_sitemaps_no_sitemap_is_fetched_and_records_are_pages(site: Site, tmp_path):
+    serve_xml(site, "/sitemap.xml", urlset(url("/found")))
+    site.page("/", "home")
+
+    records = await crawl(tmp_path, [site.url + "/"])
+
+    assert site.paths() == {"/": 1}
+    assert [r["kind"] for r in records] == ["page"]
+
+
+async def test_a_sitemap_disallowed_by_robots_txt_is_not_fetched(site: Site, tmp_path):
+    robots = "User-agent: *\nDisallow: /secret\nSitemap: /secret/sitemap.xml\n"
+    site.page("/robots.txt", body=robots, content_type="text/plain")
+    site.page("/", "home")
+    serve_xml(site, "/secret/sitemap.xml", urlset(url("/x")))
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], sitemaps=True, ignore_robots=False))
+
+    assert site.count("/secret/sitemap.xml") == 0
+    sitemap = records[f"{site.url}/secret/sitemap.xml"]
+    assert (sitemap["kind"], sitemap["error"]) == ("sitemap", "robots_disallowed")
+
+
+async def test_hostile_sitemaps_are_each_one_bounded_record_and_the_crawl_goes_on(
+    site: Site, tmp_path
+):
+    lol = (
+        '<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+        + "".join(f'<!ENTITY lol{n} "{"&lol;" * 10}">' for n in range(9))
+        + "]><urlset><url><loc>&lol8;</loc></url></urlset>"
+    )
+    robots = "".join(
+        f"Sitemap: /{name}\n" for name in ("lol.xml", "bomb.xml.gz", "big.xml", "ok.xml")
+    )
+    site.page("/robots.txt", body=robots, content_type="text/plain")
+    site.page("/", "home")
+    serve_xml(site, "/lol.xml", lol)
+    site.page("/bomb.xml.gz", body=gzip_bomb(4 << 30), content_type="application/gzip")
+    serve_xml(site, "/big.xml", urlset(*(url(f"/many/{n}") for n in range(60_000))))
+    serve_xml(site, "/ok.xml", "garbage, then " + urlset(url("/after")))
+    site.page("/after", "after")
+    started = time.monotonic()
+
+    records = by_url(
+        await crawl(
+            tmp_path,
+            [site.url + "/"],
+            sitemaps=True,
+            ignore_robots=False,
+            exclude=("/many/",),  # the big sitemap's URLs are counted, not crawled
+        )
+    )
+
+    u = site.url
+    assert time.monotonic() - started < 30
+    assert (records[f"{u}/lol.xml"]["error"], records[f"{u}/lol.xml"]["sitemap_urls"]) == (
+        "sitemap_invalid",
+        0,
+    )
+    assert records[f"{u}/bomb.xml.gz"]["error"] == "sitemap_too_large"
+    assert records[f"{u}/bomb.xml.gz"]["truncated"] is True
+    big = records[f"{u}/big.xml"]
+    assert (big["error"], big["truncated"], big["sitemap_urls"]) == (
+        "sitemap_too_large",
+        True,
+        50_000,
+    )
+    assert records[f"{u}/ok.xml"]["sitemap_urls"] == 0  # text, and no line is a URL
+    assert records[f"{u}/"]["status"] == 200
+    assert not any("/many/" in path for path in site.paths())
+
+
+async def test_a_sitemap_and_urls_on_a_host_out_of_scope_are_dropped(
+    site: Site, site2: Site, tmp_path
+):
+    site.page("/robots.txt", body="Sitemap: /index.xml\n", content_type="text/plain")
+    site.page("/", "home")
+    serve_xml(site, "/index.xml", index(f"{site2.url}/theirs.xml", "/mine.xml"))
+    serve_xml(site, "/mine.xml", urlset(url(f"{site2.url}/elsewhere"), url("/here")))
+    serve_xml(site2, "/theirs.xml", urlset(url(f"{site2.url}/x")))
+    site.page("/here", "here")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], sitemaps=True, ignore_robots=False))
+
+    assert site2.hits == []
+    assert set(records) == {f"{site.url}{p}" for p in ("/", "/index.xml", "/mine.xml", "/here")}
+    assert records[f"{site.url}/mine.xml"]["sitemap_urls"] == 2
+
+
+async def test_max_sitemaps_caps_the_files_fetched(site: Site, tmp_path):
+    site.page("/", "home")
+    serve_xml(site, "/sitemap.xml", index(*(f"/s{n}.xml" for n in range(10))))
+    for n in range(10):
+        serve_xml(site, f"/s{n}.xml", urlset())
+
+    records = await crawl(tmp_path, [site.url + "/"], sitemaps=True, max_sitemaps=4)
+
+    assert [r["url"] for r in records if r["kind"] == "sitemap"] == [
+        f"{site.url}/sitemap.xml",
+        *(f"{site.url}/s{n}.xml" for n in range(3)),
+    ]
+
+
+async def test_sitemap_fetches_keep_the_hosts_delay(site: Site, tmp_path):
+    site.page("/", "home")
+    serve_xml(site, "/sitemap.xml", index("/a.xml", "/b.xml"))
+    serve_xml(site, "/a.xml", urlset(url("/p1")))
+    serve_xml(site, "/b.xml", urlset(url("/p2")))
+    site.page("/p1", "1")
+    site.page("/p2", "2")
+
+    await crawl(tmp_path, [site.url + "/"], sitemaps=True, delay=0.2, concurrency=4)
+
+    starts = sorted(hit.started for hit in site.hits)
+    assert len(starts) == 6
+    assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.2
+
+
+async def test_max_pages_counts_sitemap_records(site: Site, tmp_path):
+    site.page("/", "home")
+    serve_xml(site, "/sitemap.xml", urlset(*(url(f"/p{n}") for n in range(10))))
+    for n in range(10):
+        site.page(f"/p{n}", str(n))
+
+    records = await crawl(tmp_path, [site.url + "/"], sitemaps=True, max_pages=5)
+
+    assert len(records) == 5
+    assert sum(r["kind"] == "sitemap" for r in records) == 1
+
+
+def test_sitemap_requests_keep_their_kind_and_lastmod_in_a_disk_frontier(tmp_path):
+    db = sqlite3.connect(tmp_path / "f.sqlite")
+    db.execute(  # a frontier table from before sitemaps: it gains the columns
+        "CREATE TABLE frontier (host TEXT NOT NULL, seq INTEGER NOT NULL, url TEXT NOT NULL, "
+        "depth INTEGER NOT NULL, referrer TEXT, PRIMARY KEY (host, seq)) WITHOUT ROWID"
+    )
+    db.execute("INSERT INTO frontier VALUES ('h:1', 1, 'http://h:1/old', 2, NULL)")
+    SqliteFrontier(db).push(
+        [
+            Request("http://h:1/s.xml", 0, "http://h:1/robots.txt", kind=SITEMAP),
+            Request("http://h:1/p", 1, "http://h:1/s.xml", lastmod="2024-01-01"),
+        ]
+    )
+    db.commit()
+
+    frontier = SqliteFrontier(db)
+    popped = [frontier.pop("h:1") for _ in range(3)]
+
+    assert [(r.url, r.kind, r.lastmod) for r in popped] == [
+        ("http://h:1/old", "page", None),
+        ("http://h:1/s.xml", "sitemap", None),
+        ("http://h:1/p", "page", "2024-01-01"),
+    ]
+
+
+async def test_sitemaps_survive_kill_9_and_resume(site: Site, tmp_path):
+    site.page("/p/0", "seed")
+    serve_xml(site, "/sitemap.xml", index(*(f"/s/{n}.xml" for n in range(5))))
+    pages = [f"{site.url}/p/0"]
+    for n in range(5):
+        locs = [f"/p/{n}-{i}" for i in range(20)]
+        serve_xml(site, f"/s/{n}.xml", urlset(*(url(loc, f"2024-0{n + 1}-01") for loc in locs)))
+        for loc in locs:
+            site.page(loc, loc, delay_s=0.01)
+        pages += [site.url + loc for loc in locs]
+    run = Run(site, tmp_path, "--sitemaps", "--ignore-robots")
+
+    await run.interrupted_after(30, signal.SIGKILL)
+    code, err = await run.until_done()
+
+    assert code == 0, err
+    records = read_records(run.output)
+    assert_each_page_once([r for r in records if r["kind"] == "page"], pages)
+    sitemaps = sorted(r["url"] for r in records if r["kind"] == "sitemap")
+    assert sitemaps == sorted(
+        [f"{site.url}/sitemap.xml", *(f"{site.url}/s/{n}.xml" for n in range(5))]
+    )
+    lastmods = {r["url"]: r.get("sitemap_lastmod") for r in records}
+    assert lastmods[f"{site.url}/p/3-7"] == "2024-04-01"

@@ -48,7 +48,7 @@ from crawler.urls import visit_key
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: frontier.kind and frontier.lastmod, for sitemaps
 # log: one row per commit, appended: the page done, the output's length and record
 # count after it, and the visited-set keys it claimed, newline-separated.
 _SCHEMA = """
