@@ -8,10 +8,12 @@ import signal
 import sqlite3
 import time
 import zlib
+from dataclasses import replace
 
+from crawler import Crawler
 from crawler.frontier import SITEMAP, Request, SqliteFrontier
 from crawler.sitemaps import SITEMAP_MAX_BYTES, parse_sitemap, sitemaps_of
-from tests.conftest import Site, by_url, crawl, read_records
+from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, read_records
 from tests.test_state import Run, assert_each_page_once
 
 SM = "http://127.0.0.1:8000/sitemap.xml"
@@ -452,3 +454,22 @@ async def test_sitemaps_survive_kill_9_and_resume(site: Site, tmp_path):
     )
     lastmods = {r["url"]: r.get("sitemap_lastmod") for r in records}
     assert lastmods[f"{site.url}/p/3-7"] == "2024-04-01"
+
+
+async def test_the_follow_hook_sees_a_sitemaps_urls_with_the_sitemap_as_page(site: Site, tmp_path):
+    site.page("/", "home")
+    serve_xml(site, "/sitemap.xml", urlset(url("/keep"), url("/drop")))
+    site.page("/keep", "keep")
+    seen = []
+
+    def follow(link: str, page) -> bool:
+        seen.append((link, page.kind))
+        return not link.endswith("/drop")
+
+    settings = replace(TEST_SETTINGS, sitemaps=True)
+    async with Crawler([site.url + "/"], settings, follow=follow) as crawler:
+        urls = [page.url async for page in crawler]
+
+    assert (site.url + "/keep", "sitemap") in seen
+    assert site.count("/drop") == 0
+    assert site.url + "/keep" in urls
