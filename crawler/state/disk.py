@@ -74,6 +74,7 @@ SHAPING_SETTINGS = (
     "max_url_length",
     "expected_urls",
     "fp_rate",
+    "sitemaps",
 )
 
 
