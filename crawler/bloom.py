@@ -28,7 +28,7 @@ File format (little-endian), the same for `save()` and for the memory-mapped
 file of `BloomFilter.open()`:
 
     page 0    header: magic, version, flags, slice count, capacity, error rate,
-              journal position, expected false skips, CRC-32, then one entry per
+              journal position, expected missed URLs, CRC-32, then one entry per
               slice (bits, hash count, capacity, items, error rate)
     then      each slice's bits, padded to a 4096-byte page
 
@@ -200,7 +200,7 @@ class BloomFilter:
         self.capacity = capacity
         self.error_rate = error_rate
         self._slices: list[_Slice] = []
-        self._false_skips = 0.0
+        self._missed = 0.0
         self._rate_at = -1
         self._rate = 0.0
         self._file: _MappedFile | None = None
@@ -217,8 +217,8 @@ class BloomFilter:
             new = self._insert(h1, h2)
         elif new := last.insert(h1, h2):  # the usual case, inlined: one slice with room
             last.count += 1
-        if not new:
-            self._count_skip(1)
+        if new:
+            self._count_new(1)
         return new
 
     def add_many(self, items: Iterable[str | bytes]) -> list[bool]:
@@ -234,28 +234,24 @@ class BloomFilter:
                 results.append(True)
             else:
                 results.append(False)
-        skips = results.count(False)
-        if skips:
-            self._count_skip(skips)
+        self._count_new(results.count(True))
         return results
 
     def check_many(self, items: Iterable[str | bytes]) -> list[bool]:
         """For each item, True if it is not in the filter; nothing is added.
 
-        Each "already seen" verdict counts toward `expected_false_skips`, as in `add`.
+        Each "new" verdict counts toward `expected_missed_urls`, as in `add`.
         """
         if self._older:
             results = [item not in self for item in items]
         else:  # the usual case, inlined: one slice
             holds = self._last.holds
             results = [not holds(*_hash(item, signed=False)) for item in items]
-        skips = results.count(False)
-        if skips:
-            self._count_skip(skips)
+        self._count_new(results.count(True))
         return results
 
     def update(self, items: Iterable[str | bytes]) -> None:
-        """Add every item; unlike `add`, this is not a verdict and counts no skips."""
+        """Add every item; unlike `add`, this is not a verdict and counts toward nothing."""
         insert = self._insert
         for item in items:
             insert(*_hash(item, signed=False))
@@ -304,9 +300,14 @@ class BloomFilter:
         return 1.0 - miss
 
     @property
-    def expected_false_skips(self) -> float:
-        """Sum, over every "already seen" verdict, of the false-positive rate at that moment."""
-        return self._false_skips
+    def expected_missed_urls(self) -> float:
+        """New items expected to have been called "seen" by mistake, and so skipped.
+
+        The sum, over every "new" verdict, of the false-positive rate at that moment:
+        each new item had that chance of colliding instead. Summing over "seen"
+        verdicts would overstate it, as most of those are true repeats.
+        """
+        return self._missed
 
     @property
     def predicted_false_positive_rate(self) -> float:
@@ -321,8 +322,11 @@ class BloomFilter:
             self._rate, self._rate_at = 1.0 - miss, at
         return self._rate
 
-    def _count_skip(self, verdicts: int) -> None:
-        self._false_skips += verdicts * self.predicted_false_positive_rate
+    def _count_new(self, verdicts: int) -> None:
+        # One rate, read after the batch, for the whole batch: within one page's links
+        # it changes too little to matter, and one multiplication keeps it cheap.
+        if verdicts:
+            self._missed += verdicts * self.predicted_false_positive_rate
 
     # -- growth -------------------------------------------------------------
 
@@ -367,7 +371,7 @@ class BloomFilter:
             self.capacity,
             self.error_rate,
             self.journal_position,
-            self._false_skips,
+            self._missed,
             0,
         )
         for i, s in enumerate(self._slices):
@@ -492,14 +496,14 @@ class BloomFilter:
         if len(header) < PAGE:
             raise BloomFileError(f"{path}: truncated")
         fields = _HEADER.unpack_from(header)
-        _, version, flags, n_slices, capacity, error_rate, journal, skips, _ = fields
+        _, version, flags, n_slices, capacity, error_rate, journal, missed, _ = fields
         if version != VERSION:
             raise BloomFileError(f"{path}: format version {version}, this crawler reads {VERSION}")
         if not 1 <= n_slices <= _MAX_SLICES or capacity < 1 or not 0 < error_rate < 1:
             raise BloomFileError(f"{path}: corrupted header")
         bf = cls.__new__(cls)
         bf.capacity, bf.error_rate, bf.journal_position = capacity, error_rate, journal
-        bf._false_skips, bf._rate_at, bf._rate, bf._file = skips, -1, 0.0, None
+        bf._missed, bf._rate_at, bf._rate, bf._file = missed, -1, 0.0, None
         bf._slices, layout, offset = [], [], PAGE
         for i in range(n_slices):
             m, k, _, slice_capacity, count, slice_rate = _SLICE.unpack_from(

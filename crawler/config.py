@@ -55,6 +55,12 @@ class Settings:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     max_url_length: int = 2083
+    max_pages_per_host: int = 0
+    max_path_depth: int = 32
+    max_query_params: int = 20
+    drop_repeating_paths: bool = True
+    allow_private_addresses: bool = False
+    resolve: tuple[str, ...] = ()
     expected_urls: int = 1_000_000
     fp_rate: float = 1e-6
     user_agent: str = DEFAULT_USER_AGENT
@@ -126,6 +132,17 @@ def _host_patterns(patterns: Sequence[str]) -> str | None:
     for pattern in patterns:
         if not re.fullmatch(r"(\*\.)?[^\s/*?#@]+", pattern) or not is_host_pattern(pattern):
             return f"has an invalid host {pattern!r} (expected e.g. example.com or *.example.com)"
+    return None
+
+
+def _resolve_entries(entries: Sequence[str]) -> str | None:
+    from crawler.netguard import parse_resolve
+
+    for entry in entries:
+        try:
+            parse_resolve(entry)
+        except ValueError as exc:
+            return f"has an invalid entry {entry!r}: {exc}"
     return None
 
 
@@ -215,6 +232,44 @@ OPTIONS: tuple[Option, ...] = (
         metavar="REGEX",
     ),
     Option("max_url_length", "int", "drop URLs longer than this", _at_least(16), metavar="N"),
+    Option(
+        "max_pages_per_host",
+        "int",
+        "at most this many records per host; its further URLs are dropped; 0 means no limit",
+        _at_least(0),
+        metavar="N",
+    ),
+    Option(
+        "max_path_depth",
+        "int",
+        "drop links whose path has more segments than this (a trap); 0 means no limit",
+        _at_least(0),
+        metavar="N",
+    ),
+    Option(
+        "max_query_params",
+        "int",
+        "drop links with more query parameters than this (a trap); 0 means no limit",
+        _at_least(0),
+        metavar="N",
+    ),
+    Option(
+        "drop_repeating_paths",
+        "bool",
+        "drop links whose path repeats a run of segments 3 times in a row (/a/b/a/b/a/b)",
+    ),
+    Option(
+        "allow_private_addresses",
+        "bool",
+        "connect to loopback, private and other non-public addresses the seeds do not name",
+    ),
+    Option(
+        "resolve",
+        "list",
+        "connect to ADDR for HOST (on PORT only, if given), like curl's (repeatable)",
+        _resolve_entries,
+        metavar="HOST[:PORT]:ADDR",
+    ),
     Option(
         "expected_urls",
         "int",

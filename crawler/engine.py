@@ -25,6 +25,7 @@ from crawler.config import Settings
 from crawler.fetch import ACCEPT_ENCODING, Fetcher, Hop, Response
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, Request
 from crawler.hooks import Hooks
+from crawler.netguard import connector_options
 from crawler.page import Page
 from crawler.parse import parse_html, robots_directives_forbid_following
 from crawler.politeness import (
@@ -38,11 +39,20 @@ from crawler.politeness import (
 from crawler.sinks import WriteFailed
 from crawler.sitemaps import SITEMAP_MAX_BYTES, in_robots, listed_in, parse_sitemap
 from crawler.state import Store
-from crawler.urls import Scope, canonical_links, canonicalize, origin_of, visit_key
+from crawler.urls import (
+    Scope,
+    TrapRules,
+    canonical_links,
+    canonicalize,
+    host_of,
+    origin_of,
+    visit_key,
+)
 
 log = logging.getLogger(__name__)
 
 THROTTLE_STATUSES = frozenset({429, 503})
+MAX_PAGES_PER_HOST = "max_pages_per_host"  # the count of URLs dropped by that limit
 # Pages waiting for shallower ones keep their bodies, which sinks such as the WARC
 # archive write at commit. Past either cap, as when a host with a long Crawl-delay
 # holds back a level, the shallowest go ahead: memory stays bounded, and depths may
@@ -107,8 +117,12 @@ class BreadthFirstGate:
         return page
 
 
-def open_session(settings: Settings) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
+def open_session(settings: Settings, seeds: Sequence[str]) -> aiohttp.ClientSession:
+    """The crawl's one session; its connector connects only where crawler.netguard allows."""
+    guard = connector_options(
+        seeds, guard=not settings.allow_private_addresses, resolve=settings.resolve
+    )
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300, **guard)
     return aiohttp.ClientSession(
         connector=connector,
         headers={
@@ -145,6 +159,11 @@ class Crawl:
             settings.exclude,
             settings.max_url_length,
         )
+        traps = TrapRules(
+            settings.max_path_depth, settings.max_query_params, settings.drop_repeating_paths
+        )
+        self._trap = traps.trap if traps.enabled else None
+        self._max_pages_per_host = settings.max_pages_per_host
         self.scheduler: HostScheduler | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -153,7 +172,7 @@ class Crawl:
 
     async def run(self) -> None:
         settings = self.settings
-        async with open_session(settings) as session:
+        async with open_session(settings, self.seeds) as session:
             self._fetcher = Fetcher(
                 session, settings.timeout, settings.max_bytes, settings.max_redirects
             )
@@ -210,7 +229,9 @@ class Crawl:
 
     def _enqueue_seeds(self) -> None:
         fresh = [
-            Request(url, 0, None) for url in self.seeds if self.store.visited.add(visit_key(url))
+            Request(url, 0, None)
+            for url in self.seeds
+            if self.store.visited.add(visit_key(url)) and self._host_has_room(url)
         ]
         if self.settings.sitemaps:  # each seed host's robots.txt, read for its Sitemap lines
             origins = dict.fromkeys(origin_of(url) for url in self.seeds)
@@ -410,9 +431,29 @@ class Crawl:
             return []
         depth = request.depth + 1
         fresh = self.store.visited.add_many([visit_key(url) for url in links])
-        return [
-            Request(url, depth, request.url) for url, new in zip(links, fresh, strict=True) if new
-        ]
+        urls = [url for url, new in zip(links, fresh, strict=True) if new]
+        if urls and (self._trap or self._max_pages_per_host):
+            urls = [url for url in urls if not self._is_trap(url) and self._host_has_room(url)]
+        return [Request(url, depth, request.url) for url in urls]
+
+    def _is_trap(self, url: str) -> bool:
+        """Does `url` break a trap rule? A link is counted once: it is claimed already."""
+        rule = self._trap(url) if self._trap else None
+        if rule is not None:
+            self.stats.dropped[rule] += 1
+        return rule is not None
+
+    def _host_has_room(self, url: str) -> bool:
+        """Claim one of the --max-pages-per-host records of `url`'s host, if one is left."""
+        if not self._max_pages_per_host:
+            return True
+        claims = self.stats.claims_per_host
+        host = host_of(url)
+        if claims[host] >= self._max_pages_per_host:
+            self.stats.dropped[MAX_PAGES_PER_HOST] += 1
+            return False
+        claims[host] += 1
+        return True
 
     def _commit(self, request: Request, page: Page | None, new: list[Request]) -> None:
         self.store.commit(request, page, new, request.hops)
@@ -425,19 +466,18 @@ class Crawl:
             self._gate.queued(new)
             self.scheduler.add(new)
 
-    def _record_disallowed(self, request: Request) -> None:
-        page = (
-            None if request.kind == ROBOTS else self._new_page(request, error="robots_disallowed")
-        )
+    def _record_disallowed(self, request: Request, error: str) -> None:
+        page = None if request.kind == ROBOTS else self._new_page(request, error=error)
         self._commit(request, page, [])
         self._complete_held()
 
     async def _admit_hop(self, target: str) -> Hop:
         """May a redirect go on to `target`? Same checks as a link, plus robots.txt."""
-        if not self.scope.allows(target):
+        if not self.scope.allows(target) or self._is_trap(target):
             return Hop(follow=False)
-        if not await self._robots.permits(target):
-            return Hop(follow=False, error="robots_disallowed")
+        refusal = await self._robots.check(target)
+        if refusal is not None:
+            return Hop(follow=False, error=refusal)
         return Hop(follow=self.store.visited.add(visit_key(target)))
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from crawler.netguard import BlockedAddress
 from crawler.urls import canonicalize
 
 try:
@@ -157,6 +158,8 @@ async def _read_body(response: aiohttp.ClientResponse, max_bytes: int) -> tuple[
 
 
 def _error_kind(exc: BaseException) -> str:
+    if isinstance(getattr(exc, "os_error", None), BlockedAddress):
+        return "blocked_address"
     if isinstance(exc, TimeoutError):  # asyncio.TimeoutError is TimeoutError since 3.11
         return "timeout"
     if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):

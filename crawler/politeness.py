@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 asks parsers to read at least 500 KiB
 ROBOTS_MAX_REDIRECTS = 5
 UNREACHABLE_HOLD_S = 60.0  # how long an unreachable robots.txt keeps its host disallowed
+# RFC 9309 has a crawler assume a full disallow; its URLs' records say why.
+ROBOTS_UNREACHABLE = "robots_unreachable"
 BACKOFF_BASE_S = 0.5
 # A request reaches the server a little after it starts, by a varying amount; without
 # this margin the server could see two starts a hair closer than the delay.
@@ -45,7 +47,7 @@ DELAY_MARGIN_S = 0.01
 @dataclass(frozen=True, slots=True)
 class RobotsRules:
     parser: Protego | None = None  # None: everything allowed, or everything denied
-    deny_all: bool = False
+    denied: str | None = None  # the error of every URL when robots.txt could not be had
     expires_at: float = math.inf  # time.monotonic()
     crawl_delay_s: float = 0.0
 
@@ -93,10 +95,13 @@ class Robots:
             return None
         return rules
 
-    def allows(self, rules: RobotsRules, url: str) -> bool:
-        if rules.deny_all:
-            return False
-        return rules.parser is None or rules.parser.can_fetch(url, self._agent)
+    def refusal(self, rules: RobotsRules, url: str) -> str | None:
+        """Why `url` may not be fetched under `rules` (a record's error), or None if it may."""
+        if rules.denied is not None:
+            return rules.denied
+        if rules.parser is None or rules.parser.can_fetch(url, self._agent):
+            return None
+        return "robots_disallowed"
 
     async def load(self, origin: str) -> RobotsRules | None:
         """Fetch robots.txt; None if it could not be read and should be tried again later."""
@@ -118,20 +123,24 @@ class Robots:
         """Consecutive failed fetches of `origin`'s robots.txt."""
         return self._failures.get(origin, 0)
 
-    async def permits(self, url: str) -> bool:
-        """May `url` be fetched? Fetches robots.txt first if it is not known yet."""
+    async def check(self, url: str) -> str | None:
+        """`refusal` for `url`, fetching robots.txt first if it is not known yet."""
         origin = origin_of(url)
         rules = self.cached(origin) or await self.load(origin)
-        return rules is not None and self.allows(rules, url)
+        return ROBOTS_UNREACHABLE if rules is None else self.refusal(rules, url)
 
     async def _fetch(self, origin: str) -> RobotsRules | None:
-        response = await self._fetcher.fetch(f"{origin}/robots.txt", _follow_any)
+        robots_url = f"{origin}/robots.txt"
+        response = await self._fetcher.fetch(robots_url, _follow_any)
         status = response.status
         if response.error is None and status is not None and 200 <= status < 300:
             self._failures.pop(origin, None)
             return self._parse(origin, response.body)
         if response.error is None and status is not None and 300 <= status < 500 and status != 429:
             return ALLOW_ALL  # 4xx, or a redirect chain too long: RFC 9309 says allow
+        if response.error == "blocked_address" and response.url == robots_url:
+            # The host's own address is refused: asking again would not change that.
+            return RobotsRules(denied="blocked_address")
         failures = self._failures[origin] = self._failures.get(origin, 0) + 1
         reason = response.error or f"HTTP {status}"
         if failures <= self._retries:
@@ -144,7 +153,9 @@ class Robots:
             reason,
             UNREACHABLE_HOLD_S,
         )
-        return RobotsRules(deny_all=True, expires_at=time.monotonic() + UNREACHABLE_HOLD_S)
+        return RobotsRules(
+            denied=ROBOTS_UNREACHABLE, expires_at=time.monotonic() + UNREACHABLE_HOLD_S
+        )
 
     def _parse(self, origin: str, body: bytes) -> RobotsRules:
         try:
@@ -204,7 +215,7 @@ class HostScheduler:
         max_crawl_delay_s: float,
         max_retry_after_s: float,
         max_pages: int,
-        on_disallowed: Callable[[Request], None],
+        on_disallowed: Callable[[Request, str], None],
     ) -> None:
         self._frontier = frontier
         self._robots = robots
@@ -367,10 +378,11 @@ class HostScheduler:
             else:
                 self._frontier.pop(host.key)
                 self._budget -= request.kind != ROBOTS  # that one writes no record
-            if self._robots.allows(rules, request.location or request.url):
+            refusal = self._robots.refusal(rules, request.location or request.url)
+            if refusal is None:
                 self._start(host, now)
                 return request
-            self._on_disallowed(request)
+            self._on_disallowed(request, refusal)
         return None
 
     def _start(self, host: _Host, now: float) -> None:

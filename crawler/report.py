@@ -37,7 +37,7 @@ def snapshot(crawl: Crawl, exact: bool = False) -> dict[str, Any]:
         "capacity": bloom.capacity,
         "target_fp_rate": bloom.error_rate,
         "fp_rate": bloom.false_positive_rate if exact else bloom.predicted_false_positive_rate,
-        "expected_false_skips": bloom.expected_false_skips,
+        "expected_missed_urls": bloom.expected_missed_urls,
     }
     return figures
 
@@ -71,6 +71,11 @@ def summary_table(figures: dict[str, Any]) -> str:
             ", ".join(f"{kind} {n:,}" for kind, n in sorted(errors.items(), key=lambda kv: -kv[1])),
         ),
         (
+            "dropped",
+            f"{sum(figures['dropped'].values()):,}",
+            ", ".join(f"{kind} {n:,}" for kind, n in sorted(figures["dropped"].items())),
+        ),
+        (
             "data",
             _size(figures["bytes"]),
             f"{figures['truncated']:,} truncated, {figures['retries']:,} retries",
@@ -82,9 +87,9 @@ def summary_table(figures: dict[str, Any]) -> str:
             f"FP rate now {visited['fp_rate']:.2g} (target {visited['target_fp_rate']:g})",
         ),
         (
-            "wrongly skipped",
-            f"{visited['expected_false_skips']:.2g}",
-            "URLs expected, from every 'already seen' verdict",
+            "missed",
+            f"{visited['expected_missed_urls']:.2g}",
+            "new URLs expected to be taken for seen ones and skipped",
         ),
     ]
     width = max(len(label) for label, _, _ in rows)

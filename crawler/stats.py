@@ -21,6 +21,9 @@ class Stats:
         self.truncated = 0
         self.retries = 0
         self.sitemaps = 0  # sitemap files queued (--max-sitemaps counts them)
+        self.dropped: Counter[str] = Counter()  # URLs not followed, by trap rule or limit
+        # Records each host has, or will have, under --max-pages-per-host (empty without it).
+        self.claims_per_host: Counter[str] = Counter()
         self.fetch_ms = 0.0
         self.previous_runs_s = 0.0
         self.restored_records = 0
@@ -60,6 +63,7 @@ class Stats:
             "truncated": self.truncated,
             "retries": self.retries,
             "sitemaps": self.sitemaps,
+            "dropped": dict(self.dropped),
             "depths": dict(sorted(self.depths.items(), key=lambda kv: int(kv[0]))),
             "hosts_top": dict(self.hosts.most_common(20)),
             "host_count": len(self.hosts),
@@ -67,7 +71,7 @@ class Stats:
             "pages_per_s": round(self.pages_per_s(), 2),
             "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
             "rate_history": [{"t_s": t, "records": n} for t, n in self.rate_history],
-        }
+        } | ({"claims_per_host": dict(self.claims_per_host)} if self.claims_per_host else {})
 
     def _restore(self, saved: dict[str, Any]) -> None:
         self.records = self.restored_records = saved.get("records", 0)
@@ -78,4 +82,6 @@ class Stats:
         self.truncated = saved.get("truncated", 0)
         self.retries = saved.get("retries", 0)
         self.sitemaps = saved.get("sitemaps", 0)
+        self.dropped.update(saved.get("dropped", {}))
+        self.claims_per_host.update(saved.get("claims_per_host", {}))
         self.previous_runs_s = saved.get("elapsed_s", 0.0)

@@ -465,3 +465,65 @@ class Scope:
             )
             self._host_verdicts[host] = verdict
         return verdict
+
+
+REPEATING_PATH = "repeating_path"
+PATH_TOO_DEEP = "path_too_deep"
+TOO_MANY_QUERY_PARAMS = "too_many_query_params"
+_REPEATS = 3  # a run of segments seen this many times in a row makes a trap
+
+
+def path_segments(url: str) -> list[str]:
+    """The path segments of a canonical URL; a trailing slash adds none ("/a/b/" is a, b)."""
+    path = url.partition("?")[0].split("/", 3)[3] if url.count("/") >= 3 else ""
+    segments = path.split("/")
+    if segments[-1] == "":
+        segments.pop()
+    return segments
+
+
+def repeats_segments(segments: Sequence[str]) -> bool:
+    """True if some run of 1 or more segments occurs 3 times in a row (/a/b/a/b/a/b)."""
+    n = len(segments)
+    if n < _REPEATS or len(set(segments)) > n - (_REPEATS - 1):
+        return False  # a repeated run needs at least two segments that are repeats
+    for width in range(1, n // _REPEATS + 1):
+        for start in range(n - _REPEATS * width + 1):
+            run = segments[start : start + width]
+            if all(
+                segments[start + r * width : start + (r + 1) * width] == run
+                for r in range(1, _REPEATS)
+            ):
+                return True
+    return False
+
+
+class TrapRules:
+    """Heuristics against crawler traps: link spaces that generate endless unique URLs.
+
+    A canonical URL is a trap when its path has more than `max_path_depth` segments,
+    its query more than `max_query_params` "&"-separated parameters, or (with
+    `repeating_paths`) its path repeats a run of segments 3 times in a row, as
+    relative links resolved against the wrong base do: /a/b/a/b/a/b/. A limit of
+    0 is no limit.
+    """
+
+    def __init__(self, max_path_depth: int, max_query_params: int, repeating_paths: bool) -> None:
+        self._max_path_depth = max_path_depth
+        self._max_query_params = max_query_params
+        self._repeating_paths = repeating_paths
+        self.enabled = bool(max_path_depth or max_query_params or repeating_paths)
+
+    def trap(self, url: str) -> str | None:
+        """Which rule `url` breaks (REPEATING_PATH, PATH_TOO_DEEP...), or None."""
+        if self._max_query_params:
+            query = url.partition("?")[2]
+            if query and query.count("&") >= self._max_query_params:
+                return TOO_MANY_QUERY_PARAMS
+        if self._max_path_depth or self._repeating_paths:
+            segments = path_segments(url)
+            if self._max_path_depth and len(segments) > self._max_path_depth:
+                return PATH_TOO_DEEP
+            if self._repeating_paths and repeats_segments(segments):
+                return REPEATING_PATH
+        return None

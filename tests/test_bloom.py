@@ -140,7 +140,7 @@ def test_an_empty_filter_holds_nothing() -> None:
     assert len(bf) == 0
     assert "https://example.com/" not in bf
     assert bf.false_positive_rate == 0.0
-    assert bf.expected_false_skips == 0.0
+    assert bf.expected_missed_urls == 0.0
 
 
 @pytest.mark.parametrize(("capacity", "p"), [(0, 1e-3), (100, 0.0), (100, 1.0), (100, -0.1)])
@@ -209,20 +209,34 @@ def test_each_new_slice_holds_twice_the_items_at_half_the_error_rate() -> None:
 # -- 4. honesty ---------------------------------------------------------------------------
 
 
-def test_expected_false_skips_add_the_rate_at_each_already_seen_verdict() -> None:
+def test_expected_missed_urls_add_the_rate_at_each_new_verdict() -> None:
     capacity, p = 10_000, 1e-3
     bf = BloomFilter(capacity, p)
     bf.update(urls(5_000))
-    assert bf.expected_false_skips == 0.0  # no verdict was "already seen"
+    assert bf.expected_missed_urls == 0.0  # update() gives no verdicts
 
-    assert not any(bf.add_many(urls(5_000)))  # 5,000 "already seen" verdicts, no new item
+    assert not any(bf.add_many(urls(5_000)))  # 5,000 repeats: none could be missed
+    assert bf.expected_missed_urls == 0.0
+
     m = optimal_bits(capacity, p)
     k = optimal_hashes(m, capacity)
-    rate = (1 - math.exp(-k * len(bf) / m)) ** k  # the rate at those verdicts, from the count
-    assert bf.expected_false_skips == pytest.approx(5_000 * rate, rel=1e-6)
+    fresh = [f"https://example.org/new/{i}" for i in range(1_000)]
+    verdicts = bf.add_many(fresh)
+    rate = (1 - math.exp(-k * len(bf) / m)) ** k  # the rate of the batch, from the count
+    assert bf.expected_missed_urls == pytest.approx(sum(verdicts) * rate, rel=1e-6)
 
-    assert not bf.add(urls(1)[0])
-    assert bf.expected_false_skips == pytest.approx(5_001 * rate, rel=1e-6)
+    before = bf.expected_missed_urls
+    assert bf.add("https://example.org/one-more")
+    rate = (1 - math.exp(-k * len(bf) / m)) ** k
+    assert bf.expected_missed_urls == pytest.approx(before + rate, rel=1e-6)
+
+
+def test_expected_missed_urls_count_new_verdicts_of_check_many_too() -> None:
+    bf = BloomFilter(1_000, 1e-3)
+    bf.update(urls(500))
+    rate = bf.predicted_false_positive_rate
+    verdicts = bf.check_many(urls(600))  # 500 seen, about 100 new
+    assert bf.expected_missed_urls == pytest.approx(sum(verdicts) * rate, rel=1e-6)
 
 
 def test_false_positive_rate_rises_with_the_fill() -> None:
@@ -242,7 +256,7 @@ def assert_same_filter(a: BloomFilter, b: BloomFilter, probes: list[str]) -> Non
     assert (len(a), a.nbytes, a.slice_count) == (len(b), b.nbytes, b.slice_count)
     assert (a.capacity, a.error_rate) == (b.capacity, b.error_rate)
     assert a.false_positive_rate == b.false_positive_rate
-    assert a.expected_false_skips == b.expected_false_skips
+    assert a.expected_missed_urls == b.expected_missed_urls
     assert a.journal_position == b.journal_position
     assert [u in a for u in probes] == [u in b for u in probes]
 

@@ -263,7 +263,7 @@ async def test_stats_file_and_summary_come_from_the_same_numbers(site: Site, tmp
     assert stats["hosts_top"] == {f"127.0.0.1:{site.port}": 3}
     assert stats["visited"]["urls"] == 3
     assert stats["visited"]["fp_rate"] < 1e-6
-    assert "expected_false_skips" in stats["visited"]
+    assert "expected_missed_urls" in stats["visited"]
     assert stats["rate_history"][-1]["records"] == 3
     assert "status 404" in err and "visited set" in err
 

@@ -228,7 +228,9 @@ async def test_allow_host_widens_the_scope(site: Site, site2: Site, tmp_path):
     site.page("/", "index", [f"{site2.url}/"])
     site2.page("/", "other")
 
-    records = await crawl(tmp_path, [site.url + "/"], allow_host=("127.0.0.2",))
+    records = await crawl(
+        tmp_path, [site.url + "/"], allow_host=("127.0.0.2",), allow_private_addresses=True
+    )
 
     assert [r["title"] for r in records] == ["index", "other"]
 

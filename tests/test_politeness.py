@@ -55,6 +55,7 @@ async def test_robots_txt_is_fetched_once_per_host(site: Site, site2: Site, tmp_
         concurrency=8,
         per_host=8,
         allow_host=("127.0.0.2",),
+        allow_private_addresses=True,  # 127.0.0.2 stands for a public host here
     )
 
     assert site.count("/robots.txt") == 1
@@ -80,13 +81,13 @@ async def test_missing_robots_txt_allows_everything(site: Site, tmp_path):
     assert [r["error"] for r in records] == [None] * 4
 
 
-async def test_failing_robots_txt_disallows_the_host(site: Site, tmp_path):
+async def test_failing_robots_txt_disallows_the_host_as_unreachable(site: Site, tmp_path):
     site.page("/robots.txt", status=503, body="down")
     fan_out(site, 3)
 
     records = await crawl(tmp_path, [site.url + "/"], ignore_robots=False, retries=1)
 
-    assert [r["error"] for r in records] == ["robots_disallowed"]
+    assert [r["error"] for r in records] == ["robots_unreachable"]
     assert set(site.paths()) == {"/robots.txt"}
     assert site.count("/robots.txt") == 2  # tried again before giving up
 
