@@ -59,7 +59,7 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
         return ip.ipv4_mapped
     if ip.sixtofour is not None:
         return ip.sixtofour
-    if ip in _NAT64 or ip in _IPV4_COMPATIBLE:
+    if ip in _NAT64 or (ip in _IPV4_COMPATIBLE and int(ip) > 1):  # not "::" or "::1"
         return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return None
 
