@@ -102,9 +102,7 @@ async def test_a_redirect_to_such_an_address_is_blocked_with_robots_txt_on(
     site.page("/", "index", ["/go"])
     site.redirect("/go", f"{inside.url()}/latest/meta-data/")
 
-    records = by_url(
-        await crawl(tmp_path, [site.url + "/"], any_host=True, ignore_robots=False)
-    )
+    records = by_url(await crawl(tmp_path, [site.url + "/"], any_host=True, ignore_robots=False))
 
     assert records[f"{site.url}/go"]["error"] == "blocked_address"
     assert inside.connections == 0
@@ -116,9 +114,7 @@ async def test_a_host_name_that_resolves_to_such_an_address_is_blocked(
     site.page("/", "index", [f"{inside.url('metadata.test')}/"])
 
     records = by_url(
-        await crawl(
-            tmp_path, [site.url + "/"], any_host=True, resolve=("metadata.test:127.0.0.2",)
-        )
+        await crawl(tmp_path, [site.url + "/"], any_host=True, resolve=("metadata.test:127.0.0.2",))
     )
 
     assert records[f"{inside.url('metadata.test')}/"]["error"] == "blocked_address"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import socket
 
 from aiohttp import web
 
@@ -228,3 +229,13 @@ async def test_include_exclude_and_url_length_filter_what_is_followed(site: Site
     )
 
     assert set(site.paths()) == {"/", "/docs/a"}
+
+
+async def test_a_host_that_refuses_connections_is_reported_unreachable(tmp_path):
+    with socket.socket() as probe:  # a port on which nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    records = await crawl(tmp_path, [f"http://127.0.0.1:{port}/"], ignore_robots=False)
+
+    assert [r["error"] for r in records] == ["robots_unreachable"]

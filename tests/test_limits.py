@@ -1,0 +1,163 @@
+"""Traps end: repeating paths, deep paths, long queries, endless session ids, a cap per host."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from crawler import Crawler
+from tests.conftest import TEST_SETTINGS, Site, html, read_records
+from tests.test_state import Run
+
+
+async def crawl_with_stats(
+    tmp_path: Path, seeds: list[str], **overrides: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    output = tmp_path / "pages.jsonl"
+    settings = replace(TEST_SETTINGS, output=str(output), **overrides)
+    async with Crawler(seeds, settings) as crawler:
+        await crawler.crawl()
+    return read_records(output), crawler.stats
+
+
+def relative_loop(site: Site, levels: int) -> None:
+    """/a/b/ links to "a/b/" relative to itself: /a/b/a/b/, /a/b/a/b/a/b/, ... endlessly."""
+    site.page("/", "index", ["/a/b/"])
+    for n in range(1, levels + 1):
+        site.page("/a/b" * n + "/", f"level {n}", ["a/b/"])
+
+
+async def test_a_path_that_repeats_a_run_of_segments_three_times_is_dropped(site: Site, tmp_path):
+    relative_loop(site, 5)
+
+    records, stats = await crawl_with_stats(tmp_path, [site.url + "/"])
+
+    assert set(site.paths()) == {"/", "/a/b/", "/a/b/a/b/"}
+    assert len(records) == 3
+    assert stats["dropped"] == {"repeating_path": 1}
+
+
+async def test_the_repeating_path_rule_can_be_turned_off(site: Site, tmp_path):
+    relative_loop(site, 5)
+
+    _, stats = await crawl_with_stats(
+        tmp_path, [site.url + "/"], drop_repeating_paths=False, max_depth=4
+    )
+
+    assert site.count("/a/b/a/b/a/b/a/b/") == 1
+    assert stats["dropped"] == {}
+
+
+async def test_paths_deeper_than_max_path_depth_are_dropped(site: Site, tmp_path):
+    site.page("/", "index", ["/1/2/3", "/1/2/3/", "/1/2/3/4"])
+
+    _, stats = await crawl_with_stats(tmp_path, [site.url + "/"], max_path_depth=3)
+
+    assert set(site.paths()) == {"/", "/1/2/3", "/1/2/3/"}
+    assert stats["dropped"] == {"path_too_deep": 1}
+    await crawl_with_stats(tmp_path, [site.url + "/"], max_path_depth=0)
+    assert site.count("/1/2/3/4") == 1
+
+
+async def test_urls_with_more_than_max_query_params_are_dropped(site: Site, tmp_path):
+    site.page("/", "index", ["/s?a=1&b=2", "/s?a=1&b=2&c=3"])
+
+    _, stats = await crawl_with_stats(tmp_path, [site.url + "/"], max_query_params=2)
+
+    assert set(site.paths()) == {"/", "/s?a=1&b=2"}
+    assert stats["dropped"] == {"too_many_query_params": 1}
+    await crawl_with_stats(tmp_path, [site.url + "/"], max_query_params=0)
+    assert site.count("/s?a=1&b=2&c=3") == 1
+
+
+def session_id_site(site: Site) -> None:
+    """Every page links to three pages under a fresh ?sid=: endless unique URLs."""
+
+    async def page(_request: web.Request) -> web.Response:
+        links = [f"/page?sid={secrets.token_hex(8)}" for _ in range(3)]
+        return web.Response(text=html("page", links), content_type="text/html")
+
+    site.handle("/", page)
+    site.handle("/page", page)
+
+
+async def test_endless_session_id_links_end_at_the_depth_limit(site: Site, tmp_path):
+    session_id_site(site)
+
+    records, _ = await crawl_with_stats(tmp_path, [site.url + "/"], max_depth=3)
+
+    assert len(records) == 1 + 3 + 9 + 27
+    assert len(site.hits) == len(records)
+
+
+async def test_endless_session_id_links_end_at_max_pages_per_host(site: Site, tmp_path):
+    session_id_site(site)
+
+    records, stats = await crawl_with_stats(
+        tmp_path, [site.url + "/"], max_depth=1000, max_pages_per_host=25
+    )
+
+    assert len(records) == 25
+    assert len(site.hits) == 25
+    assert stats["dropped"]["max_pages_per_host"] > 0
+
+
+async def test_max_pages_per_host_counts_each_host_on_its_own(site: Site, site2: Site, tmp_path):
+    for server in (site, site2):
+        server.page("/", "index", [f"/p{n}" for n in range(10)])
+
+    records, stats = await crawl_with_stats(
+        tmp_path, [site.url + "/", site2.url + "/"], max_pages_per_host=4
+    )
+
+    assert len(site.hits) == len(site2.hits) == 4
+    assert len(records) == 8
+    assert stats["dropped"] == {"max_pages_per_host": 14}
+
+
+async def test_many_spellings_still_cost_one_request_and_one_claim(site: Site, tmp_path):
+    spellings = ["/x", "/x#top", "/./x", "/y/../x", "/%78", "x", "/x?", f"{site.url}/x", " /x\n"]
+    site.page("/", "index", spellings)
+    site.page("/x", "X")
+
+    records, stats = await crawl_with_stats(
+        tmp_path, [site.url + "/"], max_pages_per_host=2, max_path_depth=1, max_query_params=1
+    )
+
+    assert site.paths() == {"/": 1, "/x": 1}
+    assert len(records) == 2
+    assert stats["dropped"] == {}
+
+
+async def test_max_pages_per_host_holds_across_an_interrupted_run(site: Site, tmp_path):
+    for n in range(40):
+        site.page(f"/p/{n}", str(n), [f"/p/{n + 1}", f"/p/{n + 2}"], delay_s=0.01)
+    run = Run(site, tmp_path, "--max-pages-per-host", "20", "--ignore-robots", "--max-depth", "99")
+    await run.interrupted_after(8, signal.SIGINT)
+
+    code, _ = await run.until_done()
+
+    assert code == 0
+    assert len({r["url"] for r in read_records(run.output)}) == 20
+
+
+async def test_expected_missed_urls_survive_a_resume(site: Site, tmp_path):
+    for n in range(60):
+        site.page(f"/p/{n}", str(n), [f"/p/{n + 1}", f"/p/{n + 2}"], delay_s=0.01)
+    stats_file = tmp_path / "stats.json"
+    run = Run(site, tmp_path, "--ignore-robots", "--expected-urls", "50", "--fp-rate", "0.01")
+    run.extra += ("--stats", str(stats_file), "--max-depth", "99")
+    await run.interrupted_after(30, signal.SIGINT)
+    first = json.loads(stats_file.read_text())["visited"]["expected_missed_urls"]
+
+    code, _ = await run.until_done()
+
+    final = json.loads(stats_file.read_text())["visited"]["expected_missed_urls"]
+    assert code == 0
+    assert 0 < first < final < 1
