@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -13,8 +14,18 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from hypothesis import settings as hypothesis_settings
 
 from crawler import Crawler, Settings
+
+# Property tests: modest by default, a few hundred examples in CI (CI=true), and
+# HYPOTHESIS_PROFILE=long for a thorough local run.
+hypothesis_settings.register_profile("dev", max_examples=100, deadline=None)
+hypothesis_settings.register_profile("ci", max_examples=300, deadline=None, print_blob=True)
+hypothesis_settings.register_profile("long", max_examples=20_000, deadline=None)
+hypothesis_settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
+)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
