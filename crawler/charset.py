@@ -62,7 +62,7 @@ def decoder_for(label: str | bytes | None) -> str | None:
         return name
     try:
         return codecs.lookup(label).name
-    except LookupError:
+    except (LookupError, ValueError):  # ValueError: a NUL in the label
         return None
 
 

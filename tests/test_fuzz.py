@@ -142,3 +142,8 @@ def test_robots_txt_bodies_never_raise(body: bytes, path: str) -> None:
     url = canonicalize(path, "http://example.com/")
     if url is not None:
         assert robots.refusal(rules, url) in (None, "robots_disallowed")
+
+
+def test_a_charset_label_with_a_nul_is_an_unknown_label() -> None:  # found by the fuzzer
+    assert decode_html(b"<p>caf\xc3\xa9", "text/html; charset=utf\x00-8") == "<p>café"
+    assert decode_html(b"<meta charset='utf\x00-8'><p>x", None).endswith("<p>x")
