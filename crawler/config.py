@@ -70,7 +70,7 @@ class Settings:
     uvloop: bool = False
     header: tuple[tuple[str, str], ...] = ()
     cookies: bool | str = True  # False: no jar; a path: a cookies.txt to start from
-    proxy: str | None = None
+    proxy: str | None = field(default=None, repr=False)  # may hold a password
     config: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:

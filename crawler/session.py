@@ -16,6 +16,7 @@ handshake), never inside a URL that aiohttp could put into an exception's messag
 
 from __future__ import annotations
 
+import base64
 import os
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -34,13 +35,16 @@ SOCKS_DEFAULT_PORT = 1080
 
 
 class Proxy(NamedTuple):
-    """What aiohttp needs to send one request through an HTTP(S) proxy."""
+    """How one request goes through an HTTP(S) proxy, in aiohttp's terms."""
 
     url: URL | None
+    # Credentials go on the request itself when the proxy forwards a plain http:// one,
+    # and on the CONNECT when it tunnels https://, never inside the tunnel to the site.
     headers: Mapping[str, str] | None
+    connect_headers: Mapping[str, str] | None
 
 
-DIRECT = Proxy(None, None)
+DIRECT = Proxy(None, None, None)
 Route = Callable[[str], Proxy]
 
 
@@ -48,17 +52,18 @@ def _direct(_url: str) -> Proxy:
     return DIRECT
 
 
-def _parse_proxy(url: str, label: str) -> tuple[URL, Mapping[str, str] | None]:
-    """The proxy's URL without credentials, and the header that carries them."""
-    problem = proxy_problem(url)
+def _proxy_for(scheme: str, proxy_url: str, label: str) -> Proxy:
+    """The way through `proxy_url` for URLs of `scheme`; its credentials out of the URL."""
+    problem = proxy_problem(proxy_url)
     if problem:
-        raise ConfigError(f"{label} {problem}, got {redact_url(url)!r}")
-    parsed = URL(url.rstrip("/"))
+        raise ConfigError(f"{label} {problem}, got {redact_url(proxy_url)!r}")
+    parsed = URL(proxy_url.rstrip("/"))
     bare = parsed.with_user(None)
     if parsed.user is None:
-        return bare, None
-    auth = aiohttp.BasicAuth(parsed.user, parsed.password or "")
-    return bare, {"Proxy-Authorization": auth.encode()}
+        return Proxy(bare, None, None)
+    credentials = f"{parsed.user}:{parsed.password or ''}".encode()
+    auth = {"Proxy-Authorization": "Basic " + base64.b64encode(credentials).decode()}
+    return Proxy(bare, auth, None) if scheme == "http" else Proxy(bare, None, auth)
 
 
 def _environment_variable(environ: Mapping[str, str], name: str) -> str:
@@ -66,9 +71,15 @@ def _environment_variable(environ: Mapping[str, str], name: str) -> str:
     return environ[lower] if lower in environ else environ.get(name, "")
 
 
-def _environment_route(environ: Mapping[str, str]) -> Route:
-    """The proxy per URL from HTTP_PROXY, HTTPS_PROXY and NO_PROXY."""
+def _route(settings: Settings, environ: Mapping[str, str]) -> Route:
+    """The proxy per URL: --proxy, or HTTP_PROXY, HTTPS_PROXY and NO_PROXY."""
     by_scheme: dict[str, Proxy] = {}
+    if settings.proxy is not None:
+        if settings.proxy.lower().startswith("socks5"):
+            return _direct  # the connector goes through it
+        for scheme in ("http", "https"):
+            by_scheme[scheme] = _proxy_for(scheme, settings.proxy, "--proxy")
+        return lambda url: by_scheme.get(url.partition(":")[0], DIRECT)
     for scheme in ("http", "https"):
         name = f"{scheme.upper()}_PROXY"
         url = _environment_variable(environ, name)
@@ -76,10 +87,8 @@ def _environment_route(environ: Mapping[str, str]) -> Route:
             continue
         label = f"{name} in the environment"
         if url.partition("://")[0].lower() not in ("http", "https"):
-            raise ConfigError(
-                f"{label}: only an http:// or https:// proxy; give others with --proxy"
-            )
-        by_scheme[scheme] = Proxy(*_parse_proxy(url, label))
+            raise ConfigError(f"{label}: only http:// or https:// here; give others with --proxy")
+        by_scheme[scheme] = _proxy_for(scheme, url, label)
     if not by_scheme:
         return _direct
     no_proxy = {"no": _environment_variable(environ, "NO_PROXY")}
@@ -122,12 +131,7 @@ class Client:
         self._file_cookies = (
             read_cookies_file(settings.cookies) if isinstance(settings.cookies, str) else []
         )
-        self._route = _direct
-        if settings.proxy is None:
-            self._route = _environment_route(environ)
-        elif not settings.proxy.lower().startswith("socks5"):
-            fixed = Proxy(*_parse_proxy(settings.proxy, "--proxy"))
-            self._route = lambda _url: fixed
+        self._route = _route(settings, environ)
         self.cookie_jar: CookieJar | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -142,7 +146,7 @@ class Client:
             connector=make_connector(settings),
             headers=headers,
             auto_decompress=False,
-            cookie_jar=self.cookie_jar or aiohttp.DummyCookieJar(),
+            cookie_jar=aiohttp.DummyCookieJar() if self.cookie_jar is None else self.cookie_jar,
             trust_env=False,
         )
         return self
@@ -157,6 +161,7 @@ class Client:
             url,
             allow_redirects=False,
             timeout=timeout,
+            headers=proxy.headers,
             proxy=proxy.url,
-            proxy_headers=proxy.headers,
+            proxy_headers=proxy.connect_headers,
         )
