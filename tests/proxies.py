@@ -38,6 +38,7 @@ class _Proxy:
         self.user, self.password = user, password
         self.port = 0
         self.refused = 0  # clients that gave no or wrong credentials
+        self.paths: list[str] = []  # the request targets of the GETs that went through
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -54,6 +55,12 @@ class _Proxy:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
+
+    async def __aenter__(self) -> _Proxy:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
 
     async def stop(self) -> None:
         self._server.close()
@@ -77,13 +84,9 @@ class _Proxy:
 
 
 class HttpProxy(_Proxy):
-    """Forwards `GET http://host:port/path` requests, one per connection; records each URL."""
+    """Forwards `GET http://host:port/path` requests, one per connection; records each path."""
 
     scheme = "http"
-
-    def __init__(self, user: str | None = None, password: str | None = None) -> None:
-        super().__init__(user, password)
-        self.requests: list[str] = []  # absolute URLs, as the client asked for them
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -97,7 +100,6 @@ class HttpProxy(_Proxy):
                 writer.write(b"HTTP/1.1 407 Proxy Authentication Required\r\n")
                 writer.write(b"Content-Length: 0\r\nConnection: close\r\n\r\n")
                 return
-        self.requests.append(target)
         host_port, _, path = target.removeprefix("http://").partition("/")
         host, _, port = host_port.partition(":")
         upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port or 80))
@@ -106,6 +108,7 @@ class HttpProxy(_Proxy):
             for name, value in headers.items()
             if name.lower() not in ("proxy-authorization", "proxy-connection", "connection")
         }
+        self.paths.append(f"/{path}")
         lines = [f"{method} /{path} {version}", *(f"{k}: {v}" for k, v in kept.items())]
         upstream_writer.write(("\r\n".join([*lines, "Connection: close"]) + "\r\n\r\n").encode())
         # One request per connection: tell the client so, then relay the body to its end.
@@ -123,14 +126,9 @@ class HttpProxy(_Proxy):
 
 
 class Socks5Proxy(_Proxy):
-    """SOCKS5 CONNECT; records each destination and the GET lines sent through it."""
+    """SOCKS5 CONNECT; records the GET lines sent through it."""
 
     scheme = "socks5"
-
-    def __init__(self, user: str | None = None, password: str | None = None) -> None:
-        super().__init__(user, password)
-        self.connects: list[tuple[str, int]] = []
-        self.paths: list[str] = []  # request targets of the GETs that went through
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         _version, n_methods = await reader.readexactly(2)
@@ -163,7 +161,6 @@ class Socks5Proxy(_Proxy):
         if command != 0x01:
             writer.write(b"\x05\x07\x00\x01" + bytes(6))  # command not supported
             return
-        self.connects.append((host, port))
         upstream_reader, upstream_writer = await asyncio.open_connection(host, port)
         writer.write(b"\x05\x00\x00\x01" + bytes(6))
         unread = bytearray()  # what the client sent since its last complete line
