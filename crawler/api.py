@@ -22,6 +22,7 @@ from crawler.engine import Crawl
 from crawler.hooks import FollowHook, Hooks, PageHook
 from crawler.page import Page
 from crawler.report import snapshot
+from crawler.session import Client
 from crawler.state import Store, open_store
 from crawler.urls import canonicalize
 
@@ -86,6 +87,7 @@ class Crawler:
         self.settings = settings if settings is not None else Settings()
         self.seeds = _canonical_seeds(seeds)
         self._hooks = Hooks(follow, on_page) if follow or on_page else None
+        self._client = Client(self.settings, self.seeds)  # reads --cookies FILE, checks the proxy
         self._store: Store | None = None
         self.engine: Crawl | None = None
         self._task: asyncio.Task[None] | None = None
@@ -107,7 +109,7 @@ class Crawler:
         """Open the crawl's store (a --state directory is locked from here on)."""
         if self.engine is None:
             self._store = open_store(self.settings, self.seeds)
-            self.engine = Crawl(self.settings, self.seeds, self._store, self._hooks)
+            self.engine = Crawl(self.settings, self.seeds, self._store, self._client, self._hooks)
         return self.engine
 
     def __aiter__(self) -> Crawler:

@@ -74,6 +74,9 @@ class Settings:
     stats: str | None = None
     quiet: bool = False
     uvloop: bool = False
+    header: tuple[tuple[str, str], ...] = ()
+    cookies: bool | str = True  # False: no jar; a path: a cookies.txt to start from
+    proxy: str | None = field(default=None, repr=False)  # may hold a password
     config: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -92,11 +95,22 @@ class Settings:
         """The settings of a TOML config file (its keys are the flags' long names)."""
         return cls(config=path, **read_config_file(path))
 
+    def redacted(self) -> Settings:
+        """These settings fit to write down: no proxy password, no secret header values."""
+        return replace(
+            self,
+            proxy=redact_url(self.proxy) if self.proxy else self.proxy,
+            header=tuple(
+                (name, "<redacted>" if _SECRET_HEADER.search(name) else value)
+                for name, value in self.header
+            ),
+        )
+
 
 @dataclass(frozen=True)
 class Option:
     name: str
-    kind: str  # "int", "float", "bool", "str", "path", "list"
+    kind: str  # "int", "float", "bool", "str", "path", "list", "headers", "cookies"
     help: str
     check: Callable[[Any], str | None] | None = None
     short: str | None = None
@@ -143,6 +157,55 @@ def _resolve_entries(entries: Sequence[str]) -> str | None:
             parse_resolve(entry)
         except ValueError as exc:
             return f"has an invalid entry {entry!r}: {exc}"
+    return None
+
+
+# RFC 9110 5.1 and 5.5: a field name is a token; a value has no control characters but tab.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# Headers the crawler sets or manages itself, and what to use instead.
+_REFUSED_HEADERS = {
+    "user-agent": "use --user-agent, which robots.txt rules are matched against",
+    "accept-encoding": "the crawler asks only for the encodings it can decode",
+    "host": "it comes from each URL",
+    "cookie": "use --cookies FILE: its cookies go only to their own domains",
+    "proxy-authorization": "give the credentials in the --proxy URL",
+    "connection": "the crawler manages its connections",
+    "content-length": "the crawler sends GET requests without a body",
+    "transfer-encoding": "the crawler sends GET requests without a body",
+}
+_SECRET_HEADER = re.compile(r"auth|token|key|secret|cookie|session|pass", re.IGNORECASE)
+PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+
+
+def _headers(headers: Sequence[tuple[str, str]]) -> str | None:
+    for name, value in headers:
+        if not _TOKEN.fullmatch(name):
+            return f"has an invalid header name {name!r}"
+        if _BAD_VALUE_CHARS.search(value):
+            return f"has a control character (CR, LF, ...) in the value of {name!r}"
+        if reason := _REFUSED_HEADERS.get(name.lower()):
+            return f"cannot set {name}: {reason}"
+    return None
+
+
+def redact_url(url: str) -> str:
+    """`url` with its password, if any, replaced by ****."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in credentials:
+        return url
+    return f"{scheme}://{credentials.partition(':')[0]}:****@{host}"
+
+
+def proxy_problem(url: str) -> str | None:
+    """What is wrong with a proxy URL, or None."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in PROXY_SCHEMES:
+        return "must be a URL starting with http://, https://, socks5:// or socks5h://"
+    host_port = rest.rpartition("@")[2].rstrip("/")
+    if not host_port or "/" in host_port or "?" in host_port or "#" in host_port:
+        return "must be scheme://[user:password@]host[:port], with no path"
     return None
 
 
@@ -315,6 +378,27 @@ OPTIONS: tuple[Option, ...] = (
     Option("stats", "path", "write JSON stats here every 10 s and at the end", metavar="FILE"),
     Option("quiet", "bool", "no progress display or summary on stderr"),
     Option("uvloop", "bool", "use uvloop if it is installed (measured no faster here)"),
+    Option(
+        "header",
+        "headers",
+        "send this header on every request (repeatable; a [header] table in TOML)",
+        _headers,
+        metavar="'NAME: VALUE'",
+    ),
+    Option(
+        "cookies",
+        "cookies",
+        "start the crawl's cookie jar from the cookies in this Netscape cookies.txt",
+        metavar="FILE",
+    ),
+    Option(
+        "proxy",
+        "str",
+        "send every request through this http://, https:// or socks5:// proxy "
+        "(default: HTTP_PROXY, HTTPS_PROXY and NO_PROXY)",
+        proxy_problem,
+        metavar="URL",
+    ),
 )
 
 _BY_NAME = {option.name: option for option in OPTIONS}
@@ -345,7 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
         default = getattr(defaults, option.name)
         help_text = (
             option.help
-            if option.kind in ("bool", "list") or default in (None, "")
+            if option.kind in ("bool", "list", "headers") or default in (None, "")
             else f"{option.help} (default {default})"
         )
         if option.kind == "bool":
@@ -355,9 +439,17 @@ def build_parser() -> argparse.ArgumentParser:
                 action=argparse.BooleanOptionalAction,
                 help=f"{option.help} (default {'on' if default else 'off'})",
             )
-        elif option.kind == "list":
+        elif option.kind in ("list", "headers"):
             parser.add_argument(
                 *names, dest=option.name, action="append", metavar=option.metavar, help=help_text
+            )
+        elif option.kind == "cookies":
+            parser.add_argument(*names, dest=option.name, metavar=option.metavar, help=option.help)
+            parser.add_argument(
+                "--no-" + option.flag[2:],
+                dest=option.name,
+                action="store_false",
+                help="keep no cookies (default: one cookie jar per crawl)",
             )
         else:
             parser.add_argument(*names, dest=option.name, metavar=option.metavar, help=help_text)
@@ -375,6 +467,12 @@ def _convert(kind: str, raw: Any, strict: bool) -> Any:
         if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
             raise ValueError("must be a string or a list of strings")
         return tuple(items)
+    if kind == "headers":
+        return _header_pairs(raw)
+    if kind == "cookies":
+        if isinstance(raw, bool) or (isinstance(raw, str) and raw):
+            return raw
+        raise ValueError("must be true, false or the path of a cookies.txt file")
     if kind in ("str", "path"):
         if not isinstance(raw, str):
             raise ValueError("must be a string")
@@ -401,6 +499,30 @@ def _convert(kind: str, raw: Any, strict: bool) -> Any:
     raise AssertionError(kind)
 
 
+def _header_pairs(raw: Any) -> tuple[tuple[str, str], ...]:
+    """Headers from a TOML table or a dict, 'Name: value' flags, or (name, value) pairs."""
+    if isinstance(raw, dict):
+        raw = list(raw.items())
+    if not isinstance(raw, list | tuple):
+        raise ValueError("must be a table of header names and values")
+    pairs = []
+    for item in raw:
+        if isinstance(item, str):
+            name, colon, value = item.partition(":")
+            if not colon:
+                raise ValueError(f"must be 'Name: value', got {item.partition(' ')[0]!r}")
+        elif (
+            isinstance(item, tuple | list)
+            and len(item) == 2
+            and all(isinstance(part, str) for part in item)
+        ):
+            name, value = item
+        else:
+            raise ValueError('must be a table of strings, like Accept-Language = "en"')
+        pairs.append((name.strip(), value.strip()))
+    return tuple(pairs)
+
+
 def _validated(name: str, raw: Any, label: str, strict: bool) -> Any:
     """Check one value, named `label` in a message; `strict`: no strings for numbers."""
     option = _BY_NAME.get(name) or Option(name, "path", "")
@@ -409,8 +531,12 @@ def _validated(name: str, raw: Any, label: str, strict: bool) -> Any:
     except ValueError as exc:
         raise ConfigError(f"{label} {exc}") from None
     problem = option.check(value) if option.check else None
+    if problem and option.kind == "headers":  # a header's value may be a secret
+        raise ConfigError(f"{label} {problem}")
     if problem:
         shown = list(value) if isinstance(value, tuple) else value
+        if isinstance(shown, str):
+            shown = redact_url(shown)
         raise ConfigError(f"{label} {problem}, got {shown!r}")
     return value
 

@@ -19,13 +19,10 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-import aiohttp
-
 from crawler.config import Settings
-from crawler.fetch import ACCEPT_ENCODING, Fetcher, Hop, Response
+from crawler.fetch import Fetcher, Hop, Response
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, Request
 from crawler.hooks import Hooks
-from crawler.netguard import connector_options
 from crawler.page import Page
 from crawler.parse import parse_html, robots_directives_forbid_following
 from crawler.politeness import (
@@ -36,6 +33,7 @@ from crawler.politeness import (
     RobotsFetch,
     backoff_s,
 )
+from crawler.session import Client
 from crawler.sinks import WriteFailed
 from crawler.sitemaps import SITEMAP_MAX_BYTES, in_robots, listed_in, parse_sitemap
 from crawler.state import Store
@@ -117,25 +115,6 @@ class BreadthFirstGate:
         return page
 
 
-def open_session(settings: Settings, seeds: Sequence[str]) -> aiohttp.ClientSession:
-    """The crawl's one session; its connector connects only where crawler.netguard allows."""
-    guard = connector_options(
-        seeds, guard=not settings.allow_private_addresses, resolve=settings.resolve
-    )
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300, **guard)
-    return aiohttp.ClientSession(
-        connector=connector,
-        headers={
-            "User-Agent": settings.user_agent,
-            "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8",
-            "Accept-Encoding": ACCEPT_ENCODING,
-        },
-        auto_decompress=False,
-        cookie_jar=aiohttp.DummyCookieJar(),
-        trust_env=False,
-    )
-
-
 class Crawl:
     """One crawl's state; `await Crawl(...).run()` crawls until done or stopped.
 
@@ -143,11 +122,17 @@ class Crawl:
     """
 
     def __init__(
-        self, settings: Settings, seeds: Sequence[str], store: Store, hooks: Hooks | None = None
+        self,
+        settings: Settings,
+        seeds: Sequence[str],
+        store: Store,
+        client: Client,
+        hooks: Hooks | None = None,
     ) -> None:
         self.settings = settings
         self.seeds = list(seeds)
         self.store = store
+        self.client = client
         self.stats = store.stats
         self.hooks = hooks
         self.consumer: Consumer | None = None
@@ -172,15 +157,17 @@ class Crawl:
 
     async def run(self) -> None:
         settings = self.settings
-        async with open_session(settings, self.seeds) as session:
+        async with self.client as client:
+            if client.cookie_jar is not None:
+                self.store.keep_cookies(client.cookie_jar)
             self._fetcher = Fetcher(
-                session, settings.timeout, settings.max_bytes, settings.max_redirects
+                client, settings.timeout, settings.max_bytes, settings.max_redirects
             )
             self._sitemap_fetcher = Fetcher(
-                session, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects
+                client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects
             )
             robots_fetcher = Fetcher(
-                session, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
+                client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
             )
             self._robots = Robots(
                 robots_fetcher,

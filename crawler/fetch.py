@@ -14,8 +14,10 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import aiohttp
+import aiohttp_socks
 
 from crawler.netguard import BlockedAddress
 from crawler.urls import canonicalize
@@ -27,7 +29,7 @@ except ImportError:  # brotli is optional: without it we do not ask for "br"
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-RETRY_ERRORS = frozenset({"timeout", "connection_error"})
+RETRY_ERRORS = frozenset({"timeout", "connection_error", "proxy_error"})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 ACCEPT_ENCODING = "gzip, deflate, br" if brotli else "gzip, deflate"
 _BrotliError: type[Exception] = brotli.error if brotli is not None else zlib.error
@@ -157,9 +159,20 @@ async def _read_body(response: aiohttp.ClientResponse, max_bytes: int) -> tuple[
     return b"".join(parts), False
 
 
+_PROXY_ERRORS = (
+    aiohttp.ClientProxyConnectionError,
+    aiohttp.ClientHttpProxyError,
+    aiohttp_socks.ProxyError,
+    aiohttp_socks.ProxyConnectionError,
+    aiohttp_socks.ProxyTimeoutError,
+)
+
+
 def _error_kind(exc: BaseException) -> str:
     if isinstance(getattr(exc, "os_error", None), BlockedAddress):
         return "blocked_address"
+    if isinstance(exc, _PROXY_ERRORS):  # the proxy could not be reached, or refused us
+        return "proxy_error"
     if isinstance(exc, TimeoutError):  # asyncio.TimeoutError is TimeoutError since 3.11
         return "timeout"
     if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
@@ -173,13 +186,18 @@ def _error_kind(exc: BaseException) -> str:
     return "connection_error"
 
 
+class Client(Protocol):
+    def get(self, url: str, timeout: aiohttp.ClientTimeout) -> Any:
+        """`async with` it for the response to a GET of `url`, redirects not followed."""
+
+
 class Fetcher:
-    """Fetches URLs over one shared aiohttp session."""
+    """Fetches URLs over one shared client (crawler.session.Client)."""
 
     def __init__(
-        self, session: aiohttp.ClientSession, timeout_s: float, max_bytes: int, max_redirects: int
+        self, client: Client, timeout_s: float, max_bytes: int, max_redirects: int
     ) -> None:
-        self._session = session
+        self._client = client
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_bytes = max_bytes
         self._max_redirects = max_redirects
@@ -217,13 +235,20 @@ class Fetcher:
         response = Response(url)
         limit = self._max_bytes
         try:
-            async with self._session.get(url, allow_redirects=False, timeout=self._timeout) as r:
+            async with self._client.get(url, self._timeout) as r:
                 response.status = r.status
                 response.headers = r.headers
                 response.content_type = r.headers.get("Content-Type")
                 if r.status in REDIRECT_STATUSES:
                     limit = min(limit, _REDIRECT_BODY_BYTES)
                 response.body, response.truncated = await _read_body(r, limit)
-        except (TimeoutError, aiohttp.ClientError, OSError, ValueError, BadContentEncoding) as exc:
+        except (
+            TimeoutError,
+            aiohttp.ClientError,
+            OSError,
+            ValueError,
+            BadContentEncoding,
+            *_PROXY_ERRORS,
+        ) as exc:
             response.error = _error_kind(exc)
         return response

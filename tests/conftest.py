@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from hypothesis import settings as hypothesis_settings
+from multidict import CIMultiDictProxy
 
 from crawler import Crawler, Settings
 
@@ -35,6 +36,7 @@ class Hit:
     path: str  # path and query, as the server saw them
     started: float  # time.monotonic()
     user_agent: str
+    headers: CIMultiDictProxy[str]
 
 
 def html(title: str = "", links: Iterable[str] = (), head: str = "", body: str = "") -> str:
@@ -118,7 +120,12 @@ class Site:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         self.hits.append(
-            Hit(request.path_qs, time.monotonic(), request.headers.get("User-Agent", ""))
+            Hit(
+                request.path_qs,
+                time.monotonic(),
+                request.headers.get("User-Agent", ""),
+                request.headers,
+            )
         )
         self._notify()
         self.in_flight += 1
@@ -159,6 +166,14 @@ async def site2() -> AsyncIterator[Site]:
     server = await Site("127.0.0.2").start()
     yield server
     await server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The crawler honours HTTP_PROXY and the like: the machine's must not reach the tests."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
 
 
 # Fast settings for tests: no robots.txt unless a test asks, short timeouts.

@@ -138,6 +138,8 @@ def test_the_example_config_lists_every_key_with_its_default():
             assert f"# {option.name} = " in text, option.name
         else:
             expected = list(default) if isinstance(default, tuple) else default
+            if option.kind == "headers":
+                expected = dict(default)
             assert example[option.name] == expected, option.name
 
 

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from crawler.bloom import BloomFilter
 from crawler.config import Settings
+from crawler.cookies import CookieJar
 from crawler.frontier import Frontier, Request
 from crawler.page import Page
 from crawler.stats import Stats
@@ -35,6 +36,9 @@ class Store(Protocol):
     ) -> None:
         """Atomically: hand `done`'s `page` to the sinks, queue `new`, and make the
         visited-set claims of `new` and of the redirect targets `claimed` permanent."""
+
+    def keep_cookies(self, jar: CookieJar) -> None:
+        """Restore `jar` if a resumed crawl saved one; save it with the state from now on."""
 
     def close(self) -> None: ...
 

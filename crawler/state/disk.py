@@ -39,6 +39,7 @@ from typing import Any
 
 from crawler.bloom import BloomFileError, BloomFilter
 from crawler.config import ConfigError, Settings
+from crawler.cookies import CookieJar
 from crawler.frontier import Request, SqliteFrontier
 from crawler.page import Page
 from crawler.sinks import WriteFailed
@@ -62,7 +63,7 @@ CREATE TABLE IF NOT EXISTS log (
     keys TEXT NOT NULL
 );
 """
-DATABASE, BLOOM, LOCK = "crawl.sqlite", "visited.bloom", "lock"
+DATABASE, BLOOM, LOCK, COOKIES = "crawl.sqlite", "visited.bloom", "lock", "cookies.json"
 CHECKPOINT_EVERY_S = 1.0  # header of the filter, journal pruning, stats
 # The settings that decide which pages a crawl outputs; a resume must keep them.
 SHAPING_SETTINGS = (
@@ -115,6 +116,7 @@ class DiskStore:
 
     def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
         self._directory = Path(settings.state)
+        self._cookie_jar: CookieJar | None = None
         self._lock_fd = _lock(self._directory, settings.fresh)
         try:
             self._open(settings, seeds)
@@ -281,7 +283,27 @@ class DiskStore:
         self.bloom.journal_position = self._log_seq
         self.bloom.checkpoint()
         self._compact()
+        self._save_cookies()
         self._checkpointed_at = time.monotonic()
+
+    def keep_cookies(self, jar: CookieJar) -> None:
+        """Restore `jar` as the crawl left it; save it at every checkpoint it changed by."""
+        path = self._directory / COOKIES
+        if self.resumed and path.exists():
+            try:
+                jar.load(path)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("cannot restore the cookies from %s (%s); going on without", path, exc)
+        self._cookie_jar = jar
+
+    def _save_cookies(self) -> None:
+        """Cookies are saved as at the checkpoint: a crash loses at most a second of them."""
+        if self._cookie_jar is None or not self._cookie_jar.changed:
+            return
+        try:
+            self._cookie_jar.save_atomically(self._directory / COOKIES)
+        except OSError as exc:
+            raise WriteFailed(f"cannot save the cookies in {self._directory}: {exc}") from None
 
     def _compact(self) -> None:
         """Delete the frontier rows of pages done, and the log rows that said so.
@@ -348,5 +370,5 @@ def _lock(directory: Path, fresh: bool) -> int:
 
 def _remove_state_files(directory: Path) -> None:
     """Only the crawler's own files: a state directory may hold the user's too."""
-    for name in (DATABASE, DATABASE + "-wal", DATABASE + "-shm", BLOOM):
+    for name in (DATABASE, DATABASE + "-wal", DATABASE + "-shm", BLOOM, COOKIES):
         (directory / name).unlink(missing_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from crawler.bloom import BloomFilter
 from crawler.config import Settings
+from crawler.cookies import CookieJar
 from crawler.frontier import MemoryFrontier, Request
 from crawler.page import Page
 from crawler.sinks import Sink
@@ -28,6 +29,9 @@ class MemoryStore:
             for sink in self.sinks:
                 sink.write(page)
         self.frontier.push(new)
+
+    def keep_cookies(self, jar: CookieJar) -> None:
+        """Cookies live and die with the crawl in memory."""
 
     def close(self) -> None:
         for sink in self.sinks:

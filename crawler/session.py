@@ -1,0 +1,191 @@
+"""How the crawl reaches the web: one aiohttp session, its connector, headers, cookies, proxy.
+
+`Client(settings)` checks what it needs up front (the cookies file, the proxy, the
+proxy environment variables), raising ConfigError; `async with client:` opens the
+session for one crawl, with a fresh cookie jar.
+
+The proxy is --proxy for every request; without it, HTTP_PROXY or HTTPS_PROXY by
+the URL's scheme unless NO_PROXY names the host, read once from the environment as
+curl and requests do (lower-case names first). aiohttp's own `trust_env` stays off:
+it would look the environment up in a thread on every request, and send passwords
+from ~/.netrc to the hosts named there, which a crawler should not do unasked.
+
+A proxy's credentials go to it as a Proxy-Authorization header (SOCKS: in its
+handshake), never inside a URL that aiohttp could put into an exception's message.
+
+The connector connects only where crawler.netguard allows: the seeds and the
+proxy are the hosts the user named. Through a proxy, the proxy makes the
+connections to the sites, so the guard sees only the connection to the proxy.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import aiohttp
+from multidict import CIMultiDict
+from yarl import URL
+
+from crawler.config import ConfigError, Settings, proxy_problem, redact_url
+from crawler.cookies import CookieJar, read_cookies_file
+from crawler.fetch import ACCEPT_ENCODING
+from crawler.netguard import connector_options
+
+DEFAULT_ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"
+SOCKS_DEFAULT_PORT = 1080
+
+
+class Proxy(NamedTuple):
+    """How one request goes through an HTTP(S) proxy, in aiohttp's terms."""
+
+    url: URL | None
+    # Credentials go on the request itself when the proxy forwards a plain http:// one,
+    # and on the CONNECT when it tunnels https://, never inside the tunnel to the site.
+    headers: Mapping[str, str] | None
+    connect_headers: Mapping[str, str] | None
+
+
+DIRECT = Proxy(None, None, None)
+Route = Callable[[str], Proxy]
+
+
+def _direct(_url: str) -> Proxy:
+    return DIRECT
+
+
+def _proxy_for(scheme: str, proxy_url: str, label: str) -> Proxy:
+    """The way through `proxy_url` for URLs of `scheme`; its credentials out of the URL."""
+    problem = proxy_problem(proxy_url)
+    if problem:
+        raise ConfigError(f"{label} {problem}, got {redact_url(proxy_url)!r}")
+    parsed = URL(proxy_url.rstrip("/"))
+    bare = parsed.with_user(None)
+    if parsed.user is None:
+        return Proxy(bare, None, None)
+    credentials = f"{parsed.user}:{parsed.password or ''}".encode()
+    auth = {"Proxy-Authorization": "Basic " + base64.b64encode(credentials).decode()}
+    return Proxy(bare, auth, None) if scheme == "http" else Proxy(bare, None, auth)
+
+
+def _environment_variable(environ: Mapping[str, str], name: str) -> str:
+    lower = name.lower()
+    return environ[lower] if lower in environ else environ.get(name, "")
+
+
+def _route(settings: Settings, environ: Mapping[str, str]) -> Route:
+    """The proxy per URL: --proxy, or HTTP_PROXY, HTTPS_PROXY and NO_PROXY."""
+    by_scheme: dict[str, Proxy] = {}
+    if settings.proxy is not None:
+        if settings.proxy.lower().startswith("socks5"):
+            return _direct  # the connector goes through it
+        for scheme in ("http", "https"):
+            by_scheme[scheme] = _proxy_for(scheme, settings.proxy, "--proxy")
+        return lambda url: by_scheme.get(url.partition(":")[0], DIRECT)
+    for scheme in ("http", "https"):
+        name = f"{scheme.upper()}_PROXY"
+        url = _environment_variable(environ, name)
+        if not url:
+            continue
+        label = f"{name} in the environment"
+        if url.partition("://")[0].lower() not in ("http", "https"):
+            raise ConfigError(f"{label}: only http:// or https:// here; give others with --proxy")
+        by_scheme[scheme] = _proxy_for(scheme, url, label)
+    if not by_scheme:
+        return _direct
+    no_proxy = {"no": _environment_variable(environ, "NO_PROXY")}
+    bypass = urllib.request.proxy_bypass_environment
+
+    def route(url: str) -> Proxy:
+        proxy = by_scheme.get(url.partition(":")[0])
+        if proxy is None or (no_proxy["no"] and bypass(URL(url).raw_authority, no_proxy)):
+            return DIRECT
+        return proxy
+
+    return route
+
+
+def _proxy_urls(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    if settings.proxy is not None:
+        return [settings.proxy]
+    candidates = (_environment_variable(environ, f"{s.upper()}_PROXY") for s in ("http", "https"))
+    return [url for url in candidates if url]
+
+
+def make_connector(settings: Settings, named_urls: Sequence[str]) -> aiohttp.TCPConnector:
+    """The connector every request goes out by: direct, or through --proxy if it is SOCKS.
+
+    `named_urls` are the URLs whose hosts the user named: the address guard lets
+    them reach a non-public address.
+    """
+    options: dict[str, Any] = {"limit": 0, "limit_per_host": 0, "ttl_dns_cache": 300}
+    proxy = settings.proxy
+    if proxy is None or not proxy.lower().startswith("socks5"):
+        guard = not settings.allow_private_addresses
+        options |= connector_options(named_urls, guard=guard, resolve=settings.resolve)
+        return aiohttp.TCPConnector(**options)
+    from aiohttp_socks import ProxyConnector, ProxyType
+
+    parsed = URL(proxy.rstrip("/"))
+    return ProxyConnector(
+        host=parsed.raw_host,
+        port=parsed.explicit_port or SOCKS_DEFAULT_PORT,
+        proxy_type=ProxyType.SOCKS5,
+        username=parsed.user,
+        password=parsed.password,
+        rdns=parsed.scheme.lower() == "socks5h",  # socks5h: the proxy resolves host names
+        **options,
+    )
+
+
+class Client:
+    """The crawl's HTTP client: what every request carries and which way it goes."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        seeds: Sequence[str] = (),
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
+        self._settings = settings
+        self._file_cookies = (
+            read_cookies_file(settings.cookies) if isinstance(settings.cookies, str) else []
+        )
+        self._route = _route(settings, environ)
+        self._named_urls = [*seeds, *_proxy_urls(settings, environ)]
+        self.cookie_jar: CookieJar | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Client:
+        settings = self._settings
+        self.cookie_jar = CookieJar(self._file_cookies) if settings.cookies is not False else None
+        headers = CIMultiDict({"User-Agent": settings.user_agent, "Accept": DEFAULT_ACCEPT})
+        for name, value in settings.header:  # config refuses User-Agent and Accept-Encoding
+            headers[name] = value  # replaces, whatever the case
+        headers["Accept-Encoding"] = ACCEPT_ENCODING
+        self._session = aiohttp.ClientSession(
+            connector=make_connector(settings, self._named_urls),
+            headers=headers,
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar() if self.cookie_jar is None else self.cookie_jar,
+            trust_env=False,
+        )
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._session.close()
+
+    def get(self, url: str, timeout: aiohttp.ClientTimeout) -> Any:
+        """One GET of `url`, redirects not followed: `async with client.get(...) as response`."""
+        proxy = self._route(url)
+        return self._session.get(
+            url,
+            allow_redirects=False,
+            timeout=timeout,
+            headers=proxy.headers,
+            proxy=proxy.url,
+            proxy_headers=proxy.connect_headers,
+        )
