@@ -33,6 +33,7 @@ from types import ModuleType
 
 import ada_url
 import yarl
+from selectolax.lexbor import LexborHTMLParser
 
 from crawler.parse import parse_html
 from crawler.urls import canonical_links, canonicalize
@@ -56,7 +57,12 @@ def _load_site_module() -> ModuleType:
 def read_pages(directory: Path, pages: int, port: int) -> list[Page]:
     site = _load_site_module().ensure(directory, pages, port)
     return [
-        (url, parse_html((site.directory / url.split("/", 3)[3]).read_text("utf-8")).hrefs)
+        (
+            url,
+            parse_html(
+                LexborHTMLParser((site.directory / url.split("/", 3)[3]).read_bytes())
+            ).hrefs,
+        )
         for url in site.urls
     ]
 

@@ -182,7 +182,9 @@ class Client:
         """One GET of `url`, redirects not followed: `async with client.get(...) as response`."""
         proxy = self._route(url)
         return self._session.get(
-            url,
+            # encoded=True: the request line is the canonical URL byte for byte, as a browser
+            # sends it; yarl would otherwise re-escape it ("%7e" to "~", "?a=%2F" to "?a=/").
+            URL(url, encoded=True),
             allow_redirects=False,
             timeout=timeout,
             headers=proxy.headers,

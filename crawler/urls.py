@@ -1,20 +1,23 @@
 """Canonical URLs, visited-set keys and the crawl's scope.
 
-`canonicalize()` turns any spelling of an http(s) URL into one string:
+`canonicalize()` gives the URL a browser would request for a link: WHATWG URL's href,
+without the fragment and without an empty query ("?" alone, which our HTTP client does
+not send either):
 
 - whitespace: leading and trailing C0 controls and spaces are stripped, tabs and
-  newlines removed (as the WHATWG URL parser does); backslashes in the path act
-  as slashes, as they do in browsers;
-- scheme and host lowercased, IDN hosts in punycode, default ports dropped,
-  the fragment dropped, an empty path becomes "/", an empty query is dropped;
-- dot segments resolved; percent-escapes of unreserved characters decoded, the
-  hex of other escapes uppercased, and every other character that RFC 3986 does
-  not allow (non-ASCII as UTF-8, spaces as %20) percent-encoded;
-- path and query otherwise untouched: case, order, "+", "%2B", "%26", "%3D" and
-  "%2F" keep their meaning.
+  newlines removed; backslashes in the path act as slashes;
+- scheme and host lowercased, IDN hosts in punycode, default ports dropped, an empty
+  path becomes "/", dot segments ("..", ".%2e", ...) resolved;
+- characters are percent-encoded as browsers encode them (WHATWG's path, query and
+  userinfo percent-encode sets; non-ASCII as UTF-8), and existing escapes are left
+  exactly as written: "%7e", "%7E" and "~" are three requests to a server, as they are
+  from a browser, and a signed URL stays signed.
 
-`visit_key()` goes one step further for the visited set only: it sorts query
-parameters by name, so links that differ only in parameter order are fetched once.
+`visit_key()` is where spellings meet, for the visited set only: it puts the path and
+query in RFC 3986 normal form (escapes of unreserved characters decoded, the hex of other
+escapes uppercased, what RFC 3986 does not allow escaped) and sorts query parameters by
+name, so "/%7Euser", "/~user" and "/%7euser" are fetched once, and so are links that
+differ only in parameter order. The URL fetched is the first spelling met.
 
 Hosts are made ASCII as WHATWG URL's "domain to ASCII" says: an ASCII host is only
 lowercased; any other goes through UTS 46 (nontransitional, CheckBidi, CheckJoiners, no
@@ -39,21 +42,32 @@ _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+# WHATWG URL's percent-encode sets for http(s) URLs: what a browser escapes (a run at a
+# time). A "%" is never touched, whatever follows it.
+_C0_CONTROL_SET = "\x00-\x1f\x7f-\U0010ffff"
+_PATH_ESCAPED = re.compile(rf"[{_C0_CONTROL_SET} \"#<>?^`{{}}]+")
+_QUERY_ESCAPED = re.compile(rf"[{_C0_CONTROL_SET} \"#<>']+")
+_USERINFO_ESCAPED = re.compile(rf"[{_C0_CONTROL_SET} \"#<>?`{{}}/:;=@\[\\\]^|]+")
 # Characters RFC 3986 allows as they are: unreserved, sub-delims, ":" and "@" ...
 _PCHAR = r"A-Za-z0-9\-._~!$&'()*+,;=:@"
-# ... plus "/" in a path, and "/" and "?" in a query. Anything else gets escaped.
+# ... plus "/" in a path, and "/" and "?" in a query. visit_key() escapes anything else.
 _PATH_CHARS = _PCHAR + "/"
 _QUERY_CHARS = _PCHAR + "/?"
-_USERINFO_CHARS = r"A-Za-z0-9\-._~!$&'()*+,;=:"
-_NEEDS_ESCAPING = {
-    chars: re.compile(rf"%([0-9A-Fa-f]{{2}})|[^{chars}]")
-    for chars in (_PATH_CHARS, _QUERY_CHARS, _USERINFO_CHARS)
+_NOT_RFC3986 = {
+    chars: re.compile(rf"%([0-9A-Fa-f]{{2}})|[^{chars}]") for chars in (_PATH_CHARS, _QUERY_CHARS)
 }
-# A reference made only of these characters needs no escaping work at all.
-_PLAIN_REFERENCE = re.compile(rf"[{_QUERY_CHARS}]*")
+# A URL made only of these characters is in RFC 3986 normal form already.
+_RFC3986_NORMAL = re.compile(rf"[{_QUERY_CHARS}]*")
+# A reference made only of these characters means the same to WHATWG and RFC 3986, and
+# needs no escaping work at all ("'" is escaped in a query, "%" may start a dot segment).
+_PLAIN_REFERENCE = re.compile(r"[A-Za-z0-9\-._~!$&()*+,;=:@/?]*")
 _DOT_SEGMENT = re.compile(r"(?:^|/)\.\.?(?:/|$)")
+_DOT_OR_ESCAPED_DOT_SEGMENT = re.compile(r"(?:^|/)(?:\.|%2e){1,2}(?:/|$)", re.IGNORECASE)
+_SINGLE_DOTS = frozenset((".", "%2e"))
+_DOUBLE_DOTS = frozenset(("..", ".%2e", "%2e.", "%2e%2e"))
 _PLAIN_ABSOLUTE = re.compile(r"(https?)://([a-z0-9\-.:]+)([/?].*)?")
-_REG_NAME = re.compile(r"[a-z0-9\-._~!$&'()*+,;=]+")
+# What WHATWG allows in a domain: no forbidden domain code point, and lowercase.
+_DOMAIN = re.compile(r"[a-z0-9\-._~!$&'()*+,;=\"`{}]+")
 _PORT = re.compile(r"[0-9]*")
 _RADIX_DIGITS = {
     8: frozenset("01234567"),
@@ -63,37 +77,53 @@ _RADIX_DIGITS = {
 _TWO_SLASHES = ("//", "\\\\", "/\\", "\\/")  # browsers take a backslash for a slash
 
 
-def _escape(text: str, chars: str) -> str:
-    """Percent-encode what `chars` does not allow; normalize existing escapes."""
-    pattern = _NEEDS_ESCAPING[chars]
+def _escape(text: str, escaped: re.Pattern[str]) -> str:
+    """Percent-encode, as UTF-8, the runs of characters that `escaped` matches."""
+    if escaped.search(text) is None:
+        return text
+    return escaped.sub(_percent_encode, text)
+
+
+def _percent_encode(match: re.Match[str]) -> str:
+    run = match.group(0)
+    try:
+        raw = run.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate is U+FFFD to a browser (a USVString)
+        raw = run.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+    return "".join(f"%{byte:02X}" for byte in raw)
+
+
+def _rfc3986_escapes(text: str, chars: str) -> str:
+    """RFC 3986 normal form: unreserved escapes decoded, other hex uppercased, the rest escaped."""
+    pattern = _NOT_RFC3986[chars]
     if pattern.search(text) is None:
         return text
-    return pattern.sub(_escape_match, text)
+    return pattern.sub(_rfc3986_escape, text)
 
 
-def _escape_match(match: re.Match[str]) -> str:
+def _rfc3986_escape(match: re.Match[str]) -> str:
     hex_digits = match.group(1)
     if hex_digits is not None:
         char = chr(int(hex_digits, 16))
         return char if char in _UNRESERVED else "%" + hex_digits.upper()
-    raw = match.group(0).encode("utf-8", "surrogatepass")
-    return "".join(f"%{byte:02X}" for byte in raw)
+    return "".join(f"%{byte:02X}" for byte in match.group(0).encode("utf-8"))
 
 
 def _remove_dot_segments(path: str) -> str:
-    """RFC 3986 section 5.2.4, on a path whose escapes are already normalized."""
-    if _DOT_SEGMENT.search(path) is None:
+    """RFC 3986 section 5.2.4, with WHATWG's dots: "%2e" is a dot, in any case."""
+    if _DOT_OR_ESCAPED_DOT_SEGMENT.search(path) is None:
         return path
     output: list[str] = []
     segments = path.split("/")
     for i, segment in enumerate(segments):
         last = i == len(segments) - 1
-        if segment == "..":
+        dots = segment.lower() if "%" in segment else segment
+        if dots in _DOUBLE_DOTS:
             if len(output) > 1:
                 output.pop()
             if last:
                 output.append("")
-        elif segment == ".":
+        elif dots in _SINGLE_DOTS:
             if last:
                 output.append("")
         else:
@@ -116,9 +146,27 @@ def _canonical_host(host: str) -> str | None:
     if "%" in host:
         host = unquote(host, errors="strict") if _is_utf8_escaped(host) else host
     host = host.lower() if host.isascii() else _unicode_domain_to_ascii(host)
+    if "xn--" in host and not all(map(_is_valid_ace_label, host.split("."))):
+        return None
     if _ends_in_a_number(host):
         return _ipv4(host)
-    return host if _REG_NAME.fullmatch(host) else None
+    return host if _DOMAIN.fullmatch(host) else None
+
+
+def _is_valid_ace_label(label: str) -> bool:
+    """Whether a label is no "xn--" label, or one that UTS 46 would make from Unicode.
+
+    WHATWG runs UTS 46 on ASCII hosts that have an "xn--" label: its Punycode must
+    decode, to a label that UTS 46 accepts and maps to itself ("xn--pokxncvks" decodes
+    to characters that UTS 46 maps to others, so no browser loads it).
+    """
+    if not label.startswith("xn--"):
+        return True
+    try:
+        unicode_label = label[4:].encode("ascii").decode("punycode")
+    except (UnicodeError, ValueError):
+        return False
+    return unicode_label != "" and _unicode_domain_to_ascii(unicode_label) == label
 
 
 def _unicode_domain_to_ascii(domain: str) -> str:
@@ -197,11 +245,11 @@ def _canonical_authority(authority: str, scheme: str) -> str | None:
         port = str(int(port))
     if port and port != _DEFAULT_PORTS[scheme]:
         canonical_host = f"{canonical_host}:{port}"
-    user, _, password = userinfo.partition(":")
-    userinfo = userinfo if password else user  # "user:@host" is "user@host", ":@host" is "host"
-    if userinfo:
-        return f"{_escape(userinfo, _USERINFO_CHARS)}@{canonical_host}"
-    return canonical_host
+    user, _, password = userinfo.partition(":")  # the first ":" ends the user name
+    user = _escape(user, _USERINFO_ESCAPED)
+    if password:
+        return f"{user}:{_escape(password, _USERINFO_ESCAPED)}@{canonical_host}"
+    return f"{user}@{canonical_host}" if user else canonical_host  # "u:@h" is "u@h", ":@h" "h"
 
 
 def _split_query(reference: str) -> tuple[str, str | None]:
@@ -210,9 +258,9 @@ def _split_query(reference: str) -> tuple[str, str | None]:
 
 
 def _assemble(scheme: str, authority: str, path: str, query: str | None) -> str:
-    path = _remove_dot_segments(_escape(path, _PATH_CHARS)) or "/"
+    path = _remove_dot_segments(_escape(path, _PATH_ESCAPED)) or "/"
     if query:
-        return f"{scheme}://{authority}{path}?{_escape(query, _QUERY_CHARS)}"
+        return f"{scheme}://{authority}{path}?{_escape(query, _QUERY_ESCAPED)}"
     return f"{scheme}://{authority}{path}"
 
 
@@ -372,7 +420,14 @@ def _parameter_name(parameter: str) -> str:
 
 
 def visit_key(url: str) -> str:
-    """The visited-set key of a canonical URL: its query parameters stably sorted by name."""
+    """The visited-set key of a canonical URL: path and query in RFC 3986 normal form,
+    query parameters stably sorted by name."""
+    if _RFC3986_NORMAL.fullmatch(url) is None:
+        path_start = url.index("/", url.index("//") + 2)
+        path, question, query = url[path_start:].partition("?")
+        path = _rfc3986_escapes(path, _PATH_CHARS)
+        query = _rfc3986_escapes(query, _QUERY_CHARS)
+        url = f"{url[:path_start]}{path}{question}{query}"
     head, question, query = url.partition("?")
     if not question or "&" not in query:
         return url

@@ -47,11 +47,33 @@ async def test_many_spellings_of_one_url_are_fetched_once(site: Site, tmp_path):
     records = await crawl(tmp_path, [site.url + "/"])
 
     assert site.paths() == {"/": 1, "/x": 1, "/q?a=1&b=2": 1}
+    # The links as a browser would request them: "/%78" is another request line, one visit key.
     assert by_url(records)[site.url + "/"]["links"] == [
         f"{site.url}/x",
+        f"{site.url}/%78",
         f"{site.url}/q?a=1&b=2",
         f"{site.url}/q?b=2&a=1",
     ]
+
+
+async def test_links_are_requested_as_written_as_browsers_request_them(site: Site, tmp_path):
+    # A server may tell "%7e" from "~" or "%2f" from "%2F" (a signed URL does): the request
+    # line holds the escapes the page wrote, and what a browser leaves raw is sent raw.
+    written = ["/files/a%7eb%2fc?sig=Ab%2b%3d", "/list[2]|x?f={a}", "/100%", "/v%2e1.txt"]
+    site.page("/", "index", written)
+
+    records = await crawl(tmp_path, [site.url + "/"])
+
+    assert site.paths() == {"/": 1, **dict.fromkeys(written, 1)}
+    assert by_url(records)[site.url + "/"]["links"] == [site.url + path for path in written]
+
+
+async def test_spellings_of_one_url_cost_one_request_for_the_first_spelling(site, tmp_path):
+    site.page("/", "index", ["/%7euser/?a=1&b=%2f", "/~user/?b=%2F&a=1", "/%7Euser/?a=1&b=%2F"])
+
+    await crawl(tmp_path, [site.url + "/"])
+
+    assert site.paths() == {"/": 1, "/%7euser/?a=1&b=%2f": 1}
 
 
 async def test_depth_limit_is_exact(site: Site, tmp_path):

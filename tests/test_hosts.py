@@ -23,9 +23,22 @@ IDNA_CASES = [
 ]
 
 
+def _is_an_erroneous_ascii_punycode_host(case: dict) -> bool:
+    """An ASCII host with an "xn--" label that UTS 46 finds an error in (its comment lists it).
+
+    Our copy of the file is older than the URL Standard's rule that such a host goes through
+    UTS 46 too (urltestdata.json's "xn--pokxncvks" cases): it still expects these unchanged,
+    and WPT's newer copy expects them to fail.
+    """
+    errors = [e for e in (case.get("comment") or "").split("; ") if e and "(ignored)" not in e]
+    return bool(errors) and case["input"].isascii() and "xn--" in case["input"].lower()
+
+
 @pytest.mark.parametrize("case", IDNA_CASES, ids=lambda case: ascii(case["input"])[1:-1])
 def test_idna_conformance_as_web_platform_tests_run_it(case):
     expected = None if case["output"] is None else f"https://{case['output']}/x"
+    if _is_an_erroneous_ascii_punycode_host(case):
+        expected = None
     assert canonicalize(f"https://{case['input']}/x") == expected
 
 
