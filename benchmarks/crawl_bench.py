@@ -395,7 +395,11 @@ def variant_contender(spec: str, ours: Callable[[Path], list[str]], check: Check
 def baseline_contender(
     revision: str, out: Path, ours: Callable[[Path], list[str]], check: Check
 ) -> Contender:
-    """Ours as it is at `revision`: a detached worktree, run with it first on sys.path."""
+    """Ours as it is at `revision`: a detached worktree, run from inside it.
+
+    `python -m` puts the working directory first on sys.path, ahead of PYTHONPATH:
+    run from the repository, it would import today's crawler whatever PYTHONPATH says.
+    """
     commit = subprocess.run(
         ["git", "rev-parse", "--short", revision], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -408,7 +412,7 @@ def baseline_contender(
         )
 
     def command(output: Path) -> list[str]:
-        return ["env", f"PYTHONPATH={tree}", *ours(output)]
+        return ["env", "-C", str(tree), f"PYTHONPATH={tree}", *ours(output)]
 
     return Contender(f"ours @{revision} ({commit})", "baseline", command, check)
 
