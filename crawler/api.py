@@ -27,7 +27,7 @@ from crawler.state import Store, open_store
 from crawler.urls import canonicalize
 
 # Pages committed but not yet taken by the consumer; past this, workers wait for it.
-PAGES_AHEAD = 64
+PAGES_AHEAD = 16
 
 
 class _Outbox:
