@@ -47,6 +47,7 @@ class Settings:
     max_crawl_delay: float = 30.0
     max_retry_after: float = 120.0
     timeout: float = 30.0
+    gate_timeout: float = 10.0
     max_bytes: int = 10 * 1024 * 1024
     max_redirects: int = 10
     retries: int = 2
@@ -256,6 +257,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "timeout", "float", "total seconds allowed for one HTTP request", _positive, metavar="S"
+    ),
+    Option(
+        "gate_timeout",
+        "float",
+        "seconds the crawl may sit idle waiting for a slow shallower page before deeper "
+        "pages go ahead (their depths may then come from longer paths); 0 waits forever",
+        _at_least(0),
+        metavar="S",
     ),
     Option(
         "max_bytes",
