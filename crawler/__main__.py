@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from crawler.api import Crawler, event_loop_runner
 from crawler.config import STDOUT, ConfigError, Settings, load_settings, print_error, read_seeds
@@ -28,8 +29,21 @@ class _Formatter(logging.Formatter):
         return f"crawler: {record.levelname.lower()}: {record.getMessage()}"
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to sys.stderr as it is at each message: the live status line replaces it
+    with a proxy that prints above the line instead of over it."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def _configure_logging() -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(_Formatter())
     log.handlers[:] = [handler]
     log.setLevel(logging.INFO)
@@ -106,6 +120,7 @@ def _run(settings: Settings, crawler: Crawler) -> int:
 
         def on_signal(signum: int) -> None:
             if received:  # second signal: the state is consistent after every commit
+                reporter.clear()
                 os._exit(SIGNAL_EXIT_CODES[signum])
             received.append(signum)
             log.warning(
