@@ -50,8 +50,10 @@ def _configure_logging() -> None:
     log.propagate = False
 
 
-def _check_output_path(settings: Settings) -> None:
-    """-o must not overwrite the files the crawl reads."""
+def _check_output_paths(settings: Settings) -> None:
+    """-o and --stats must be writable, and -o must not overwrite the files the crawl reads."""
+    if settings.stats:
+        _check_writable(settings.stats)
     if settings.output == STDOUT:
         return
     for label, path in (("seeds file", settings.seeds), ("config file", settings.config)):
@@ -63,11 +65,16 @@ def _check_output_path(settings: Settings) -> None:
             and os.path.samefile(path, settings.output)
         ):
             raise ConfigError(f"-o {settings.output} is the {label}; refusing to overwrite it")
-    directory = os.path.dirname(os.path.abspath(settings.output))
+    _check_writable(settings.output)
+
+
+def _check_writable(path: str) -> None:
+    """A file the crawl will write: its directory must exist, and it must not be one."""
+    directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise ConfigError(f"cannot write {settings.output}: directory {directory} does not exist")
-    if os.path.isdir(settings.output):
-        raise ConfigError(f"cannot write {settings.output}: it is a directory")
+        raise ConfigError(f"cannot write {path}: directory {directory} does not exist")
+    if os.path.isdir(path):
+        raise ConfigError(f"cannot write {path}: it is a directory")
 
 
 def _keep_freed_memory() -> None:
@@ -92,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(argv)
         seeds = read_seeds(settings.seeds)
-        _check_output_path(settings)
+        _check_output_paths(settings)
         crawler = Crawler(seeds, settings)
         crawl = crawler.open()
     except ConfigError as exc:

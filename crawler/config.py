@@ -611,7 +611,7 @@ def read_seeds(path: str) -> list[str]:
             continue
         url = canonicalize(line)
         if url is None:
-            _warn(f"{name}:{number}: skipped, not an absolute http(s) URL: {line[:200]!r}")
+            _warn(f"{name}:{number}: skipped, {not_a_url(line)}")
         else:
             seeds.append(url)
     if not seeds:
@@ -619,6 +619,20 @@ def read_seeds(path: str) -> list[str]:
             raise ConfigError(f"seeds file {name} is empty")
         raise ConfigError(f"seeds file {name} has no valid http(s) URL")
     return seeds
+
+
+def not_a_url(text: str) -> str:
+    """Why `text` is no seed, with the URL that was likely meant when it lacks a scheme.
+
+    Only suggested: whether a host serves http or https cannot be told from its name.
+    """
+    from crawler.urls import canonicalize
+
+    shown = repr(text[:200])
+    meant = canonicalize(f"https://{text}") if "://" not in text else None
+    if meant is None:
+        return f"not an absolute http(s) URL: {shown}"
+    return f"{shown} has no scheme; did you mean {meant}?"
 
 
 def _read_file(path: str) -> bytes:
