@@ -555,10 +555,8 @@ class Crawl:
 
     def _commit(self, request: Request, page: Page | None, new: list[Request]) -> None:
         self.store.commit(request, page, new, request.hops)
-        if page is not None:
-            self.stats.count(page, request.host)
-            if self.consumer is not None:
-                self.consumer.put(page)
+        if page is not None and self.consumer is not None:
+            self.consumer.put(page)
         self.gate.finished(request)
         if new:
             self.gate.queued(new)

@@ -35,7 +35,8 @@ class Store(Protocol):
         self, done: Request | None, page: Page | None, new: list[Request], claimed: list[str]
     ) -> None:
         """Atomically: hand `done`'s `page` to the sinks, queue `new`, and make the
-        visited-set claims of `new` and of the redirect targets `claimed` permanent."""
+        visited-set claims of `new` and of the redirect targets `claimed` permanent;
+        then count the page in `stats`, so that saved figures match the saved records."""
 
     def keep_cookies(self, jar: CookieJar) -> None:
         """Restore `jar` if a resumed crawl saved one; save it with the state from now on."""

@@ -29,6 +29,8 @@ class MemoryStore:
             for sink in self.sinks:
                 sink.write(page)
         self.frontier.push(new)
+        if page is not None and done is not None:
+            self.stats.count(page, done.host)
 
     def keep_cookies(self, jar: CookieJar) -> None:
         """Cookies live and die with the crawl in memory."""
