@@ -108,6 +108,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print_error(f"cannot open {exc.filename}: {exc.strerror}")
         return EXIT_BAD_INPUT
+    if crawl.store.complete:
+        print(
+            f"crawler: crawl in {settings.state} is complete "
+            f"({crawl.stats.records:,} records); --fresh starts over",
+            file=sys.stderr,
+        )
+        crawl.store.close()
+        return EXIT_OK
     _keep_freed_memory()
     code = _run(settings, crawler)
     # A reader that stops reading (`| head`) ends the crawl, as it does for any Unix tool.

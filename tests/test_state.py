@@ -144,17 +144,50 @@ async def test_sigterm_exits_143(site: Site, tmp_path):
     assert await run.interrupted_after(30, signal.SIGTERM) == 143
 
 
-async def test_a_finished_crawl_resumed_does_nothing(site: Site, tmp_path):
+async def test_a_finished_crawl_run_again_says_it_is_complete_and_touches_nothing(
+    site: Site, tmp_path
+):
     pages = build_graph_site(site, delay_s=0)
-    run = Run(site, tmp_path)
+    stats = tmp_path / "stats.json"
+    run = Run(site, tmp_path, "--stats", str(stats))
     assert (await run.until_done())[0] == 0
     hits = len(site.hits)
+    before = [(path.read_bytes(), path.stat().st_mtime_ns) for path in (run.output, stats)]
 
-    code, _ = await run.until_done()
+    code, err = await run.until_done()
 
     assert code == 0
+    assert (
+        err == f"crawler: crawl in {run.state} is complete ({PAGES} records); --fresh starts over\n"
+    )
     assert len(site.hits) == hits
+    assert [(path.read_bytes(), path.stat().st_mtime_ns) for path in (run.output, stats)] == before
     assert_each_page_once(read_records(run.output), pages)
+
+
+async def test_a_crawl_that_reached_max_pages_is_complete_until_max_pages_is_raised(
+    site: Site, tmp_path
+):
+    build_graph_site(site, delay_s=0)
+    assert (await Run(site, tmp_path, "--max-pages", "10").until_done())[0] == 0
+
+    code, err = await Run(site, tmp_path, "--max-pages", "10").until_done()
+    assert code == 0 and "is complete (10 records)" in err
+
+    code, err = await Run(site, tmp_path, "--max-pages", "25").until_done()
+    assert code == 0 and "complete" not in err
+    assert len(read_records(tmp_path / "pages.jsonl")) == 25
+
+
+async def test_a_crawl_stopped_by_ctrl_c_is_not_complete(site: Site, tmp_path):
+    build_graph_site(site, delay_s=0.02)
+    run = Run(site, tmp_path)
+    assert await run.interrupted_after(30, signal.SIGINT) == 130
+
+    code, err = await run.until_done()
+
+    assert code == 0 and "complete" not in err
+    assert len(read_records(run.output)) == PAGES
 
 
 async def test_a_resume_with_other_settings_is_refused(site: Site, tmp_path):

@@ -30,6 +30,7 @@ class Store(Protocol):
     frontier: Frontier
     stats: Stats  # restored on resume
     resumed: bool
+    complete: bool  # resumed, and nothing is left to do
 
     def commit(
         self, done: Request | None, page: Page | None, new: list[Request], claimed: list[str]

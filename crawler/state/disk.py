@@ -177,9 +177,15 @@ class DiskStore:
         if self.resumed:
             self._checkpoint()
         self.frontier = SqliteFrontier(self._db)
-        self._output = JsonlSink(output_path, resume_at=offset) if output_path else None
+        # Finished: nothing queued or in flight at a clean end, or --max-pages reached.
+        self.complete = self.resumed and (
+            not len(self.frontier) or 0 < settings.max_pages <= self.stats.records
+        )
+        self._output = (
+            JsonlSink(output_path, resume_at=offset) if output_path and not self.complete else None
+        )
         self._checkpointed_at = time.monotonic()
-        if self.resumed:
+        if self.resumed and not self.complete:
             log.info(
                 "resuming from %s: %s records so far, %s URLs queued",
                 directory,

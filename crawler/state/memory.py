@@ -13,7 +13,7 @@ from crawler.stats import Stats
 
 
 class MemoryStore:
-    resumed = False
+    resumed = complete = False
 
     def __init__(self, settings: Settings) -> None:
         self.bloom = BloomFilter(settings.expected_urls, settings.fp_rate)
