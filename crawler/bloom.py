@@ -321,9 +321,9 @@ class BloomFilter:
         """
         return self._missed
 
-    @expected_false_skips.setter
-    def expected_false_skips(self, value: float) -> None:  # as a crawl's journal last saw it
-        self._false_skips = value
+    @expected_missed_urls.setter
+    def expected_missed_urls(self, value: float) -> None:  # as a crawl's journal last saw it
+        self._missed = value
 
     @property
     def predicted_false_positive_rate(self) -> float:

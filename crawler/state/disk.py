@@ -51,11 +51,11 @@ from crawler.urls import host_of, visit_key
 
 log = logging.getLogger(__name__)
 
-# 2: frontier.kind and frontier.lastmod, for sitemaps; 3: log.false_skips, hosts
+# 2: frontier.kind and frontier.lastmod, for sitemaps; 3: log.missed_urls, hosts
 SCHEMA_VERSION = 3
 # log: one row per commit, appended: the page done, the output's length and record
 # count after it, the visited-set keys it claimed, newline-separated, and the
-# filter's expected false skips after it.
+# filter's expected missed URLs after it.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS log (
@@ -65,7 +65,7 @@ CREATE TABLE IF NOT EXISTS log (
     output_offset INTEGER NOT NULL,
     records INTEGER NOT NULL,
     keys TEXT NOT NULL,
-    false_skips REAL NOT NULL
+    missed_urls REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS hosts (host TEXT PRIMARY KEY, records INTEGER NOT NULL) WITHOUT ROWID;
 """
@@ -173,7 +173,7 @@ class DiskStore:
         self.visited = JournaledVisited(self.bloom)
         self._log_seq = self._replay_log()
         if self.resumed:
-            self.bloom.expected_false_skips = float(meta["false_skips"])
+            self.bloom.expected_missed_urls = float(meta["missed_urls"])
         if self.resumed:
             self._checkpoint()
         self.frontier = SqliteFrontier(self._db)
@@ -203,10 +203,10 @@ class DiskStore:
         self._db.executescript(_SCHEMA)
         meta = dict(self._db.execute("SELECT name, value FROM meta"))
         last = self._db.execute(
-            "SELECT output_offset, records, false_skips FROM log ORDER BY seq DESC LIMIT 1"
+            "SELECT output_offset, records, missed_urls FROM log ORDER BY seq DESC LIMIT 1"
         ).fetchone()
         if last is not None:
-            meta.update(output_offset=last[0], records=last[1], false_skips=last[2])
+            meta.update(output_offset=last[0], records=last[1], missed_urls=last[2])
         return meta
 
     def _restored_stats(self, meta: dict[str, str], output_path: str | None, offset: int) -> Stats:
@@ -306,7 +306,7 @@ class DiskStore:
                     offset,
                     records,
                     "\n".join(keys),
-                    self.bloom.expected_false_skips,
+                    self.bloom.expected_missed_urls,
                 ),
             )
             if self._meta_to_start:
