@@ -610,8 +610,10 @@ def read_seeds(path: str) -> list[str]:
         if not line or line.startswith("#"):
             continue
         url = canonicalize(line)
-        if url is None:
-            _warn(f"{name}:{number}: skipped, {not_a_url(line)}")
+        if url is None and (meant := meant_url(line)) is not None:
+            _warn(f"{name}:{number}: skipped, {line[:200]!r} has no scheme; did you mean {meant}?")
+        elif url is None:
+            _warn(f"{name}:{number}: skipped, not an absolute http(s) URL: {line[:200]!r}")
         else:
             seeds.append(url)
     if not seeds:
@@ -621,18 +623,14 @@ def read_seeds(path: str) -> list[str]:
     return seeds
 
 
-def not_a_url(text: str) -> str:
-    """Why `text` is no seed, with the URL that was likely meant when it lacks a scheme.
+def meant_url(text: str) -> str | None:
+    """The URL likely meant by `text` if it lacks a scheme (example.com: https://example.com/).
 
-    Only suggested: whether a host serves http or https cannot be told from its name.
+    Only ever suggested: whether a host serves http or https cannot be told from its name.
     """
     from crawler.urls import canonicalize
 
-    shown = repr(text[:200])
-    meant = canonicalize(f"https://{text}") if "://" not in text else None
-    if meant is None:
-        return f"not an absolute http(s) URL: {shown}"
-    return f"{shown} has no scheme; did you mean {meant}?"
+    return canonicalize(f"https://{text}") if "://" not in text else None
 
 
 def _read_file(path: str) -> bytes:
