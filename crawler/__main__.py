@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from crawler.api import Crawler, event_loop_runner
 from crawler.config import STDOUT, ConfigError, Settings, load_settings, print_error, read_seeds
@@ -28,16 +29,31 @@ class _Formatter(logging.Formatter):
         return f"crawler: {record.levelname.lower()}: {record.getMessage()}"
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to sys.stderr as it is at each message: the live status line replaces it
+    with a proxy that prints above the line instead of over it."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def _configure_logging() -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(_Formatter())
     log.handlers[:] = [handler]
     log.setLevel(logging.INFO)
     log.propagate = False
 
 
-def _check_output_path(settings: Settings) -> None:
-    """-o must not overwrite the files the crawl reads."""
+def _check_output_paths(settings: Settings) -> None:
+    """-o and --stats must be writable, and -o must not overwrite the files the crawl reads."""
+    if settings.stats:
+        _check_writable(settings.stats)
     if settings.output == STDOUT:
         return
     for label, path in (("seeds file", settings.seeds), ("config file", settings.config)):
@@ -49,11 +65,16 @@ def _check_output_path(settings: Settings) -> None:
             and os.path.samefile(path, settings.output)
         ):
             raise ConfigError(f"-o {settings.output} is the {label}; refusing to overwrite it")
-    directory = os.path.dirname(os.path.abspath(settings.output))
+    _check_writable(settings.output)
+
+
+def _check_writable(path: str) -> None:
+    """A file the crawl will write: its directory must exist, and it must not be one."""
+    directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise ConfigError(f"cannot write {settings.output}: directory {directory} does not exist")
-    if os.path.isdir(settings.output):
-        raise ConfigError(f"cannot write {settings.output}: it is a directory")
+        raise ConfigError(f"cannot write {path}: directory {directory} does not exist")
+    if os.path.isdir(path):
+        raise ConfigError(f"cannot write {path}: it is a directory")
 
 
 def _keep_freed_memory() -> None:
@@ -78,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(argv)
         seeds = read_seeds(settings.seeds)
-        _check_output_path(settings)
+        _check_output_paths(settings)
         crawler = Crawler(seeds, settings)
         crawl = crawler.open()
     except ConfigError as exc:
@@ -87,6 +108,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print_error(f"cannot open {exc.filename}: {exc.strerror}")
         return EXIT_BAD_INPUT
+    if crawl.store.complete:
+        print(
+            f"crawler: crawl in {settings.state} is complete "
+            f"({crawl.stats.records:,} records); --fresh starts over",
+            file=sys.stderr,
+        )
+        crawl.store.close()
+        return EXIT_OK
     _keep_freed_memory()
     code = _run(settings, crawler)
     # A reader that stops reading (`| head`) ends the crawl, as it does for any Unix tool.
@@ -106,6 +135,7 @@ def _run(settings: Settings, crawler: Crawler) -> int:
 
         def on_signal(signum: int) -> None:
             if received:  # second signal: the state is consistent after every commit
+                reporter.clear()
                 os._exit(SIGNAL_EXIT_CODES[signum])
             received.append(signum)
             log.warning(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import Any
 
-from crawler.config import ConfigError, Settings
+from crawler.config import ConfigError, Settings, meant_url
 from crawler.engine import Crawl
 from crawler.hooks import FollowHook, Hooks, PageHook
 from crawler.page import Page
@@ -189,7 +189,9 @@ def _canonical_seeds(seeds: Iterable[str]) -> list[str]:
     for seed in seeds:
         url = canonicalize(seed) if isinstance(seed, str) else None
         if url is None:
-            raise ConfigError(f"seed {seed!r} is not an absolute http(s) URL")
+            meant = meant_url(seed) if isinstance(seed, str) else None
+            hint = f"; did you mean {meant}?" if meant else ""
+            raise ConfigError(f"seed {seed!r} is not an absolute http(s) URL{hint}")
         canonical.append(url)
     if not canonical:
         raise ConfigError("no seed URLs given")

@@ -256,6 +256,18 @@ class BloomFilter:
         for item in items:
             insert(*_hash(item, signed=False))
 
+    def replay(self, items: Iterable[str | bytes]) -> None:
+        """Add items journaled as new, counting each one even if its bits are set already
+        (a crash after the bits were set, before the header's counts were)."""
+        for item in items:
+            h1, h2 = _hash(item, signed=False)
+            last = self._last
+            if last.count >= last.capacity:
+                self._grow()
+                last = self._last
+            last.insert(h1, h2)
+            last.count += 1
+
     def __contains__(self, item: str | bytes) -> bool:
         h1, h2 = _hash(item, signed=False)
         for s in self._slices:  # noqa: SIM110 (any() of a generator costs 300 ns a lookup)
@@ -308,6 +320,10 @@ class BloomFilter:
         verdicts would overstate it, as most of those are true repeats.
         """
         return self._missed
+
+    @expected_missed_urls.setter
+    def expected_missed_urls(self, value: float) -> None:  # as a crawl's journal last saw it
+        self._missed = value
 
     @property
     def predicted_false_positive_rate(self) -> float:

@@ -47,6 +47,7 @@ class Settings:
     max_crawl_delay: float = 30.0
     max_retry_after: float = 120.0
     timeout: float = 30.0
+    gate_timeout: float = 10.0
     max_bytes: int = 10 * 1024 * 1024
     max_redirects: int = 10
     retries: int = 2
@@ -256,6 +257,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "timeout", "float", "total seconds allowed for one HTTP request", _positive, metavar="S"
+    ),
+    Option(
+        "gate_timeout",
+        "float",
+        "seconds the crawl may sit idle waiting for a slow shallower page before deeper "
+        "pages go ahead (their depths may then come from longer paths); 0 waits forever",
+        _at_least(0),
+        metavar="S",
     ),
     Option(
         "max_bytes",
@@ -601,7 +610,9 @@ def read_seeds(path: str) -> list[str]:
         if not line or line.startswith("#"):
             continue
         url = canonicalize(line)
-        if url is None:
+        if url is None and (meant := meant_url(line)) is not None:
+            _warn(f"{name}:{number}: skipped, {line[:200]!r} has no scheme; did you mean {meant}?")
+        elif url is None:
             _warn(f"{name}:{number}: skipped, not an absolute http(s) URL: {line[:200]!r}")
         else:
             seeds.append(url)
@@ -610,6 +621,16 @@ def read_seeds(path: str) -> list[str]:
             raise ConfigError(f"seeds file {name} is empty")
         raise ConfigError(f"seeds file {name} has no valid http(s) URL")
     return seeds
+
+
+def meant_url(text: str) -> str | None:
+    """The URL likely meant by `text` if it lacks a scheme (example.com: https://example.com/).
+
+    Only ever suggested: whether a host serves http or https cannot be told from its name.
+    """
+    from crawler.urls import canonicalize
+
+    return canonicalize(f"https://{text}") if "://" not in text else None
 
 
 def _read_file(path: str) -> bytes:

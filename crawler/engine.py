@@ -76,6 +76,12 @@ class BreadthFirstGate:
     fetched and parsed, until no page shallower than it is queued or in flight.
     Meanwhile fetching goes on: the hold costs memory for the held records, never
     requests. Depths are then exact shortest distances from the seeds.
+
+    Unless a shallower page is slow: when the crawl has nothing else to do for
+    --gate-timeout seconds, `go_past_slow_pages()` makes the pages it waits on
+    late. Late pages hold nothing back; their links are claimed when they answer,
+    and a link claimed meanwhile at a greater depth keeps it: `late_claims` counts
+    those, the only depths that are then not shortest distances.
     """
 
     def __init__(self, queued_by_depth: Counter[int]) -> None:
@@ -83,16 +89,33 @@ class BreadthFirstGate:
         self._held: dict[int, deque[tuple[Request, Page, list[str]]]] = {}
         self.held = 0
         self.held_bytes = 0
+        self._started: dict[int, Request] = {}  # by id: fetched, retried, not yet finished
+        self._late: dict[int, Request] = {}  # started pages deeper ones no longer wait on
+        self._claims_past_late: dict[str, int] = {}  # visit key -> depth, while pages are late
 
     def queued(self, requests: list[Request]) -> None:
         for request in requests:
             self._unfinished[request.depth] += 1
 
+    def started(self, request: Request) -> None:
+        self._started[id(request)] = request
+
     def finished(self, request: Request) -> None:
+        self._started.pop(id(request), None)
+        if self._late and self._late.pop(id(request), None) is not None:
+            if not self._late:
+                self._claims_past_late.clear()
+            return
         self._unfinished[request.depth] -= 1
 
     def must_hold(self, depth: int) -> bool:
         return any(self._unfinished[shallower] for shallower in range(depth))
+
+    def waiting_on(self) -> int:
+        """How many pages the held ones wait for: those shallower than the shallowest held."""
+        if not self._held:
+            return 0
+        return sum(self._unfinished[depth] for depth in range(min(self._held)))
 
     def hold(self, request: Request, page: Page, follow: list[str]) -> None:
         self._held.setdefault(request.depth, deque()).append((request, page, follow))
@@ -113,6 +136,39 @@ class BreadthFirstGate:
         self.held -= 1
         self.held_bytes -= len(page[1].body)
         return page
+
+    def go_past_slow_pages(self) -> list[Request]:
+        """Stop waiting for the started pages the held ones wait on; those pages, slowest first."""
+        if not self._held:
+            return []
+        shallowest_held = min(self._held)
+        slow = [r for r in self._started.values() if r.depth < shallowest_held]
+        for request in slow:
+            if id(request) not in self._late:
+                self._late[id(request)] = request
+                self._unfinished[request.depth] -= 1
+        return slow
+
+    def late_claims(self, request: Request, keys: list[str], fresh: list[bool]) -> int:
+        """While pages are late: note `request`'s new claims, or, if it is a late page,
+        count its links already claimed deeper than through it."""
+        depth = request.depth + 1
+        if id(request) in self._late:
+            deeper = self._claims_past_late
+            return sum(
+                1
+                for key, new in zip(keys, fresh, strict=True)
+                if not new and deeper.get(key, depth) > depth
+            )
+        if depth > min(late.depth for late in self._late.values()) + 1:
+            for key, new in zip(keys, fresh, strict=True):
+                if new:
+                    self._claims_past_late[key] = depth
+        return 0
+
+    @property
+    def late(self) -> int:
+        return len(self._late)
 
 
 class Crawl:
@@ -153,6 +209,8 @@ class Crawl:
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._warned_held = False
+        self._gate_timer: asyncio.TimerHandle | None = None
+        self._progress_at = time.monotonic()  # a page started or finished
         self.failure: WriteFailed | None = None
 
     async def run(self) -> None:
@@ -190,13 +248,15 @@ class Crawl:
             )
             if self._stopping:  # stopped before it started
                 self.scheduler.stop()
-            self._gate = BreadthFirstGate(self.store.frontier.depths())
+            self.gate = BreadthFirstGate(self.store.frontier.depths())
             if not self.store.resumed:
                 self._enqueue_seeds()
             self._workers = [
                 asyncio.create_task(self._worker()) for _ in range(settings.concurrency)
             ]
             await asyncio.gather(*self._workers, return_exceptions=True)
+            if self._gate_timer is not None:
+                self._gate_timer.cancel()
             if self.failure is None:  # pages held for shallower ones that will never come
                 self._complete_held(everything=True)
 
@@ -209,6 +269,11 @@ class Crawl:
         elif not self._stopping:
             asyncio.get_running_loop().call_later(self.settings.drain_timeout, self._cancel_workers)
         self._stopping = True
+
+    def _fail(self, exc: WriteFailed) -> None:
+        """Records have nowhere to go: the crawl cannot go on."""
+        self.failure = exc
+        self.stop(drain=False)
 
     def _cancel_workers(self) -> None:
         for worker in self._workers:
@@ -224,7 +289,7 @@ class Crawl:
             origins = dict.fromkeys(origin_of(url) for url in self.seeds)
             fresh += [Request(f"{origin}/robots.txt", 0, None, kind=ROBOTS) for origin in origins]
         self.store.commit(None, None, fresh, [])
-        self._gate.queued(fresh)
+        self.gate.queued(fresh)
         self.scheduler.add(fresh)
 
     async def _worker(self) -> None:
@@ -237,9 +302,8 @@ class Crawl:
                     await self._crawl(job)
                 else:
                     await self._crawl_sitemap(job)
-            except WriteFailed as exc:  # records have nowhere to go: the crawl cannot go on
-                self.failure = exc
-                self.stop(drain=False)
+            except WriteFailed as exc:
+                self._fail(exc)
                 return
             if self.consumer is not None:
                 await self.consumer.room()
@@ -247,6 +311,7 @@ class Crawl:
     async def _crawl(self, request: Request) -> None:
         started = time.monotonic()
         response: Response | None = None
+        self._started(request, started)
         try:
             response = await self._fetch(request, self._fetcher)
             if response is None:
@@ -256,18 +321,20 @@ class Crawl:
             page, follow = self._internal_error(request), []
         if self.hooks is not None:
             follow = await self.hooks.apply(page, follow)
-        if follow and self._gate.must_hold(request.depth):
+        if follow and self.gate.must_hold(request.depth):
             page.release()
-            self._gate.hold(request, page, follow)
+            self.gate.hold(request, page, follow)
         else:
             self._complete(request, page, follow)
         self._complete_held()
+        self._page_done()
         self.scheduler.release(request, throttled=_throttled(response))
 
     async def _crawl_sitemap(self, request: Request) -> None:
         """A sitemap, or robots.txt's list of them: its record, and what it lists queued."""
         started = time.monotonic()
         response: Response | None = None
+        self._started(request, started)
         try:
             if request.kind == ROBOTS:  # read before this request was handed out
                 rules = self._robots.cached(origin_of(request.url))
@@ -282,6 +349,7 @@ class Crawl:
             page, listed = self._internal_error(request), []
         self._commit(request, page, await self._claim(page, listed))
         self._complete_held()
+        self._page_done()
         self.scheduler.release(request, throttled=_throttled(response))
 
     async def _fetch(self, request: Request, fetcher: Fetcher) -> Response | None:
@@ -304,6 +372,46 @@ class Crawl:
         if request.lastmod is not None:
             page.fields["sitemap_lastmod"] = request.lastmod
         return page
+
+    def _started(self, request: Request, now: float) -> None:
+        self.gate.started(request)
+        if not request.attempt:  # a slow page trying again is no progress
+            self._progress_at = now
+
+    def _page_done(self) -> None:
+        """A page was committed or held: progress, and maybe the first held page."""
+        self._progress_at = time.monotonic()
+        if self.gate.held and self._gate_timer is None and self.settings.gate_timeout:
+            self._check_gate_in(self.settings.gate_timeout)
+
+    def _check_gate_in(self, delay_s: float) -> None:
+        self._gate_timer = asyncio.get_running_loop().call_later(delay_s, self._check_gate)
+
+    def _check_gate(self) -> None:
+        """Pages are held: has the crawl had nothing else to do for --gate-timeout seconds?"""
+        self._gate_timer = None
+        if not self.gate.held or self._stopping:
+            return
+        timeout_s = self.settings.gate_timeout
+        idle_s = time.monotonic() - self._progress_at
+        if idle_s < timeout_s or len(self.store.frontier):  # busy, or waiting on politeness
+            self._check_gate_in(timeout_s - idle_s if idle_s < timeout_s else timeout_s)
+            return
+        slow = self.gate.go_past_slow_pages()
+        if slow:
+            others = f" and {len(slow) - 1} more" if len(slow) > 1 else ""
+            log.warning(
+                "%s%s (depth %d) kept the crawl waiting %g s: deeper pages go ahead; "
+                "its links are claimed when it answers (--gate-timeout)",
+                slow[0].url,
+                others,
+                slow[0].depth,
+                timeout_s,
+            )
+        try:
+            self._complete_held()
+        except WriteFailed as exc:
+            self._fail(exc)
 
     def _retried(self, request: Request, response: Response, throttled: bool) -> bool:
         """Send `request` back to its host's line if the failure is worth another try."""
@@ -397,9 +505,9 @@ class Crawl:
         self._commit(request, page, self._new_requests(request, follow))
 
     def _complete_held(self, everything: bool = False) -> None:
-        while (held := self._gate.next_ready(everything)) is not None:
+        while (held := self.gate.next_ready(everything)) is not None:
             self._complete(*held)
-        gate = self._gate
+        gate = self.gate
         while gate.held > MAX_HELD_PAGES or gate.held_bytes > MAX_HELD_BYTES:
             if not self._warned_held:
                 self._warned_held = True
@@ -417,7 +525,10 @@ class Crawl:
         if not links:
             return []
         depth = request.depth + 1
-        fresh = self.store.visited.add_many([visit_key(url) for url in links])
+        keys = [visit_key(url) for url in links]
+        fresh = self.store.visited.add_many(keys)
+        if self.gate.late:
+            self.stats.depth_inexact += self.gate.late_claims(request, keys, fresh)
         urls = [url for url, new in zip(links, fresh, strict=True) if new]
         if urls and (self._trap or self._max_pages_per_host):
             urls = [url for url in urls if not self._is_trap(url) and self._host_has_room(url)]
@@ -444,13 +555,11 @@ class Crawl:
 
     def _commit(self, request: Request, page: Page | None, new: list[Request]) -> None:
         self.store.commit(request, page, new, request.hops)
-        if page is not None:
-            self.stats.count(page, request.host)
-            if self.consumer is not None:
-                self.consumer.put(page)
-        self._gate.finished(request)
+        if page is not None and self.consumer is not None:
+            self.consumer.put(page)
+        self.gate.finished(request)
         if new:
-            self._gate.queued(new)
+            self.gate.queued(new)
             self.scheduler.add(new)
 
     def _record_disallowed(self, request: Request, error: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from selectolax.lexbor import LexborHTMLParser
@@ -21,6 +22,27 @@ if TYPE_CHECKING:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+# The standard fields of a record, each an attribute of a Page.
+RECORD_FIELDS = (
+    "url",
+    "final_url",
+    "status",
+    "depth",
+    "referrer",
+    "fetched_at",
+    "elapsed_ms",
+    "content_type",
+    "bytes",
+    "title",
+    "links",
+    "error",
+    "truncated",
+    "kind",
+)
+
+_record_values = attrgetter(*RECORD_FIELDS)
 
 
 @dataclass(slots=True, eq=False)
@@ -72,24 +94,16 @@ class Page:
         """Drop the parsed tree and decoded text (a page held for a while keeps neither)."""
         self._tree = self._text = None
 
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Page:
+        """The page a JSON record was made from (without its response)."""
+        standard = {name: record[name] for name in RECORD_FIELDS if name in record}
+        extra = {name: value for name, value in record.items() if name not in RECORD_FIELDS}
+        return cls(**standard, fields=extra)
+
     def record(self) -> dict[str, Any]:
         """The JSON record: the standard fields in their order, then the added ones."""
-        record = {
-            "url": self.url,
-            "final_url": self.final_url,
-            "status": self.status,
-            "depth": self.depth,
-            "referrer": self.referrer,
-            "fetched_at": self.fetched_at,
-            "elapsed_ms": self.elapsed_ms,
-            "content_type": self.content_type,
-            "bytes": self.bytes,
-            "title": self.title,
-            "links": self.links,
-            "error": self.error,
-            "truncated": self.truncated,
-            "kind": self.kind,
-        }
+        record = dict(zip(RECORD_FIELDS, _record_values(self), strict=True))
         if self.fields:
             record.update(self.fields)
         return record

@@ -14,10 +14,13 @@ import json
 import os
 import sys
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from crawler.config import Settings
 from crawler.engine import Crawl
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
 
 LIVE_REFRESH_S = 0.25
 PLAIN_EVERY_S = 10.0
@@ -30,6 +33,9 @@ def snapshot(crawl: Crawl, exact: bool = False) -> dict[str, Any]:
     figures = stats.as_dict()
     figures["queued"] = scheduler.queued if scheduler else len(crawl.store.frontier)
     figures["in_flight"] = scheduler.in_flight if scheduler else 0
+    gate = getattr(crawl, "gate", None)
+    figures["held"] = gate.held if gate else 0
+    figures["held_for"] = gate.waiting_on() if gate else 0
     figures["visited"] = {
         "urls": len(bloom),
         "bytes": bloom.nbytes,
@@ -42,14 +48,49 @@ def snapshot(crawl: Crawl, exact: bool = False) -> dict[str, Any]:
     return figures
 
 
-def _status_line(figures: dict[str, Any]) -> str:
-    visited = figures["visited"]
-    return (
-        f"{figures['records']:,} pages, {figures['pages_per_s']:.1f}/s, "
-        f"{figures['queued']:,} queued, {figures['in_flight']} in flight, "
-        f"{sum(figures['errors'].values()):,} errors, {figures['host_count']:,} hosts, "
-        f"visited {visited['urls']:,} (FP {visited['fp_rate']:.1g})"
-    )
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
+
+
+def _status_fields(figures: dict[str, Any], max_pages: int) -> list[tuple[int, str]]:
+    """The status line's fields in display order, each with its priority (0 is kept longest)."""
+    records, rate = figures["records"], figures["pages_per_s"]
+    fields = [(0, _count(records, "page"))]
+    if max_pages:
+        fields.append((1, f"{min(records / max_pages, 1):.0%}"))
+        eta = _clock((max_pages - records) / rate) if rate > 0 and records < max_pages else "-"
+        fields.append((3, f"ETA {eta}"))
+    else:
+        fields.append((3, f"{_clock(figures['elapsed_s'])} elapsed"))
+    fields += [
+        (2, f"{rate:,.1f}/s"),
+        (5, f"{figures['queued']:,} queued"),
+        (7, f"{figures['in_flight']:,} in flight"),
+    ]
+    if figures["held"]:
+        slow = _count(figures["held_for"], "slow page")
+        fields.append((4, f"{figures['held']:,} held for {slow}"))
+    fields += [
+        (6, _count(sum(figures["errors"].values()), "error")),
+        (8, _count(figures["host_count"], "host")),
+        (9, f"visited {figures['visited']['urls']:,} (FP {figures['visited']['fp_rate']:.1g})"),
+    ]
+    return fields
+
+
+def status_line(figures: dict[str, Any], max_pages: int = 0, width: int | None = None) -> str:
+    """The crawl's progress in one line of at most `width` characters, if given: the
+    fields that do not fit are left out, least important first."""
+    fields = _status_fields(figures, max_pages)
+    while width is not None and len(fields) > 1 and len(", ".join(t for _, t in fields)) > width:
+        fields.remove(max(fields))
+    return ", ".join(text for _, text in fields)[: width or None]
 
 
 def summary_table(figures: dict[str, Any]) -> str:
@@ -59,7 +100,8 @@ def summary_table(figures: dict[str, Any]) -> str:
         (
             "pages",
             f"{figures['records']:,}",
-            f"{figures['pages_per_s']:.1f} pages/s over {figures['elapsed_s']:.2f} s",
+            f"{figures['elapsed_s']:.2f} s in all; {figures['pages_per_s']:.1f} pages/s "
+            "in this run",
         ),
         *(
             ("no response" if status == "none" else f"status {status}", f"{count:,}", "")
@@ -79,6 +121,17 @@ def summary_table(figures: dict[str, Any]) -> str:
             "data",
             _size(figures["bytes"]),
             f"{figures['truncated']:,} truncated, {figures['retries']:,} retries",
+        ),
+        *(
+            [
+                (
+                    "depths inexact",
+                    f"{figures['depth_inexact']:,}",
+                    "URLs claimed deeper before a page slower than --gate-timeout linked them",
+                )
+            ]
+            if figures["depth_inexact"]
+            else []
         ),
         (
             "visited set",
@@ -124,6 +177,7 @@ class Reporter:
         self._settings = settings
         self._stream = stream
         self._task: asyncio.Task[None] | None = None
+        self._live: LiveStatus | None = None
 
     async def __aenter__(self) -> Reporter:
         self._task = asyncio.create_task(self._run())
@@ -139,9 +193,11 @@ class Reporter:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        live = None
         if not self._settings.quiet and self._stream.isatty():
-            live = _LiveStatus(self._stream, self._settings.max_pages)
+            from rich.console import Console
+
+            self._live = LiveStatus(Console(file=self._stream), self._settings.max_pages)
+        live = self._live
         next_plain = next_stats = loop.time() + PLAIN_EVERY_S
         try:
             while True:
@@ -150,15 +206,21 @@ class Reporter:
                 if live:
                     live.show(snapshot(self._crawl))
                 elif not self._settings.quiet and now >= next_plain:
-                    print(f"crawler: {_status_line(snapshot(self._crawl))}", file=self._stream)
+                    line = status_line(snapshot(self._crawl), self._settings.max_pages)
+                    print(f"crawler: {line}", file=self._stream)
                     next_plain = now + PLAIN_EVERY_S
                 if now >= next_stats:
                     self._crawl.stats.sample_rate()
                     self._write_stats()
                     next_stats = now + STATS_EVERY_S
         finally:
-            if live:
-                live.stop()
+            self.clear()
+
+    def clear(self) -> None:
+        """Take the live status line off the screen, if it is there."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
     def _write_stats(self) -> None:
         if self._settings.stats:
@@ -178,28 +240,41 @@ class Reporter:
             print(summary_table(snapshot(self._crawl, exact=True)), file=self._stream)
 
 
-class _LiveStatus:
-    """One status line, and a bar when --max-pages gives a total, redrawn in place."""
+def render_status(figures: dict[str, Any], max_pages: int, width: int) -> RenderableType:
+    """The live status line for a terminal `width` columns wide."""
+    from rich.progress_bar import ProgressBar
+    from rich.table import Table
+    from rich.text import Text
 
-    def __init__(self, stream: IO[str], total: int) -> None:
-        from rich.console import Console
+    width -= 1  # writing the last column wraps the line on some terminals
+    if not max_pages:
+        return Text(status_line(figures, width=width), no_wrap=True)
+    bar_width = 20 if width >= 100 else 10
+    line = Table.grid(padding=(0, 1))
+    line.add_row(
+        ProgressBar(max_pages, figures["records"], width=bar_width),
+        Text(status_line(figures, max_pages, width - bar_width - 1), no_wrap=True),
+    )
+    return line
+
+
+class LiveStatus:
+    """One status line redrawn in place, fitted to the terminal's width; with --max-pages,
+    a bar before it. Cleared when stopped."""
+
+    def __init__(self, console: Console, max_pages: int) -> None:
         from rich.live import Live
 
-        self._total = total
-        self._live = Live(console=Console(file=stream), auto_refresh=False, transient=True)
+        self._console = console
+        self._max_pages = max_pages
+        self._live = Live(console=console, auto_refresh=False, transient=True)
         self._live.start()
 
     def show(self, figures: dict[str, Any]) -> None:
-        from rich.console import Group
-        from rich.progress_bar import ProgressBar
-        from rich.text import Text
+        self._live.update(self.render(figures), refresh=True)
 
-        line = Text(_status_line(figures))
-        if self._total:
-            bar = ProgressBar(total=self._total, completed=figures["records"], width=40)
-            self._live.update(Group(bar, line), refresh=True)
-        else:
-            self._live.update(line, refresh=True)
+    def render(self, figures: dict[str, Any]) -> RenderableType:
+        return render_status(figures, self._max_pages, self._console.width)
 
     def stop(self) -> None:
         self._live.stop()

@@ -24,6 +24,7 @@ class Stats:
         self.dropped: Counter[str] = Counter()  # URLs not followed, by trap rule or limit
         # Records each host has, or will have, under --max-pages-per-host (empty without it).
         self.claims_per_host: Counter[str] = Counter()
+        self.depth_inexact = 0  # links a page slower than --gate-timeout found claimed deeper
         self.fetch_ms = 0.0
         self.previous_runs_s = 0.0
         self.restored_records = 0
@@ -64,6 +65,7 @@ class Stats:
             "retries": self.retries,
             "sitemaps": self.sitemaps,
             "dropped": dict(self.dropped),
+            "depth_inexact": self.depth_inexact,
             "depths": dict(sorted(self.depths.items(), key=lambda kv: int(kv[0]))),
             "hosts_top": dict(self.hosts.most_common(20)),
             "host_count": len(self.hosts),
@@ -84,4 +86,5 @@ class Stats:
         self.sitemaps = saved.get("sitemaps", 0)
         self.dropped.update(saved.get("dropped", {}))
         self.claims_per_host.update(saved.get("claims_per_host", {}))
+        self.depth_inexact = saved.get("depth_inexact", 0)
         self.previous_runs_s = saved.get("elapsed_s", 0.0)

@@ -64,8 +64,8 @@ def test_settings_from_toml_reads_and_validates(tmp_path):
 
 
 def test_a_bad_seed_is_refused():
-    with pytest.raises(ConfigError, match=r"'example\.com' is not an absolute http"):
-        Crawler(["example.com"])
+    with pytest.raises(ConfigError, match=r"'ftp://example\.com/' is not an absolute http"):
+        Crawler(["ftp://example.com/"])
 
 
 async def test_pages_carry_the_record_the_body_the_text_and_the_tree(site):

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from crawler.config import OPTIONS, Settings
+from crawler import Crawler
+from crawler.config import OPTIONS, ConfigError, Settings
 from tests.conftest import Site, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,6 +76,33 @@ def test_a_seeds_file_without_a_valid_url_is_an_error(tmp_path):
     assert "seeds.txt:1: skipped" in result.stderr
     assert "seeds.txt:2: skipped" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("crawler: error:")
+
+
+def test_a_seed_without_a_scheme_suggests_the_https_url_and_is_still_an_error(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("example.com\n")
+    result = run_cli("seeds.txt", cwd=tmp_path)
+    assert result.returncode == 2
+    warning, error = result.stderr.strip().splitlines()
+    assert warning == (
+        "crawler: warning: seeds.txt:1: skipped, 'example.com' has no scheme; "
+        "did you mean https://example.com/?"
+    )
+    assert error.startswith("crawler: error:") and "no valid http(s) URL" in error
+
+
+def test_a_seed_without_a_scheme_is_refused_by_the_api_with_the_same_suggestion():
+    with pytest.raises(ConfigError, match=r"did you mean https://example\.com/a\?"):
+        Crawler(["example.com/a"])
+
+
+def test_stats_into_a_missing_directory_is_refused_up_front(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    missing = tmp_path / "no-such-dir" / "stats.json"
+    result = run_cli(str(seeds), "-o", str(tmp_path / "out.jsonl"), "--stats", str(missing))
+    assert_one_line_error(result, str(missing), "does not exist")
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_a_directory_as_seeds_file_is_an_error(tmp_path):

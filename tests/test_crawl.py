@@ -167,14 +167,17 @@ async def test_http_and_network_failures_are_recorded_and_the_crawl_goes_on(site
 
     records = by_url(await crawl(tmp_path, [site.url + "/"], timeout=0.5, retries=1))
 
-    outcome = {url.rpartition("/")[2]: (r["status"], r["error"]) for url, r in records.items()}
-    assert outcome == {
-        "": (200, None),
-        "missing": (404, None),
-        "broken": (500, None),
-        "reset": (None, "connection_error"),
-        "slow": (None, "timeout"),
-        "fine": (200, None),
+    outcome = {
+        url.rpartition("/")[2]: (r["status"], r["error"], r["final_url"])
+        for url, r in records.items()
+    }
+    assert outcome == {  # no response arrived: no final_url either
+        "": (200, None, site.url + "/"),
+        "missing": (404, None, site.url + "/missing"),
+        "broken": (500, None, site.url + "/broken"),
+        "reset": (None, "connection_error", None),
+        "slow": (None, "timeout", None),
+        "fine": (200, None, site.url + "/fine"),
     }
     assert site.count("/broken") == 2  # retried once
     assert site.count("/slow") == 2

@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 from tests.conftest import Site, read_records
@@ -143,17 +144,50 @@ async def test_sigterm_exits_143(site: Site, tmp_path):
     assert await run.interrupted_after(30, signal.SIGTERM) == 143
 
 
-async def test_a_finished_crawl_resumed_does_nothing(site: Site, tmp_path):
+async def test_a_finished_crawl_run_again_says_it_is_complete_and_touches_nothing(
+    site: Site, tmp_path
+):
     pages = build_graph_site(site, delay_s=0)
-    run = Run(site, tmp_path)
+    stats = tmp_path / "stats.json"
+    run = Run(site, tmp_path, "--stats", str(stats))
     assert (await run.until_done())[0] == 0
     hits = len(site.hits)
+    before = [(path.read_bytes(), path.stat().st_mtime_ns) for path in (run.output, stats)]
 
-    code, _ = await run.until_done()
+    code, err = await run.until_done()
 
     assert code == 0
+    assert (
+        err == f"crawler: crawl in {run.state} is complete ({PAGES} records); --fresh starts over\n"
+    )
     assert len(site.hits) == hits
+    assert [(path.read_bytes(), path.stat().st_mtime_ns) for path in (run.output, stats)] == before
     assert_each_page_once(read_records(run.output), pages)
+
+
+async def test_a_crawl_that_reached_max_pages_is_complete_until_max_pages_is_raised(
+    site: Site, tmp_path
+):
+    build_graph_site(site, delay_s=0)
+    assert (await Run(site, tmp_path, "--max-pages", "10").until_done())[0] == 0
+
+    code, err = await Run(site, tmp_path, "--max-pages", "10").until_done()
+    assert code == 0 and "is complete (10 records)" in err
+
+    code, err = await Run(site, tmp_path, "--max-pages", "25").until_done()
+    assert code == 0 and "complete" not in err
+    assert len(read_records(tmp_path / "pages.jsonl")) == 25
+
+
+async def test_a_crawl_stopped_by_ctrl_c_is_not_complete(site: Site, tmp_path):
+    build_graph_site(site, delay_s=0.02)
+    run = Run(site, tmp_path)
+    assert await run.interrupted_after(30, signal.SIGINT) == 130
+
+    code, err = await run.until_done()
+
+    assert code == 0 and "complete" not in err
+    assert len(read_records(run.output)) == PAGES
 
 
 async def test_a_resume_with_other_settings_is_refused(site: Site, tmp_path):
@@ -237,3 +271,76 @@ async def test_a_damaged_state_directory_is_refused_with_one_line(site: Site, tm
 
     assert code == 2
     assert err.count("\n") == 1 and "--fresh" in err and "Traceback" not in err
+
+
+def build_mixed_site(site: Site, other: Site) -> None:
+    """The graph site, plus 404s, broken responses and pages on a second host."""
+    build_graph_site(site, delay_s=0.005)
+
+    async def garbage(request: web.Request) -> web.StreamResponse:
+        request.transport.write(b"NOT HTTP AT ALL\r\n\r\n")
+        request.transport.close()
+        return web.Response()
+
+    async def extra_links(request: web.Request) -> web.Response:
+        n = int(request.path.rsplit("/", 1)[1])
+        links = [f"/missing/{n}", f"/bad/{n}", f"{other.url}/q/{n}", f"/p/{n}"]
+        return web.Response(
+            text="".join(f'<a href="{href}">x</a>' for href in links), content_type="text/html"
+        )
+
+    for n in range(0, PAGES, 5):
+        site.handle(f"/x/{n}", extra_links)
+        site.handle(f"/bad/{n}", garbage)
+        other.page(f"/q/{n}", f"q{n}", body="q" * n)
+    # page n of the graph links to /x/n when n is a multiple of 5
+    original = site.routes["/p/0"]
+
+    async def with_extra(request: web.Request) -> web.Response:
+        response = await original(request)
+        n = int(request.path.rsplit("/", 1)[1])
+        if n % 5 == 0:
+            response.text = response.text + f'<a href="/x/{n}">x</a>'
+        return response
+
+    for n in range(PAGES):
+        site.handle(f"/p/{n}", with_extra)
+
+
+FIGURES_EXACT_AFTER_RESUMES = (
+    "records",
+    "statuses",
+    "errors",
+    "bytes",
+    "truncated",
+    "depths",
+    "hosts_top",
+    "host_count",
+)
+
+
+async def test_kill_9_and_resumes_leave_the_figures_of_an_uninterrupted_crawl(
+    site: Site, site2: Site, tmp_path
+):
+    build_mixed_site(site, site2)
+    options = ("--allow-host", "127.0.0.2", "--allow-private-addresses", "--retries", "0")
+    (tmp_path / "clean").mkdir()
+    clean = Run(site, tmp_path / "clean", *options, "--stats", str(tmp_path / "clean.json"))
+    assert (await clean.until_done())[0] == 0
+    (tmp_path / "killed").mkdir()
+    killed = Run(site, tmp_path / "killed", *options, "--stats", str(tmp_path / "killed.json"))
+    for hits in (15, 120, 250):  # early (before the first checkpoint), then twice later
+        assert await killed.interrupted_after(hits, signal.SIGKILL) == -signal.SIGKILL
+    assert (await killed.until_done())[0] == 0
+
+    expected = json.loads((tmp_path / "clean.json").read_text())
+    found = json.loads((tmp_path / "killed.json").read_text())
+    assert expected["errors"] == {"invalid_response": PAGES // 5}
+    assert expected["host_count"] == 2
+    for name in FIGURES_EXACT_AFTER_RESUMES:
+        assert found[name] == expected[name], name
+    for name in ("urls", "bytes", "slices", "capacity", "fp_rate"):
+        assert found["visited"][name] == expected["visited"][name], name
+    assert found["visited"]["expected_missed_urls"] == pytest.approx(
+        expected["visited"]["expected_missed_urls"], rel=0.2
+    )

@@ -30,12 +30,14 @@ class Store(Protocol):
     frontier: Frontier
     stats: Stats  # restored on resume
     resumed: bool
+    complete: bool  # resumed, and nothing is left to do
 
     def commit(
         self, done: Request | None, page: Page | None, new: list[Request], claimed: list[str]
     ) -> None:
         """Atomically: hand `done`'s `page` to the sinks, queue `new`, and make the
-        visited-set claims of `new` and of the redirect targets `claimed` permanent."""
+        visited-set claims of `new` and of the redirect targets `claimed` permanent;
+        then count the page in `stats`, so that saved figures match the saved records."""
 
     def keep_cookies(self, jar: CookieJar) -> None:
         """Restore `jar` if a resumed crawl saved one; save it with the state from now on."""

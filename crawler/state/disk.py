@@ -37,6 +37,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from crawler.bloom import BloomFileError, BloomFilter
 from crawler.config import ConfigError, Settings
 from crawler.cookies import CookieJar
@@ -45,13 +47,15 @@ from crawler.page import Page
 from crawler.sinks import WriteFailed
 from crawler.sinks.jsonl import JsonlSink
 from crawler.stats import Stats
-from crawler.urls import visit_key
+from crawler.urls import host_of, visit_key
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2: frontier.kind and frontier.lastmod, for sitemaps
+# 2: frontier.kind and frontier.lastmod, for sitemaps; 3: log.missed_urls, hosts
+SCHEMA_VERSION = 3
 # log: one row per commit, appended: the page done, the output's length and record
-# count after it, and the visited-set keys it claimed, newline-separated.
+# count after it, the visited-set keys it claimed, newline-separated, and the
+# filter's expected missed URLs after it.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS log (
@@ -60,8 +64,10 @@ CREATE TABLE IF NOT EXISTS log (
     done_seq INTEGER,
     output_offset INTEGER NOT NULL,
     records INTEGER NOT NULL,
-    keys TEXT NOT NULL
+    keys TEXT NOT NULL,
+    missed_urls REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS hosts (host TEXT PRIMARY KEY, records INTEGER NOT NULL) WITHOUT ROWID;
 """
 DATABASE, BLOOM, LOCK, COOKIES = "crawl.sqlite", "visited.bloom", "lock", "cookies.json"
 CHECKPOINT_EVERY_S = 1.0  # header of the filter, journal pruning, stats
@@ -132,6 +138,7 @@ class DiskStore:
 
     def _open(self, settings: Settings, seeds: Sequence[str]) -> None:
         directory = self._directory
+        self._hosts_counted: set[str] = set()  # hosts whose count changed since the checkpoint
         meta = self._connect()
         shape = _shape(settings, seeds)
         output_path = os.path.abspath(settings.output) if settings.output else None
@@ -140,15 +147,14 @@ class DiskStore:
         if self.resumed:
             shape = self._check_resume(settings, meta, shape, output_path)
             offset = int(meta["output_offset"])
-            saved = json.loads(meta.get("stats", "{}"))
-            saved["records"] = int(meta["records"])  # exact per commit; the rest is per second
-            self.stats = Stats(saved)
+            self.stats = self._restored_stats(meta, output_path, offset)
         else:
             self._db.close()
             _remove_state_files(directory)
             self._connect()
             offset = None
             self.stats = Stats()
+        self._offset = offset or 0  # the output's committed length
         self._meta_to_start = (
             {}
             if self.resumed
@@ -167,11 +173,19 @@ class DiskStore:
         self.visited = JournaledVisited(self.bloom)
         self._log_seq = self._replay_log()
         if self.resumed:
+            self.bloom.expected_missed_urls = float(meta["missed_urls"])
+        if self.resumed:
             self._checkpoint()
         self.frontier = SqliteFrontier(self._db)
-        self._output = JsonlSink(output_path, resume_at=offset) if output_path else None
+        # Finished: nothing queued or in flight at a clean end, or --max-pages reached.
+        self.complete = self.resumed and (
+            not len(self.frontier) or 0 < settings.max_pages <= self.stats.records
+        )
+        self._output = (
+            JsonlSink(output_path, resume_at=offset) if output_path and not self.complete else None
+        )
         self._checkpointed_at = time.monotonic()
-        if self.resumed:
+        if self.resumed and not self.complete:
             log.info(
                 "resuming from %s: %s records so far, %s URLs queued",
                 directory,
@@ -189,11 +203,36 @@ class DiskStore:
         self._db.executescript(_SCHEMA)
         meta = dict(self._db.execute("SELECT name, value FROM meta"))
         last = self._db.execute(
-            "SELECT output_offset, records FROM log ORDER BY seq DESC LIMIT 1"
+            "SELECT output_offset, records, missed_urls FROM log ORDER BY seq DESC LIMIT 1"
         ).fetchone()
         if last is not None:
-            meta.update(output_offset=last[0], records=last[1])
+            meta.update(output_offset=last[0], records=last[1], missed_urls=last[2])
         return meta
+
+    def _restored_stats(self, meta: dict[str, str], output_path: str | None, offset: int) -> Stats:
+        """The figures at the last checkpoint, plus the records committed since then.
+
+        Checkpoints save the figures once a second; records commit one by one. So the
+        records between the checkpoint's output length and the committed one are read
+        back and counted again: the figures of every record stay exact across kills.
+        Without an output file, only the checkpoint's figures and the record count remain.
+        """
+        stats = Stats(json.loads(meta.get("stats", "{}")))
+        stats.hosts.update(dict(self._db.execute("SELECT host, records FROM hosts")))
+        counted_to = int(meta.get("stats_offset", 0))
+        if output_path is None:
+            stats.records = int(meta["records"])
+        elif counted_to < offset:
+            with open(output_path, "rb") as output:
+                output.seek(counted_to)
+                since = output.read(offset - counted_to)
+            for line in since.splitlines():
+                page = Page.from_record(orjson.loads(line))
+                host = host_of(page.url)
+                stats.count(page, host)
+                self._hosts_counted.add(host)
+        stats.restored_records = stats.records
+        return stats
 
     def _check_resume(
         self,
@@ -237,7 +276,7 @@ class DiskStore:
             "SELECT keys FROM log WHERE seq > ? AND keys != ''", (self.bloom.journal_position,)
         ):
             claims = keys.split("\n")
-            self.bloom.update(claims)
+            self.bloom.replay(claims)
             replayed += len(claims)
         if replayed:
             log.info("replayed %s visited-set claims from the log", f"{replayed:,}")
@@ -251,14 +290,15 @@ class DiskStore:
         output = self._output
         if page is not None and output is not None:
             output.write(page)
-        offset = output.offset if output is not None else 0
-        records = self.stats.records + (page is not None)
+        offset = self._offset = output.offset if output is not None else 0
+        counted = page is not None and done is not None
+        records = self.stats.records + counted
         self._log_seq += 1
         try:
             self._db.execute("BEGIN")
             self.frontier.push(new)
             self._db.execute(
-                "INSERT INTO log VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO log VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     self._log_seq,
                     done.host if done else None,
@@ -266,6 +306,7 @@ class DiskStore:
                     offset,
                     records,
                     "\n".join(keys),
+                    self.bloom.expected_missed_urls,
                 ),
             )
             if self._meta_to_start:
@@ -275,6 +316,9 @@ class DiskStore:
         except sqlite3.Error as exc:
             raise WriteFailed(f"cannot write the crawl state in {self._directory}: {exc}") from None
         self.visited.settle(keys)
+        if counted:
+            self.stats.count(page, done.host)
+            self._hosts_counted.add(done.host)
         if time.monotonic() - self._checkpointed_at >= CHECKPOINT_EVERY_S:
             self._checkpoint()
 
@@ -319,8 +363,14 @@ class DiskStore:
             )
             self._db.execute("UPDATE log SET done_host = NULL, done_seq = NULL, keys = ''")
             self._db.execute("DELETE FROM log WHERE seq < ?", (self._log_seq,))
-            self._set_meta(stats=json.dumps(self.stats.as_dict()))
+            self._set_meta(stats=json.dumps(self.stats.as_dict()), stats_offset=self._offset)
+            hosts = self.stats.hosts
+            self._db.executemany(
+                "INSERT OR REPLACE INTO hosts VALUES (?, ?)",
+                [(host, hosts[host]) for host in self._hosts_counted],
+            )
             self._db.execute("COMMIT")
+            self._hosts_counted.clear()
         except sqlite3.Error as exc:
             raise WriteFailed(f"cannot write the crawl state in {self._directory}: {exc}") from None
 

@@ -13,7 +13,7 @@ from crawler.stats import Stats
 
 
 class MemoryStore:
-    resumed = False
+    resumed = complete = False
 
     def __init__(self, settings: Settings) -> None:
         self.bloom = BloomFilter(settings.expected_urls, settings.fp_rate)
@@ -29,6 +29,8 @@ class MemoryStore:
             for sink in self.sinks:
                 sink.write(page)
         self.frontier.push(new)
+        if page is not None and done is not None:
+            self.stats.count(page, done.host)
 
     def keep_cookies(self, jar: CookieJar) -> None:
         """Cookies live and die with the crawl in memory."""
