@@ -36,7 +36,10 @@ class Page:
     elapsed_ms: float | None = None
     content_type: str | None = None
     bytes: int | None = None
+    content_digest: str | None = None  # "sha1:" base32 of the body as it came
     title: str | None = None
+    description: str | None = None  # <meta name=description>
+    canonical: str | None = None  # <link rel=canonical>, absolute and canonical
     links: list[str] = field(default_factory=list)
     error: str | None = None
     truncated: bool = False
@@ -84,7 +87,10 @@ class Page:
             "elapsed_ms": self.elapsed_ms,
             "content_type": self.content_type,
             "bytes": self.bytes,
+            "content_digest": self.content_digest,
             "title": self.title,
+            "description": self.description,
+            "canonical": self.canonical,
             "links": self.links,
             "error": self.error,
             "truncated": self.truncated,

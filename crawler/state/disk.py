@@ -4,10 +4,10 @@ A state directory holds `crawl.sqlite` (in WAL mode: the frontier, and a log of
 what each page changed) and `visited.bloom` (the Bloom filter, memory-mapped and
 changed in place). After a page is fetched, one synchronous step:
 
-1. appends its record to the output file,
+1. hands the page to the sinks (the --warc archive, the output file),
 2. commits, in one SQLite transaction, the page's new links as frontier rows and
-   one log row: which request is done, the output file's length and record
-   count after it, and the visited-set keys it claimed,
+   one log row: which request is done, each sink's position (file and length)
+   and the record count after it, and the visited-set keys it claimed,
 3. sets those keys' bits in the Bloom filter.
 
 The bits come last on purpose: a URL's bit is never set before the URL is
@@ -17,8 +17,8 @@ writes one or two database pages; once a second, a checkpoint records in the
 filter's header how far the log is in its bits, then deletes the finished
 requests' frontier rows and all but the last log row.
 
-On resume, the output file is cut back to the committed length (dropping a torn
-or uncommitted line), the log past the header's position is replayed into the
+On resume, each sink's file is cut back to its committed position (dropping a
+torn or uncommitted line or WARC record), the log past the header's position is replayed into the
 filter and folded into the frontier, and every row still in the frontier, those
 in flight at the crash included, is queued again. So after `kill -9` at any
 moment, each page appears in the output exactly once, and at most the URLs in
@@ -42,23 +42,24 @@ from crawler.config import ConfigError, Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import Request, SqliteFrontier
 from crawler.page import Page
-from crawler.sinks import WriteFailed
-from crawler.sinks.jsonl import JsonlSink
+from crawler.sinks import WriteFailed, open_sinks
 from crawler.stats import Stats
 from crawler.urls import visit_key
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2: frontier.kind and frontier.lastmod, for sitemaps
-# log: one row per commit, appended: the page done, the output's length and record
-# count after it, and the visited-set keys it claimed, newline-separated.
+# 2: frontier.kind and frontier.lastmod, for sitemaps; 3: log.positions, for --warc
+SCHEMA_VERSION = 3
+# log: one row per commit, appended: the page done, each sink's position (JSON, by
+# sink name) and the record count after it, and the visited-set keys it claimed,
+# newline-separated.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS log (
     seq INTEGER PRIMARY KEY,
     done_host TEXT,
     done_seq INTEGER,
-    output_offset INTEGER NOT NULL,
+    positions TEXT NOT NULL,
     records INTEGER NOT NULL,
     keys TEXT NOT NULL
 );
@@ -139,7 +140,7 @@ class DiskStore:
         self.resumed = "shape" in meta
         if self.resumed:
             shape = self._check_resume(settings, meta, shape, output_path)
-            offset = int(meta["output_offset"])
+            positions = json.loads(meta["positions"])
             saved = json.loads(meta.get("stats", "{}"))
             saved["records"] = int(meta["records"])  # exact per commit; the rest is per second
             self.stats = Stats(saved)
@@ -147,7 +148,7 @@ class DiskStore:
             self._db.close()
             _remove_state_files(directory)
             self._connect()
-            offset = None
+            positions = None
             self.stats = Stats()
         self._meta_to_start = (
             {}
@@ -169,7 +170,7 @@ class DiskStore:
         if self.resumed:
             self._checkpoint()
         self.frontier = SqliteFrontier(self._db)
-        self._output = JsonlSink(output_path, resume_at=offset) if output_path else None
+        self.sinks = open_sinks(settings, positions)
         self._checkpointed_at = time.monotonic()
         if self.resumed:
             log.info(
@@ -188,11 +189,18 @@ class DiskStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         meta = dict(self._db.execute("SELECT name, value FROM meta"))
+        schema = int(meta.get("schema", SCHEMA_VERSION))
+        if schema != SCHEMA_VERSION:
+            raise ConfigError(
+                f"--state {self._directory} was written by another version of the crawler "
+                f"(state format {schema}, this one reads {SCHEMA_VERSION}); finish that crawl "
+                "with it, or use --fresh to start over"
+            )
         last = self._db.execute(
-            "SELECT output_offset, records FROM log ORDER BY seq DESC LIMIT 1"
+            "SELECT positions, records FROM log ORDER BY seq DESC LIMIT 1"
         ).fetchone()
         if last is not None:
-            meta.update(output_offset=last[0], records=last[1])
+            meta.update(positions=last[0], records=last[1])
         return meta
 
     def _check_resume(
@@ -221,7 +229,7 @@ class DiskStore:
             )
         if output_path is None:
             return shape
-        offset = int(meta["output_offset"])
+        offset = json.loads(meta["positions"]).get("jsonl", 0)
         size = os.path.getsize(output_path) if os.path.exists(output_path) else 0
         if size < offset:
             raise ConfigError(
@@ -248,10 +256,9 @@ class DiskStore:
     ) -> None:
         keys = [visit_key(r.url) for r in new]
         keys.extend(visit_key(url) for url in claimed)
-        output = self._output
-        if page is not None and output is not None:
-            output.write(page)
-        offset = output.offset if output is not None else 0
+        if page is not None:
+            self.sinks.write(page)
+        positions = json.dumps(self.sinks.positions())
         records = self.stats.records + (page is not None)
         self._log_seq += 1
         try:
@@ -263,7 +270,7 @@ class DiskStore:
                     self._log_seq,
                     done.host if done else None,
                     done.seq if done else None,
-                    offset,
+                    positions,
                     records,
                     "\n".join(keys),
                 ),
@@ -308,7 +315,7 @@ class DiskStore:
     def _compact(self) -> None:
         """Delete the frontier rows of pages done, and the log rows that said so.
 
-        The last log row stays: it holds the output's committed length. Its keys and
+        The last log row stays: it holds the sinks' committed positions. Its keys and
         every earlier row's are in the filter's bits, as its header says.
         """
         try:
@@ -335,8 +342,7 @@ class DiskStore:
             self._checkpoint()
             self._db.close()
             self.bloom.close()
-            if self._output is not None:
-                self._output.close()
+            self.sinks.close()
         finally:
             os.close(self._lock_fd)
 
