@@ -253,9 +253,14 @@ def sha1_base32(digest: bytes) -> str:
 
 
 def _request_head(r: aiohttp.ClientResponse) -> bytes:
+    """The request as the site got it: a proxy's credentials were for the proxy alone."""
     info = r.request_info
     lines = [f"{info.method} {info.url.raw_path_qs} HTTP/1.1"]
-    lines.extend(f"{name}: {value}" for name, value in info.headers.items())
+    lines.extend(
+        f"{name}: {value}"
+        for name, value in info.headers.items()
+        if name.lower() != "proxy-authorization"
+    )
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
 
 

@@ -13,40 +13,8 @@ _HIDDEN_TAGS = ["script", "style", "template", "noscript"]
 # Elements that flow within a line. Unwrapped before taking the text, so that the
 # only breaks left between text nodes are those of block elements and <br>.
 _INLINE_TAGS = frozenset(
-    [
-        "a",
-        "abbr",
-        "b",
-        "bdi",
-        "bdo",
-        "big",
-        "cite",
-        "code",
-        "data",
-        "del",
-        "dfn",
-        "em",
-        "font",
-        "i",
-        "ins",
-        "kbd",
-        "label",
-        "mark",
-        "nobr",
-        "q",
-        "s",
-        "samp",
-        "small",
-        "span",
-        "strike",
-        "strong",
-        "sub",
-        "sup",
-        "time",
-        "tt",
-        "u",
-        "var",
-    ]
+    "a abbr b bdi bdo big cite code data del dfn em font i ins kbd label mark nobr q s samp "  # noqa: SIM905
+    "small span strike strong sub sup time tt u var".split()
 )
 # HTML's parser turns NUL into U+FFFD, so no text node holds one: a safe separator.
 _SEPARATOR = "\x00"
