@@ -3,7 +3,6 @@ canonical (one CSS pass), and on request the language and the visible text (sele
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from selectolax.lexbor import LexborHTMLParser
@@ -18,8 +17,8 @@ _INLINE_TAGS = frozenset(
 )
 # HTML's parser turns NUL into U+FFFD, so no text node holds one: a safe separator.
 _SEPARATOR = "\x00"
-# A run of HTML whitespace that is not a single space.
-_WHITESPACE_RUN = re.compile(r"[ \t\n\r\f]{2,}|[\t\n\r\f]")
+_OTHER_WHITESPACE = "\t\n\r\f"  # HTML's whitespace but the space
+_TO_SPACE = str.maketrans(dict.fromkeys(_OTHER_WHITESPACE, " "))
 
 
 @dataclass(slots=True)
@@ -87,4 +86,17 @@ def visible_text(tree: LexborHTMLParser) -> str:
         node.unwrap()
     copy.merge_text_nodes()
     text = body.text(separator=_SEPARATOR, strip=True, skip_empty=True)
-    return _WHITESPACE_RUN.sub(" ", text).replace(_SEPARATOR, "\n")
+    return collapse_whitespace(text).replace(_SEPARATOR, "\n")
+
+
+def collapse_whitespace(text: str) -> str:
+    """Each run of HTML whitespace as one space.
+
+    str methods only: a regular expression for the runs took 5x the rest of the
+    text extraction, trying a match at every single space.
+    """
+    if any(c in text for c in _OTHER_WHITESPACE):
+        text = text.translate(_TO_SPACE)
+    while "  " in text:
+        text = text.replace("  ", " ")
+    return text

@@ -41,7 +41,7 @@ import itertools
 import json
 import os
 import re
-import uuid
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -62,6 +62,8 @@ except ImportError:  # isal has wheels for the common platforms; zlib is 5x slow
 WARC_VERSION = b"WARC/1.1"
 REVISIT_PROFILE = b"http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 GZIP_LEVEL = 1  # ISA-L's level 1 compresses HTML as well as zlib's level 1, 5x faster
+# A request record is a few hundred bytes: level 0 costs a fifth of level 1 on it.
+REQUEST_GZIP_LEVEL = 0
 _GZIP_WBITS = 31
 _CRLF = b"\r\n"
 _READ_BYTES = 1 << 20
@@ -85,13 +87,28 @@ class FirstCapture:
 
 
 def warc_date(timestamp: float) -> bytes:
-    """WARC-Date: UTC, to the microsecond as WARC/1.1 allows."""
-    when = datetime.fromtimestamp(timestamp, UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode("ascii")
+    """WARC-Date: UTC, to the microsecond as WARC/1.1 allows (gmtime: 7x faster than
+    datetime's strftime)."""
+    t = time.gmtime(timestamp)
+    micros = int(timestamp % 1 * 1_000_000)
+    return b"%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" % (
+        t.tm_year,
+        t.tm_mon,
+        t.tm_mday,
+        t.tm_hour,
+        t.tm_min,
+        t.tm_sec,
+        micros,
+    )
 
 
 def _record_id() -> bytes:
-    return b"<urn:uuid:" + str(uuid.uuid4()).encode("ascii") + b">"
+    """A random (version 4) UUID URN, made without uuid.UUID's slow constructor."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40
+    raw[8] = raw[8] & 0x3F | 0x80
+    x = raw.hex().encode("ascii")
+    return b"<urn:uuid:%s-%s-%s-%s-%s>" % (x[:8], x[8:12], x[12:16], x[16:20], x[20:])
 
 
 def _header_value(value: str) -> bytes:
@@ -119,13 +136,16 @@ def http_response_head(exchange: Exchange) -> bytes:
 def _serialize(fields: list[tuple[bytes, bytes]], block: bytes) -> bytes:
     """One record, uncompressed: version, named fields, digests, length, block."""
     out = [WARC_VERSION]
-    out.extend(name + b": " + value for name, value in fields)
-    out.append(b"Content-Length: " + str(len(block)).encode("ascii"))
-    return _CRLF.join(out) + _CRLF + _CRLF + block + _CRLF + _CRLF
+    for name, value in fields:
+        out.append(name + b": " + value)
+    out.append(b"Content-Length: %d" % len(block))
+    out.append(b"")
+    out.append(block + _CRLF + _CRLF)
+    return _CRLF.join(out)
 
 
-def _gzip(data: bytes) -> bytes:
-    return _deflate.compress(data, GZIP_LEVEL, wbits=_GZIP_WBITS)
+def _gzip(data: bytes, level: int = GZIP_LEVEL) -> bytes:
+    return _deflate.compress(data, level, wbits=_GZIP_WBITS)
 
 
 class WarcSink:
@@ -251,7 +271,9 @@ class WarcSink:
             (b"Content-Type", b"application/http; msgtype=request"),
             (b"WARC-Block-Digest", payload_digest(exchange.request_head).encode("ascii")),
         ]
-        request_member = _gzip(_serialize(self._with_info(request), exchange.request_head))
+        request_member = _gzip(
+            _serialize(self._with_info(request), exchange.request_head), REQUEST_GZIP_LEVEL
+        )
         response_member = _gzip(_serialize(self._with_info(fields), block))
         self._make_room(len(request_member) + len(response_member))
         self._write(request_member)
