@@ -341,7 +341,9 @@ class Crawl:
         if parsed.canonical_href:
             page.canonical = canonicalize(parsed.canonical_href, base)
         if self.settings.text:
-            page.fields["text"] = visible_text(page.tree)
+            # Only hooks and a consumer see the tree after this: without them, no copy.
+            seen = self.hooks is not None or self.consumer is not None
+            page.fields["text"] = visible_text(page.tree, keep_tree=seen)
             page.fields["lang"] = language(page.tree)
         page.links = links = canonical_links(parsed.hrefs, base)
         robots_header = response.headers.get("X-Robots-Tag", "")

@@ -69,14 +69,15 @@ def language(tree: LexborHTMLParser) -> str | None:
     return ((root.attributes.get("lang") or "").strip() or None) if root is not None else None
 
 
-def visible_text(tree: LexborHTMLParser) -> str:
+def visible_text(tree: LexborHTMLParser, keep_tree: bool = True) -> str:
     """The body's text as a reader sees it: one line per block, whitespace collapsed.
 
-    Works on a copy: `tree` stays as it was for hooks and API users. Copying
-    and one walk to find inline elements measured cheaper than reparsing, or than
-    a CSS query for the inline tags, which Lexbor matches one selector at a time.
+    With `keep_tree`, works on a copy, so that `tree` stays as it was for hooks
+    and API users; without, changes `tree`. Copying and one walk to find inline
+    elements measured cheaper than reparsing, or than a CSS query for the inline
+    tags, which Lexbor matches one selector at a time.
     """
-    copy = tree.clone()
+    copy = tree.clone() if keep_tree else tree
     body = copy.body
     if body is None:
         return ""

@@ -276,9 +276,10 @@ class WarcSink:
         )
         response_member = _gzip(_serialize(self._with_info(fields), block))
         self._make_room(len(request_member) + len(response_member))
-        self._write(request_member)
-        location = RecordLocation(self.file, self.offset, len(response_member))
-        self._write(response_member)
+        location = RecordLocation(
+            self.file, self.offset + len(request_member), len(response_member)
+        )
+        self._write(request_member + response_member)  # one system call, not two
         return location
 
     def close(self) -> None:
