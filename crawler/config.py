@@ -73,6 +73,10 @@ class Settings:
     force_resume: bool = False
     drain_timeout: float = 5.0
     stats: str | None = None
+    warc: str | None = None
+    warc_prefix: str = "crawl"
+    warc_max_size: int = 2**30
+    text: bool = False
     quiet: bool = False
     uvloop: bool = False
     header: tuple[tuple[str, str], ...] = ()
@@ -385,6 +389,27 @@ OPTIONS: tuple[Option, ...] = (
         metavar="S",
     ),
     Option("stats", "path", "write JSON stats here every 10 s and at the end", metavar="FILE"),
+    Option(
+        "warc",
+        "path",
+        "archive every HTTP exchange in WARC/1.1 files in this directory",
+        metavar="DIR",
+    ),
+    Option(
+        "warc_prefix",
+        "str",
+        "WARC file names are PREFIX-TIMESTAMP-SERIAL.warc.gz (one prefix per process)",
+        lambda v: None if re.fullmatch(r"[\w.-]+", v) else "must be letters, digits, . _ or -",
+        metavar="PREFIX",
+    ),
+    Option(
+        "warc_max_size",
+        "int",
+        "start a new WARC file before one grows past this many bytes",
+        _at_least(1024),
+        metavar="BYTES",
+    ),
+    Option("text", "bool", "add each HTML page's visible text and language to its record"),
     Option("quiet", "bool", "no progress display or summary on stderr"),
     Option("uvloop", "bool", "use uvloop if it is installed (measured no faster here)"),
     Option(

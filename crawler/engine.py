@@ -24,7 +24,7 @@ from crawler.fetch import Fetcher, Hop, Response
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, Request
 from crawler.hooks import Hooks
 from crawler.page import Page
-from crawler.parse import parse_html, robots_directives_forbid_following
+from crawler.parse import language, parse_html, robots_directives_forbid_following, visible_text
 from crawler.politeness import (
     ROBOTS_MAX_BYTES,
     ROBOTS_MAX_REDIRECTS,
@@ -215,23 +215,26 @@ class Crawl:
 
     async def run(self) -> None:
         settings = self.settings
+        archive = self.store.sinks.archive
         async with self.client as client:
             if client.cookie_jar is not None:
                 self.store.keep_cookies(client.cookie_jar)
+            keep = archive is not None
             self._fetcher = Fetcher(
-                client, settings.timeout, settings.max_bytes, settings.max_redirects
+                client, settings.timeout, settings.max_bytes, settings.max_redirects, keep
             )
             self._sitemap_fetcher = Fetcher(
-                client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects
+                client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects, keep
             )
             robots_fetcher = Fetcher(
-                client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
+                client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep
             )
             self._robots = Robots(
                 robots_fetcher,
                 settings.user_agent,
                 enabled=not settings.ignore_robots,
                 retries=settings.retries,
+                archive=archive,
             )
             remaining = settings.max_pages - self.stats.records if settings.max_pages else None
             if remaining is not None and remaining <= 0:
@@ -360,7 +363,10 @@ class Crawl:
         )
         request.hops.extend(response.hops)
         if self._retried(request, response, _throttled(response)):
+            request.exchanges += tuple(response.exchanges)
             return None
+        if request.exchanges:  # the page's archive holds its earlier attempts too
+            response.exchanges[:0] = request.exchanges
         return response
 
     def _internal_error(self, request: Request) -> Page:
@@ -439,6 +445,14 @@ class Crawl:
         if parsed.base_href:
             base = canonicalize(parsed.base_href, base) or base
         page.title = parsed.title
+        page.description = parsed.description
+        if parsed.canonical_href:
+            page.canonical = canonicalize(parsed.canonical_href, base)
+        if self.settings.text:
+            # Only hooks and a consumer see the tree after this: without them, no copy.
+            seen = self.hooks is not None or self.consumer is not None
+            page.fields["text"] = visible_text(page.tree, keep_tree=seen)
+            page.fields["lang"] = language(page.tree)
         page.links = links = canonical_links(parsed.hrefs, base)
         robots_header = response.headers.get("X-Robots-Tag", "")
         if (
@@ -460,6 +474,7 @@ class Crawl:
             elapsed_ms=round(elapsed_s * 1000, 1),
             content_type=response.content_type,
             bytes=len(response.body) if fetched else None,
+            content_digest=response.payload_digest,
             error=response.error,
             truncated=response.truncated,
             response=response,

@@ -4,11 +4,19 @@ A fetch never raises for anything the web does: timeouts, resets, garbage,
 bombs and loops all come back as a `Response` whose `error` names the kind.
 Whether a redirect is followed is asked of the caller for every hop, so each
 target goes through the same scope and visited-set checks as a link.
+
+Every response gets its payload digest (SHA-1 of the body as it came, before
+content decoding). A fetcher made with `archive=True` also keeps, for each hop,
+the `Exchange` a WARC archive needs: the request and the response head as they
+went over the wire, the payload before content decoding, the peer's address and
+the time.
 """
 
 from __future__ import annotations
 
+import base64
 import email.utils
+import hashlib
 import ssl
 import time
 import zlib
@@ -49,6 +57,21 @@ Admit = Callable[[str], Awaitable[Hop]]
 
 
 @dataclass(slots=True)
+class Exchange:
+    """One request and its response, as sent and received, for a WARC archive."""
+
+    url: str
+    fetched_at: float  # time.time() when the request went out
+    request_head: bytes  # request line and headers as sent, ending with the blank line
+    status_line: bytes  # e.g. b"HTTP/1.1 200 OK"
+    raw_headers: tuple[tuple[bytes, bytes], ...]  # as received, in order
+    payload: bytes  # the body still in its Content-Encoding, transfer coding removed
+    payload_digest: str
+    truncated: bool
+    ip_address: str | None
+
+
+@dataclass(slots=True)
 class Response:
     url: str  # the last URL requested
     status: int | None = None
@@ -60,6 +83,10 @@ class Response:
     redirects: int = 0  # hops followed so far, this attempt and earlier ones
     final_url: str | None = None  # where following stopped, if not at `url`
     hops: list[str] = field(default_factory=list)  # targets admitted during this attempt
+    payload_digest: str | None = None  # "sha1:" base32 of the body before content decoding
+    # With archive=True: every exchange that led here, earlier attempts' first (the
+    # engine prepends those), then this attempt's hops, this response's last.
+    exchanges: list[Exchange] = field(default_factory=list)
 
     @property
     def retryable(self) -> bool:
@@ -140,13 +167,20 @@ def _decoder_for(content_encoding: str | None) -> _Decoder | None:
         raise BadContentEncoding(encoding) from None
 
 
-async def _read_body(response: aiohttp.ClientResponse, max_bytes: int) -> tuple[bytes, bool]:
-    """Up to `max_bytes` of decoded body, and whether there was more."""
+async def _read_body(
+    response: aiohttp.ClientResponse, max_bytes: int, raw: list[bytes]
+) -> tuple[bytes, bool]:
+    """Up to `max_bytes` of decoded body, and whether there was more.
+
+    If the body is encoded, the bytes as received are appended to `raw` (otherwise
+    they are the body itself).
+    """
     decoder = _decoder_for(response.headers.get("Content-Encoding"))
     parts: list[bytes] = []
     size = 0
     async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
         if decoder is not None:
+            raw.append(chunk)
             try:
                 chunk = decoder.decompress(chunk, max_bytes + 1 - size)
             except (zlib.error, _BrotliError) as exc:
@@ -186,21 +220,85 @@ def _error_kind(exc: BaseException) -> str:
     return "connection_error"
 
 
+class PeerRecordingResponse(aiohttp.ClientResponse):
+    """A response that notes the address it came from while the connection is open.
+
+    By the time the caller reads the headers, a small body may already be in and
+    the connection back in the pool, so the address is taken when the response starts.
+    """
+
+    ip_address: str | None = None
+
+    async def start(self, connection: aiohttp.connector.Connection) -> aiohttp.ClientResponse:
+        transport = connection.transport
+        peer = transport.get_extra_info("peername") if transport is not None else None
+        self.ip_address = peer[0] if peer else None
+        return await super().start(connection)
+
+
+def payload_digest(payload: bytes) -> str:
+    """A WARC payload digest: SHA-1 in base32, the form archives and CDX indexes use."""
+    return sha1_base32(hashlib.sha1(payload).digest())
+
+
+def sha1_base32(digest: bytes) -> str:
+    """'sha1:' and the 20-byte `digest` in base32 (32 characters, no padding needed)."""
+    return "sha1:" + base64.b32encode(digest).decode("ascii")
+
+
+def _request_head(r: aiohttp.ClientResponse) -> bytes:
+    """The request as the site got it: a proxy's credentials were for the proxy alone."""
+    info = r.request_info
+    lines = [f"{info.method} {info.url.raw_path_qs} HTTP/1.1"]
+    lines.extend(
+        f"{name}: {value}"
+        for name, value in info.headers.items()
+        if name.lower() != "proxy-authorization"
+    )
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
+
+
+def _exchange(
+    r: aiohttp.ClientResponse, fetched_at: float, payload: bytes, response: Response
+) -> Exchange:
+    """`response`'s exchange, its digest already taken."""
+    version = r.version
+    status_line = f"HTTP/{version.major}.{version.minor} {r.status} {r.reason or ''}".rstrip()
+    return Exchange(
+        url=response.url,
+        fetched_at=fetched_at,
+        request_head=_request_head(r),
+        status_line=status_line.encode("latin-1", "replace"),
+        raw_headers=r.raw_headers,
+        payload=payload,
+        payload_digest=response.payload_digest or "",
+        truncated=response.truncated,
+        ip_address=getattr(r, "ip_address", None),
+    )
+
+
 class Client(Protocol):
     def get(self, url: str, timeout: aiohttp.ClientTimeout) -> Any:
         """`async with` it for the response to a GET of `url`, redirects not followed."""
 
 
 class Fetcher:
-    """Fetches URLs over one shared client (crawler.session.Client)."""
+    """Fetches URLs over one shared client (crawler.session.Client); with `archive`,
+    keeps each hop's `Exchange`."""
 
     def __init__(
-        self, client: Client, timeout_s: float, max_bytes: int, max_redirects: int
+        self,
+        client: Client,
+        timeout_s: float,
+        max_bytes: int,
+        max_redirects: int,
+        archive: bool = False,
     ) -> None:
         self._client = client
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_bytes = max_bytes
         self._max_redirects = max_redirects
+        self._archive = archive
 
     async def fetch(self, url: str, admit: Admit, redirects: int = 0) -> Response:
         """GET `url`, following redirects that `admit` allows, up to the redirect limit.
@@ -209,6 +307,7 @@ class Fetcher:
         """
         hops: list[str] = []
         response = await self.get(url)
+        exchanges = response.exchanges
         while response.status in REDIRECT_STATUSES and response.error is None:
             location = response.headers.get("Location")
             if location is None:
@@ -227,13 +326,16 @@ class Fetcher:
             redirects += 1
             hops.append(target)
             response = await self.get(target)
-        response.redirects, response.hops = redirects, hops
+            exchanges.extend(response.exchanges)
+        response.redirects, response.hops, response.exchanges = redirects, hops, exchanges
         return response
 
     async def get(self, url: str) -> Response:
         """One GET, no redirects followed."""
         response = Response(url)
         limit = self._max_bytes
+        raw: list[bytes] = []
+        fetched_at = time.time()
         try:
             async with self._client.get(url, self._timeout) as r:
                 response.status = r.status
@@ -241,7 +343,11 @@ class Fetcher:
                 response.content_type = r.headers.get("Content-Type")
                 if r.status in REDIRECT_STATUSES:
                     limit = min(limit, _REDIRECT_BODY_BYTES)
-                response.body, response.truncated = await _read_body(r, limit)
+                response.body, response.truncated = await _read_body(r, limit, raw)
+                payload = b"".join(raw) if raw else response.body
+                response.payload_digest = payload_digest(payload)
+                if self._archive:
+                    response.exchanges.append(_exchange(r, fetched_at, payload, response))
         except (
             TimeoutError,
             aiohttp.ClientError,

@@ -13,9 +13,12 @@ import sqlite3
 from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from crawler.urls import host_of
+
+if TYPE_CHECKING:
+    from crawler.fetch import Exchange
 
 # What a request fetches. A "robots" request fetches nothing: robots.txt is read before
 # any request of its host is handed out, and this one turns its Sitemap lines into
@@ -37,6 +40,7 @@ class Request:
     location: str | None = None
     redirects: int = 0
     hops: list[str] = field(default_factory=list)
+    exchanges: tuple[Exchange, ...] = ()  # earlier attempts', with --warc
 
     @property
     def host(self) -> str:

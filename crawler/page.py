@@ -35,7 +35,10 @@ RECORD_FIELDS = (
     "elapsed_ms",
     "content_type",
     "bytes",
+    "content_digest",
     "title",
+    "description",
+    "canonical",
     "links",
     "error",
     "truncated",
@@ -58,7 +61,10 @@ class Page:
     elapsed_ms: float | None = None
     content_type: str | None = None
     bytes: int | None = None
+    content_digest: str | None = None  # "sha1:" base32 of the body as it came
     title: str | None = None
+    description: str | None = None  # <meta name=description>
+    canonical: str | None = None  # <link rel=canonical>, absolute and canonical
     links: list[str] = field(default_factory=list)
     error: str | None = None
     truncated: bool = False

@@ -29,6 +29,7 @@ from protego import Protego
 
 from crawler.fetch import Fetcher, Hop
 from crawler.frontier import ROBOTS, Frontier, Request
+from crawler.sinks import Archive
 from crawler.urls import origin_of
 
 log = logging.getLogger(__name__)
@@ -77,8 +78,16 @@ def backoff_s(attempt: int) -> float:
 class Robots:
     """robots.txt per origin: fetched once, cached for the crawl."""
 
-    def __init__(self, fetcher: Fetcher, user_agent: str, enabled: bool, retries: int) -> None:
+    def __init__(
+        self,
+        fetcher: Fetcher,
+        user_agent: str,
+        enabled: bool,
+        retries: int,
+        archive: Archive | None = None,
+    ) -> None:
         self._fetcher = fetcher
+        self._archive = archive  # given each fetch's exchanges, with --warc
         self._agent = product_token(user_agent)
         self._enabled = enabled
         self._retries = retries
@@ -132,6 +141,8 @@ class Robots:
     async def _fetch(self, origin: str) -> RobotsRules | None:
         robots_url = f"{origin}/robots.txt"
         response = await self._fetcher.fetch(robots_url, _follow_any)
+        if self._archive is not None:
+            self._archive(response.exchanges)
         status = response.status
         if response.error is None and status is not None and 200 <= status < 300:
             self._failures.pop(origin, None)

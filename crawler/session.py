@@ -32,7 +32,7 @@ from yarl import URL
 
 from crawler.config import ConfigError, Settings, proxy_problem, redact_url
 from crawler.cookies import CookieJar, read_cookies_file
-from crawler.fetch import ACCEPT_ENCODING
+from crawler.fetch import ACCEPT_ENCODING, PeerRecordingResponse
 from crawler.netguard import connector_options
 
 DEFAULT_ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"
@@ -155,7 +155,12 @@ class Client:
             read_cookies_file(settings.cookies) if isinstance(settings.cookies, str) else []
         )
         self._route = _route(settings, environ)
-        self._named_urls = [*seeds, *_proxy_urls(settings, environ)]
+        proxies = _proxy_urls(settings, environ)
+        self._named_urls = [*seeds, *proxies]
+        # Through a proxy, the peer is the proxy: the archive then names no address.
+        self._response_class = (
+            PeerRecordingResponse if settings.warc and not proxies else aiohttp.ClientResponse
+        )
         self.cookie_jar: CookieJar | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -172,6 +177,7 @@ class Client:
             auto_decompress=False,
             cookie_jar=aiohttp.DummyCookieJar() if self.cookie_jar is None else self.cookie_jar,
             trust_env=False,
+            response_class=self._response_class,
         )
         return self
 

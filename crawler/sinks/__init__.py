@@ -1,15 +1,24 @@
 """Where records go. A sink takes each finished `Page` and owns its file and its commit point.
 
-A store (crawler/state) hands every committed page to its sinks in order. A
-sink's `offset` is how far its file is committed; a crawl resumed from a state
-directory reopens the sink at that offset, cutting off whatever came after.
+A store (crawler/state) hands every committed page to its `Sinks` in order: the
+WARC archive first, which puts its record's place in the page's fields, then the
+JSONL file, whose record holds them. A sink's `position` is how far its file is
+committed; a crawl resumed from a state directory reopens each sink at its
+position, cutting off whatever came after.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler.page import Page
+
+if TYPE_CHECKING:
+    from crawler.config import Settings
+    from crawler.fetch import Exchange
+
+Archive = Callable[[Sequence["Exchange"]], object]
 
 
 class WriteFailed(Exception):
@@ -21,5 +30,49 @@ class OutputClosed(WriteFailed):
 
 
 class Sink(Protocol):
+    @property
+    def position(self) -> Any:
+        """How far the sink's file is committed, as JSON (a state directory keeps it)."""
+
     def write(self, page: Page) -> None: ...
     def close(self) -> None: ...
+
+
+class Sinks:
+    """The sinks of a crawl, by name, in the order each page goes through them."""
+
+    def __init__(self, sinks: Mapping[str, Sink], archive: Archive | None = None) -> None:
+        self._sinks = dict(sinks)
+        self._in_order = list(self._sinks.values())
+        # Writes the exchanges no page carries (robots.txt); the next commit covers them.
+        self.archive = archive
+
+    def write(self, page: Page) -> None:
+        for sink in self._in_order:
+            sink.write(page)
+
+    def positions(self) -> dict[str, Any]:
+        return {name: sink.position for name, sink in self._sinks.items()}
+
+    def close(self) -> None:
+        for sink in self._in_order:
+            sink.close()
+
+
+def open_sinks(settings: Settings, positions: Mapping[str, Any] | None = None) -> Sinks:
+    """The sinks the settings name (--warc, -o), reopened at `positions` if a crawl resumes.
+
+    ConfigError if one cannot be opened.
+    """
+    from crawler.sinks.jsonl import JsonlSink
+    from crawler.sinks.warc import open_warc
+
+    positions = positions or {}
+    sinks: dict[str, Sink] = {}
+    archive = None
+    if settings.warc is not None:
+        warc = open_warc(settings, positions.get("warc"))
+        sinks["warc"], archive = warc, warc.write_exchanges
+    if settings.output:
+        sinks["jsonl"] = JsonlSink(settings.output, resume_at=positions.get("jsonl"))
+    return Sinks(sinks, archive)

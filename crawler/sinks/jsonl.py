@@ -46,6 +46,10 @@ class JsonlSink:
             self.offset = resume_at
         self._owned = True
 
+    @property
+    def position(self) -> int:
+        return self.offset
+
     def write(self, page: Page) -> None:
         view = memoryview(encode(page.record()))
         try:

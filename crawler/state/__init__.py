@@ -14,6 +14,7 @@ from crawler.config import Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import Frontier, Request
 from crawler.page import Page
+from crawler.sinks import Sinks
 from crawler.stats import Stats
 
 
@@ -31,6 +32,7 @@ class Store(Protocol):
     stats: Stats  # restored on resume
     resumed: bool
     complete: bool  # resumed, and nothing is left to do
+    sinks: Sinks  # made by open_sinks(); a resumed crawl's reopened at their committed positions
 
     def commit(
         self, done: Request | None, page: Page | None, new: list[Request], claimed: list[str]

@@ -4,10 +4,10 @@ A state directory holds `crawl.sqlite` (in WAL mode: the frontier, and a log of
 what each page changed) and `visited.bloom` (the Bloom filter, memory-mapped and
 changed in place). After a page is fetched, one synchronous step:
 
-1. appends its record to the output file,
+1. hands the page to the sinks (the --warc archive, the output file),
 2. commits, in one SQLite transaction, the page's new links as frontier rows and
-   one log row: which request is done, the output file's length and record
-   count after it, and the visited-set keys it claimed,
+   one log row: which request is done, each sink's position (file and length)
+   and the record count after it, and the visited-set keys it claimed,
 3. sets those keys' bits in the Bloom filter.
 
 The bits come last on purpose: a URL's bit is never set before the URL is
@@ -17,8 +17,8 @@ writes one or two database pages; once a second, a checkpoint records in the
 filter's header how far the log is in its bits, then deletes the finished
 requests' frontier rows and all but the last log row.
 
-On resume, the output file is cut back to the committed length (dropping a torn
-or uncommitted line), the log past the header's position is replayed into the
+On resume, each sink's file is cut back to its committed position (dropping a
+torn or uncommitted line or WARC record), the log past the header's position is replayed into the
 filter and folded into the frontier, and every row still in the frontier, those
 in flight at the crash included, is queued again. So after `kill -9` at any
 moment, each page appears in the output exactly once, and at most the URLs in
@@ -44,25 +44,25 @@ from crawler.config import ConfigError, Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import Request, SqliteFrontier
 from crawler.page import Page
-from crawler.sinks import WriteFailed
-from crawler.sinks.jsonl import JsonlSink
+from crawler.sinks import Sinks, WriteFailed, open_sinks
 from crawler.stats import Stats
 from crawler.urls import host_of, visit_key
 
 log = logging.getLogger(__name__)
 
-# 2: frontier.kind and frontier.lastmod, for sitemaps; 3: log.missed_urls, hosts
-SCHEMA_VERSION = 3
-# log: one row per commit, appended: the page done, the output's length and record
-# count after it, the visited-set keys it claimed, newline-separated, and the
-# filter's expected missed URLs after it.
+# 2: frontier.kind and frontier.lastmod, for sitemaps; 3: log.missed_urls, hosts;
+# 4: log.positions, for --warc
+SCHEMA_VERSION = 4
+# log: one row per commit, appended: the page done, each sink's position (JSON, by
+# sink name) and the record count after it, the visited-set keys it claimed,
+# newline-separated, and the filter's expected missed URLs after it.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS log (
     seq INTEGER PRIMARY KEY,
     done_host TEXT,
     done_seq INTEGER,
-    output_offset INTEGER NOT NULL,
+    positions TEXT NOT NULL,
     records INTEGER NOT NULL,
     keys TEXT NOT NULL,
     missed_urls REAL NOT NULL
@@ -146,15 +146,16 @@ class DiskStore:
         self.resumed = "shape" in meta
         if self.resumed:
             shape = self._check_resume(settings, meta, shape, output_path)
-            offset = int(meta["output_offset"])
+            positions = json.loads(meta["positions"])
+            offset = positions.get("jsonl", 0)
             self.stats = self._restored_stats(meta, output_path, offset)
         else:
             self._db.close()
             _remove_state_files(directory)
             self._connect()
-            offset = None
+            positions, offset = None, 0
             self.stats = Stats()
-        self._offset = offset or 0  # the output's committed length
+        self._offset = offset  # the output's committed length
         self._meta_to_start = (
             {}
             if self.resumed
@@ -181,9 +182,7 @@ class DiskStore:
         self.complete = self.resumed and (
             not len(self.frontier) or 0 < settings.max_pages <= self.stats.records
         )
-        self._output = (
-            JsonlSink(output_path, resume_at=offset) if output_path and not self.complete else None
-        )
+        self.sinks = Sinks({}) if self.complete else open_sinks(settings, positions)
         self._checkpointed_at = time.monotonic()
         if self.resumed and not self.complete:
             log.info(
@@ -202,11 +201,18 @@ class DiskStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         meta = dict(self._db.execute("SELECT name, value FROM meta"))
+        schema = int(meta.get("schema", SCHEMA_VERSION))
+        if schema != SCHEMA_VERSION:
+            raise ConfigError(
+                f"--state {self._directory} was written by another version of the crawler "
+                f"(state format {schema}, this one reads {SCHEMA_VERSION}); finish that crawl "
+                "with it, or use --fresh to start over"
+            )
         last = self._db.execute(
-            "SELECT output_offset, records, missed_urls FROM log ORDER BY seq DESC LIMIT 1"
+            "SELECT positions, records, missed_urls FROM log ORDER BY seq DESC LIMIT 1"
         ).fetchone()
         if last is not None:
-            meta.update(output_offset=last[0], records=last[1], missed_urls=last[2])
+            meta.update(positions=last[0], records=last[1], missed_urls=last[2])
         return meta
 
     def _restored_stats(self, meta: dict[str, str], output_path: str | None, offset: int) -> Stats:
@@ -260,7 +266,7 @@ class DiskStore:
             )
         if output_path is None:
             return shape
-        offset = int(meta["output_offset"])
+        offset = json.loads(meta["positions"]).get("jsonl", 0)
         size = os.path.getsize(output_path) if os.path.exists(output_path) else 0
         if size < offset:
             raise ConfigError(
@@ -287,10 +293,11 @@ class DiskStore:
     ) -> None:
         keys = [visit_key(r.url) for r in new]
         keys.extend(visit_key(url) for url in claimed)
-        output = self._output
-        if page is not None and output is not None:
-            output.write(page)
-        offset = self._offset = output.offset if output is not None else 0
+        if page is not None:
+            self.sinks.write(page)
+        positions = self.sinks.positions()
+        self._offset = positions.get("jsonl", 0)
+        positions_json = json.dumps(positions)
         counted = page is not None and done is not None
         records = self.stats.records + counted
         self._log_seq += 1
@@ -303,7 +310,7 @@ class DiskStore:
                     self._log_seq,
                     done.host if done else None,
                     done.seq if done else None,
-                    offset,
+                    positions_json,
                     records,
                     "\n".join(keys),
                     self.bloom.expected_missed_urls,
@@ -352,7 +359,7 @@ class DiskStore:
     def _compact(self) -> None:
         """Delete the frontier rows of pages done, and the log rows that said so.
 
-        The last log row stays: it holds the output's committed length. Its keys and
+        The last log row stays: it holds the sinks' committed positions. Its keys and
         every earlier row's are in the filter's bits, as its header says.
         """
         try:
@@ -385,8 +392,7 @@ class DiskStore:
             self._checkpoint()
             self._db.close()
             self.bloom.close()
-            if self._output is not None:
-                self._output.close()
+            self.sinks.close()
         finally:
             os.close(self._lock_fd)
 

@@ -7,8 +7,7 @@ from crawler.config import Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import MemoryFrontier, Request
 from crawler.page import Page
-from crawler.sinks import Sink
-from crawler.sinks.jsonl import JsonlSink
+from crawler.sinks import open_sinks
 from crawler.stats import Stats
 
 
@@ -20,14 +19,13 @@ class MemoryStore:
         self.visited = self.bloom
         self.frontier = MemoryFrontier()
         self.stats = Stats()
-        self.sinks: list[Sink] = [JsonlSink(settings.output)] if settings.output else []
+        self.sinks = open_sinks(settings)
 
     def commit(
         self, done: Request | None, page: Page | None, new: list[Request], claimed: list[str]
     ) -> None:
         if page is not None:
-            for sink in self.sinks:
-                sink.write(page)
+            self.sinks.write(page)
         self.frontier.push(new)
         if page is not None and done is not None:
             self.stats.count(page, done.host)
@@ -36,5 +34,4 @@ class MemoryStore:
         """Cookies live and die with the crawl in memory."""
 
     def close(self) -> None:
-        for sink in self.sinks:
-            sink.close()
+        self.sinks.close()
