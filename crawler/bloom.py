@@ -84,6 +84,19 @@ def _padded(nbytes: int) -> int:
 Probe = Callable[[int, int], bool]
 
 
+def strided_runs(h1: int, h2: int, m: int, k: int) -> tuple[int, int, int, int]:
+    """(start, stride) of an item's two runs in a slice of m bits and k positions.
+
+    The run of n positions from start a with stride s sets bits (a + i*s) mod m for
+    i < n; the first run has (k + 1) // 2 positions, the second the rest. This is
+    the layout `_strided_runs` inlines, spelled out for the Redis-side filter,
+    which sets the same bits one by one.
+    """
+    k1 = (k + 1) // 2
+    g = h1 + h2
+    return h1 % m, g % (m // k1) + 1, (g + h2) % m, (g + 2 * h2) % (m // max(1, k - k1)) + 1
+
+
 def _strided_runs(bits: bitarray, m: int, k: int) -> tuple[Probe, Probe]:
     """`holds(h1, h2)` and `insert(h1, h2)` for k positions in m bits, as two strided runs.
 

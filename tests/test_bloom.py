@@ -394,3 +394,18 @@ def test_saving_replaces_the_old_file_only_once_the_new_one_is_whole(tmp_path: P
     bf.save(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["visited.bloom"]
     assert len(BloomFilter.load(path)) == 10
+
+
+def test_strided_runs_name_the_bits_a_slice_sets():
+    from crawler.bloom import _Slice, _hash, strided_runs
+
+    for m, k in ((6400, 7), (64 * 1000, 20), (128, 3), (4096, 2)):
+        for i in range(200):
+            item = f"https://example.com/page/{i}"
+            s = _Slice(1000, 0.01, m=m, k=k)
+            s.insert(*_hash(item, signed=False))
+            a, stride1, b, stride2 = strided_runs(*_hash(item, signed=False), m, k)
+            k1 = (k + 1) // 2
+            expected = {(a + j * stride1) % m for j in range(k1)}
+            expected |= {(b + j * stride2) % m for j in range(k - k1)}
+            assert set(s.bits.search(1)) == expected
