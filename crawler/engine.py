@@ -4,10 +4,13 @@
     Page -> links -> canonical URL -> visited check -> frontier
 
 N workers share one aiohttp session. Each takes the next job the host
-scheduler allows, fetches it into a `Page`, and hands the page and its new
-links to the store in one synchronous step, so output and frontier always agree. The
-crawl is over when no host has work and no worker holds any, when --max-pages
-records are written, or when `stop()` is called.
+scheduler allows, fetches it into a `Page`, and hands the page and its links to
+the store in one step, which claims the links in the visited set and queues the
+new ones, so output, visited set and frontier always agree. The crawl is over
+when no host has work and no worker holds any, when --max-pages records are
+written, or when `stop()` is called. A crawl shared with other processes
+(--redis) is over when that holds in all of them: its store feeds the scheduler
+and ends it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any, Protocol
 
 from crawler.config import Settings
 from crawler.fetch import Fetcher, Hop, Response
-from crawler.frontier import PAGE, ROBOTS, SITEMAP, Request
+from crawler.frontier import PAGE, ROBOTS, Request
 from crawler.hooks import Hooks
 from crawler.page import Page
 from crawler.parse import language, parse_html, robots_directives_forbid_following, visible_text
@@ -29,6 +32,7 @@ from crawler.politeness import (
     ROBOTS_MAX_BYTES,
     ROBOTS_MAX_REDIRECTS,
     HostScheduler,
+    Refused,
     Robots,
     RobotsFetch,
     backoff_s,
@@ -36,21 +40,12 @@ from crawler.politeness import (
 from crawler.session import Client
 from crawler.sinks import WriteFailed
 from crawler.sitemaps import SITEMAP_MAX_BYTES, in_robots, listed_in, parse_sitemap
-from crawler.state import Store
-from crawler.urls import (
-    Scope,
-    TrapRules,
-    canonical_links,
-    canonicalize,
-    host_of,
-    origin_of,
-    visit_key,
-)
+from crawler.state import Store, trap_check
+from crawler.urls import Scope, canonical_links, canonicalize, origin_of
 
 log = logging.getLogger(__name__)
 
 THROTTLE_STATUSES = frozenset({429, 503})
-MAX_PAGES_PER_HOST = "max_pages_per_host"  # the count of URLs dropped by that limit
 # Pages waiting for shallower ones keep their bodies, which sinks such as the WARC
 # archive write at commit. Past either cap, as when a host with a long Crawl-delay
 # holds back a level, the shallowest go ahead: memory stays bounded, and depths may
@@ -84,7 +79,8 @@ class BreadthFirstGate:
     those, the only depths that are then not shortest distances.
     """
 
-    def __init__(self, queued_by_depth: Counter[int]) -> None:
+    def __init__(self, queued_by_depth: Counter[int], exact: bool = True) -> None:
+        self._exact = exact  # False: other processes hold pages this one cannot wait for
         self._unfinished = Counter(queued_by_depth)  # queued, in flight or held
         self._held: dict[int, deque[tuple[Request, Page, list[str]]]] = {}
         self.held = 0
@@ -109,7 +105,7 @@ class BreadthFirstGate:
         self._unfinished[request.depth] -= 1
 
     def must_hold(self, depth: int) -> bool:
-        return any(self._unfinished[shallower] for shallower in range(depth))
+        return self._exact and any(self._unfinished[shallower] for shallower in range(depth))
 
     def waiting_on(self) -> int:
         """How many pages the held ones wait for: those shallower than the shallowest held."""
@@ -200,16 +196,13 @@ class Crawl:
             settings.exclude,
             settings.max_url_length,
         )
-        traps = TrapRules(
-            settings.max_path_depth, settings.max_query_params, settings.drop_repeating_paths
-        )
-        self._trap = traps.trap if traps.enabled else None
-        self._max_pages_per_host = settings.max_pages_per_host
+        self._is_trap = trap_check(settings, self.stats)
         self.scheduler: HostScheduler | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._warned_held = False
         self._gate_timer: asyncio.TimerHandle | None = None
+        self._releasing: asyncio.Task[None] | None = None  # held pages let go past slow ones
         self._progress_at = time.monotonic()  # a page started or finished
         self.failure: WriteFailed | None = None
 
@@ -247,21 +240,27 @@ class Crawl:
                 max_crawl_delay_s=settings.max_crawl_delay,
                 max_retry_after_s=settings.max_retry_after,
                 max_pages=remaining or 0,
-                on_disallowed=self._record_disallowed,
+                open_ended=self.store.shared,
             )
             if self._stopping:  # stopped before it started
                 self.scheduler.stop()
-            self.gate = BreadthFirstGate(self.store.frontier.depths())
+            self.gate = BreadthFirstGate(self.store.frontier.depths(), not self.store.shared)
+            self.store.gate = self.gate
             if not self.store.resumed:
-                self._enqueue_seeds()
+                await self._enqueue_seeds()
             self._workers = [
                 asyncio.create_task(self._worker()) for _ in range(settings.concurrency)
             ]
+            feeder = asyncio.create_task(self._feed())
             await asyncio.gather(*self._workers, return_exceptions=True)
             if self._gate_timer is not None:
                 self._gate_timer.cancel()
+            if self._releasing is not None:
+                await self._releasing
+            feeder.cancel()
+            await asyncio.gather(feeder, return_exceptions=True)
             if self.failure is None:  # pages held for shallower ones that will never come
-                self._complete_held(everything=True)
+                await self._complete_held(everything=True)
 
     def stop(self, drain: bool = True) -> None:
         """Take no new URLs; in-flight requests get --drain-timeout seconds to finish."""
@@ -273,27 +272,29 @@ class Crawl:
             asyncio.get_running_loop().call_later(self.settings.drain_timeout, self._cancel_workers)
         self._stopping = True
 
-    def _fail(self, exc: WriteFailed) -> None:
-        """Records have nowhere to go: the crawl cannot go on."""
-        self.failure = exc
-        self.stop(drain=False)
-
     def _cancel_workers(self) -> None:
         for worker in self._workers:
             worker.cancel()
 
-    def _enqueue_seeds(self) -> None:
-        fresh = [
-            Request(url, 0, None)
-            for url in self.seeds
-            if self.store.visited.add(visit_key(url)) and self._host_has_room(url)
-        ]
+    async def _enqueue_seeds(self) -> None:
+        robots = []
         if self.settings.sitemaps:  # each seed host's robots.txt, read for its Sitemap lines
             origins = dict.fromkeys(origin_of(url) for url in self.seeds)
-            fresh += [Request(f"{origin}/robots.txt", 0, None, kind=ROBOTS) for origin in origins]
-        self.store.commit(None, None, fresh, [])
+            robots = [Request(f"{origin}/robots.txt", 0, None, kind=ROBOTS) for origin in origins]
+        fresh = await self.store.commit(None, None, self.seeds, [], robots)
         self.gate.queued(fresh)
         self.scheduler.add(fresh)
+
+    async def _feed(self) -> None:
+        try:
+            await self.store.serve(self.scheduler)
+        except WriteFailed as exc:
+            self._fail(exc)
+
+    def _fail(self, failure: WriteFailed) -> None:
+        """Records or state have nowhere to go: the crawl cannot go on."""
+        self.failure = failure
+        self.stop(drain=False)
 
     async def _worker(self) -> None:
         scheduler = self.scheduler
@@ -301,6 +302,8 @@ class Crawl:
             try:
                 if isinstance(job, RobotsFetch):
                     await scheduler.fetch_robots(job)
+                elif isinstance(job, Refused):
+                    await self._record_refused(job.request, job.error)
                 elif job.kind == PAGE:
                     await self._crawl(job)
                 else:
@@ -328,8 +331,8 @@ class Crawl:
             page.release()
             self.gate.hold(request, page, follow)
         else:
-            self._complete(request, page, follow)
-        self._complete_held()
+            await self._commit(request, page, follow)
+        await self._complete_held()
         self._page_done()
         self.scheduler.release(request, throttled=_throttled(response))
 
@@ -350,8 +353,8 @@ class Crawl:
                 page, listed = await self._sitemap(request, response, time.monotonic() - started)
         except Exception:  # a bug must cost one sitemap, not the crawl
             page, listed = self._internal_error(request), []
-        self._commit(request, page, await self._claim(page, listed))
-        self._complete_held()
+        await self._commit(request, page, [], await self._followed(page, listed))
+        await self._complete_held()
         self._page_done()
         self.scheduler.release(request, throttled=_throttled(response))
 
@@ -414,8 +417,11 @@ class Crawl:
                 slow[0].depth,
                 timeout_s,
             )
+        self._releasing = asyncio.create_task(self._release_held())
+
+    async def _release_held(self) -> None:
         try:
-            self._complete_held()
+            await self._complete_held()
         except WriteFailed as exc:
             self._fail(exc)
 
@@ -492,36 +498,19 @@ class Crawl:
         page.fields["sitemap_urls"] = sitemap.entries
         return page, listed_in(request, sitemap, pages_too=self.settings.max_depth > 0)
 
-    async def _claim(self, page: Page | None, listed: list[Request]) -> list[Request]:
-        """What a sitemap or robots.txt lists, in scope, let through by the hooks and not
-        claimed yet, claimed now; sitemaps past --max-sitemaps are dropped."""
+    async def _followed(self, page: Page | None, listed: list[Request]) -> list[Request]:
+        """What a sitemap or robots.txt lists, in scope and let through by the hooks."""
         allows = self.scope.allows
         listed = [r for r in listed if allows(r.url)]
         if self.hooks is not None and page is not None:
             pages = [r.url for r in listed if r.kind == PAGE]
             followed = set(await self.hooks.apply(page, pages))
             listed = [r for r in listed if r.kind != PAGE or r.url in followed]
-        fresh = self.store.visited.add_many([visit_key(r.url) for r in listed])
-        new = [r for r, is_new in zip(listed, fresh, strict=True) if is_new]
-        sitemaps = [r for r in new if r.kind == SITEMAP]
-        if not sitemaps:
-            return new
-        room = max(0, self.settings.max_sitemaps - self.stats.sitemaps)
-        if len(sitemaps) > room:
-            log.warning(
-                "--max-sitemaps %s reached: %s more sitemaps not fetched",
-                self.settings.max_sitemaps,
-                len(sitemaps) - room,
-            )
-        self.stats.sitemaps += min(len(sitemaps), room)
-        return [r for r in new if r.kind != SITEMAP] + sitemaps[:room]
+        return listed
 
-    def _complete(self, request: Request, page: Page, follow: list[str]) -> None:
-        self._commit(request, page, self._new_requests(request, follow))
-
-    def _complete_held(self, everything: bool = False) -> None:
+    async def _complete_held(self, everything: bool = False) -> None:
         while (held := self.gate.next_ready(everything)) is not None:
-            self._complete(*held)
+            await self._commit(*held)
         gate = self.gate
         while gate.held > MAX_HELD_PAGES or gate.held_bytes > MAX_HELD_BYTES:
             if not self._warned_held:
@@ -533,43 +522,16 @@ class Crawl:
                     f"{MAX_HELD_PAGES:,}",
                     MAX_HELD_BYTES // 2**20,
                 )
-            self._complete(*gate.next_ready(everything=True))
+            await self._commit(*gate.next_ready(everything=True))
 
-    def _new_requests(self, request: Request, links: list[str]) -> list[Request]:
-        """Links to follow that no one has claimed yet, claimed now, as requests."""
-        if not links:
-            return []
-        depth = request.depth + 1
-        keys = [visit_key(url) for url in links]
-        fresh = self.store.visited.add_many(keys)
-        if self.gate.late:
-            self.stats.depth_inexact += self.gate.late_claims(request, keys, fresh)
-        urls = [url for url, new in zip(links, fresh, strict=True) if new]
-        if urls and (self._trap or self._max_pages_per_host):
-            urls = [url for url in urls if not self._is_trap(url) and self._host_has_room(url)]
-        return [Request(url, depth, request.url) for url in urls]
-
-    def _is_trap(self, url: str) -> bool:
-        """Does `url` break a trap rule? A link is counted once: it is claimed already."""
-        rule = self._trap(url) if self._trap else None
-        if rule is not None:
-            self.stats.dropped[rule] += 1
-        return rule is not None
-
-    def _host_has_room(self, url: str) -> bool:
-        """Claim one of the --max-pages-per-host records of `url`'s host, if one is left."""
-        if not self._max_pages_per_host:
-            return True
-        claims = self.stats.claims_per_host
-        host = host_of(url)
-        if claims[host] >= self._max_pages_per_host:
-            self.stats.dropped[MAX_PAGES_PER_HOST] += 1
-            return False
-        claims[host] += 1
-        return True
-
-    def _commit(self, request: Request, page: Page | None, new: list[Request]) -> None:
-        self.store.commit(request, page, new, request.hops)
+    async def _commit(
+        self,
+        request: Request,
+        page: Page | None,
+        follow: list[str],
+        listed: Sequence[Request] = (),
+    ) -> None:
+        new = await self.store.commit(request, page, follow, request.hops, listed)
         if page is not None and self.consumer is not None:
             self.consumer.put(page)
         self.gate.finished(request)
@@ -577,19 +539,20 @@ class Crawl:
             self.gate.queued(new)
             self.scheduler.add(new)
 
-    def _record_disallowed(self, request: Request, error: str) -> None:
+    async def _record_refused(self, request: Request, error: str) -> None:
         page = None if request.kind == ROBOTS else self._new_page(request, error=error)
-        self._commit(request, page, [])
-        self._complete_held()
+        await self._commit(request, page, [])
+        await self._complete_held()
+        self.scheduler.release(request)
 
     async def _admit_hop(self, target: str) -> Hop:
         """May a redirect go on to `target`? Same checks as a link, plus robots.txt."""
-        if not self.scope.allows(target) or self._is_trap(target):
+        if not self.scope.allows(target) or (self._is_trap and self._is_trap(target)):
             return Hop(follow=False)
         refusal = await self._robots.check(target)
         if refusal is not None:
             return Hop(follow=False, error=refusal)
-        return Hop(follow=self.store.visited.add(visit_key(target)))
+        return Hop(follow=await self.store.claim(target))
 
 
 def _throttled(response: Response | None) -> bool:

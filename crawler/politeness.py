@@ -22,7 +22,6 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from protego import Protego
@@ -62,6 +61,14 @@ class RobotsFetch:
 
     host: str
     origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A job for a worker: record `request`, which robots.txt forbids, then release it."""
+
+    request: Request
+    error: str
 
 
 def product_token(user_agent: str) -> str:
@@ -226,7 +233,7 @@ class HostScheduler:
         max_crawl_delay_s: float,
         max_retry_after_s: float,
         max_pages: int,
-        on_disallowed: Callable[[Request, str], None],
+        open_ended: bool = False,
     ) -> None:
         self._frontier = frontier
         self._robots = robots
@@ -235,7 +242,6 @@ class HostScheduler:
         self._max_crawl_delay_s = max_crawl_delay_s
         self._max_retry_after_s = max_retry_after_s
         self._budget = max_pages or math.inf  # records still allowed to start
-        self._on_disallowed = on_disallowed
         self._hosts: dict[str, _Host] = {}
         self._heap: list[tuple[float, int, _Host]] = []
         self._tiebreak = itertools.count()
@@ -246,6 +252,7 @@ class HostScheduler:
         self._retrying = 0
         self._robots_pending: set[str] = set()
         self._stopping = False
+        self._open = open_ended  # work may still come from elsewhere: over only at end()
         for host in frontier.hosts():
             self._schedule(self._host(host))
 
@@ -259,8 +266,9 @@ class HostScheduler:
                 self._schedule(host)
         self._wake_one()
 
-    async def next_job(self) -> Request | RobotsFetch | None:
-        """The next request to fetch, or robots.txt to load; None when the crawl is over."""
+    async def next_job(self) -> Request | RobotsFetch | Refused | None:
+        """The next request to fetch, robots.txt to load, or request robots.txt refuses
+        (to record, then release); None when the crawl is over."""
         while True:
             job = self._take()
             if job is not None:
@@ -323,6 +331,21 @@ class HostScheduler:
         self._stopping = True
         self._wake_all()
 
+    def end(self) -> None:
+        """No more work will come from elsewhere (an open-ended scheduler's crawl is over)."""
+        self._open = False
+        self._wake_all()
+
+    def hold(self, key: str, wait_s: float) -> None:
+        """Start nothing on host `key` for `wait_s` (a hand-over's remaining delay)."""
+        host = self._host(key)
+        host.next_start = max(host.next_start, time.monotonic() + wait_s)
+
+    def wait_s(self, key: str) -> float:
+        """How long until host `key` may start its next request."""
+        host = self._hosts.get(key)
+        return max(0.0, host.next_start - time.monotonic()) if host else 0.0
+
     @property
     def queued(self) -> int:
         return len(self._frontier) + self._retrying
@@ -349,7 +372,7 @@ class HostScheduler:
         host.in_heap = True
         heapq.heappush(self._heap, (host.next_start, next(self._tiebreak), host))
 
-    def _take(self) -> Request | RobotsFetch | None:
+    def _take(self) -> Request | RobotsFetch | Refused | None:
         if self._stopping:
             return None
         now = time.monotonic()
@@ -366,8 +389,8 @@ class HostScheduler:
                 return job
         return None
 
-    def _take_from(self, host: _Host, now: float) -> Request | RobotsFetch | None:
-        """A job from `host` if it can start one now; disallowed URLs are recorded on the way."""
+    def _take_from(self, host: _Host, now: float) -> Request | RobotsFetch | Refused | None:
+        """A job from `host` if it can start one now."""
         while host.active < self._per_host and host.next_start <= now:
             request = self._head(host)
             if request is None:
@@ -390,10 +413,12 @@ class HostScheduler:
                 self._frontier.pop(host.key)
                 self._budget -= request.kind != ROBOTS  # that one writes no record
             refusal = self._robots.refusal(rules, request.location or request.url)
-            if refusal is None:
-                self._start(host, now)
-                return request
-            self._on_disallowed(request, refusal)
+            if refusal is not None:  # holds a slot until recorded, but sends nothing
+                host.active += 1
+                self._active += 1
+                return Refused(request, refusal)
+            self._start(host, now)
+            return request
         return None
 
     def _start(self, host: _Host, now: float) -> None:
@@ -419,7 +444,7 @@ class HostScheduler:
     def _finished(self) -> bool:
         if self._stopping:
             return True
-        if self._active or self._retrying:
+        if self._active or self._retrying or self._open:
             return False
         return self._budget <= 0 or not self._heap
 

@@ -1,21 +1,34 @@
 """Where a crawl lives: its visited set, frontier, figures and sinks, behind one `Store` protocol.
 
 `MemoryStore` keeps everything in memory; `DiskStore` keeps it in a --state
-directory, safe against `kill -9`. The engine sees only the protocol.
+directory, safe against `kill -9`; `RedisStore` shares it with other processes
+through Redis (--redis). The engine sees only the protocol. The store decides
+whether a URL is queued: a commit claims a page's links in the visited set, applies
+the trap rules, --max-pages-per-host and --max-sitemaps, and queues what is left, in
+one step, which for a shared crawl is one atomic script in Redis.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from crawler.bloom import BloomFilter
 from crawler.config import Settings
 from crawler.cookies import CookieJar
-from crawler.frontier import Frontier, Request
+from crawler.frontier import ROBOTS, SITEMAP, Frontier, Request
 from crawler.page import Page
 from crawler.sinks import Sinks
 from crawler.stats import Stats
+from crawler.urls import TrapRules, host_of, visit_key
+
+if TYPE_CHECKING:
+    from crawler.politeness import HostScheduler
+
+log = logging.getLogger(__name__)
+
+MAX_PAGES_PER_HOST = "max_pages_per_host"  # the count of URLs dropped by that limit
 
 
 class Visited(Protocol):
@@ -23,23 +36,49 @@ class Visited(Protocol):
     def add_many(self, keys: Sequence[str]) -> list[bool]: ...
 
 
+class LateClaims(Protocol):
+    """The breadth-first gate, as the claims of a page's links see it (crawler/engine.py)."""
+
+    @property
+    def late(self) -> int:
+        """How many pages deeper ones no longer wait on."""
+
+    def late_claims(self, request: Request, keys: list[str], fresh: list[bool]) -> int: ...
+
+
 class Store(Protocol):
     """Where the crawl keeps what it must not lose: visited set, frontier, output."""
 
-    visited: Visited
     bloom: BloomFilter
     frontier: Frontier
     stats: Stats  # restored on resume
     resumed: bool
     complete: bool  # resumed, and nothing is left to do
+    shared: bool  # other processes crawl with us: they feed us work and hold pages we don't see
     sinks: Sinks  # made by open_sinks(); a resumed crawl's reopened at their committed positions
+    gate: LateClaims | None  # set by the engine: told of the claims made while pages are late
 
-    def commit(
-        self, done: Request | None, page: Page | None, new: list[Request], claimed: list[str]
-    ) -> None:
-        """Atomically: hand `done`'s `page` to the sinks, queue `new`, and make the
-        visited-set claims of `new` and of the redirect targets `claimed` permanent;
-        then count the page in `stats`, so that saved figures match the saved records."""
+    async def commit(
+        self,
+        done: Request | None,
+        page: Page | None,
+        links: list[str],
+        claimed: list[str],
+        listed: Sequence[Request] = (),
+    ) -> list[Request]:
+        """Atomically: hand `done`'s `page` to the sinks; claim in the visited set the
+        `links` to follow from it (the seeds if `done` is None) and the requests a
+        sitemap or robots.txt `listed`; queue those no one had claimed that pass the
+        trap rules, --max-pages-per-host and --max-sitemaps (robots.txt requests need
+        no claim); and make the claims of the redirect targets `claimed` permanent;
+        then count the page in `stats`, so that saved figures match the saved records.
+        Returns the requests queued."""
+
+    async def claim(self, url: str) -> bool:
+        """Claim a redirect target in the visited set; True if no one had."""
+
+    async def serve(self, scheduler: HostScheduler) -> None:
+        """Feed `scheduler` with work from elsewhere, if any; cancelled when the crawl ends."""
 
     def keep_cookies(self, jar: CookieJar) -> None:
         """Restore `jar` if a resumed crawl saved one; save it with the state from now on."""
@@ -47,8 +86,116 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+def trap_check(settings: Settings, stats: Stats) -> Callable[[str], bool] | None:
+    """`is_trap(url)`, which counts each trap it finds in `stats.dropped`; None if no
+    trap rule is on."""
+    rules = TrapRules(
+        settings.max_path_depth, settings.max_query_params, settings.drop_repeating_paths
+    )
+    if not rules.enabled:
+        return None
+
+    def is_trap(url: str) -> bool:
+        rule = rules.trap(url)
+        if rule is not None:
+            stats.dropped[rule] += 1
+        return rule is not None
+
+    return is_trap
+
+
+class LocalStore:
+    """The claims and commit of a crawl that one process has to itself.
+
+    Links are claimed first and filtered after, so that a trap or a link past a limit
+    is checked and counted once, when it is new: most links were seen before."""
+
+    resumed = complete = shared = False
+    gate: LateClaims | None = None
+    visited: Visited
+    stats: Stats
+
+    def __init__(self, settings: Settings) -> None:
+        self._is_trap = trap_check(settings, self.stats)
+        self._max_pages_per_host = settings.max_pages_per_host
+        self._max_sitemaps = settings.max_sitemaps
+
+    async def commit(
+        self,
+        done: Request | None,
+        page: Page | None,
+        links: list[str],
+        claimed: list[str],
+        listed: Sequence[Request] = (),
+    ) -> list[Request]:
+        new = self._claim_links(done, links) if links else []
+        if listed:
+            new += self._claim_listed(listed)
+        self.save(done, page, new, claimed)
+        return new
+
+    def save(
+        self, done: Request | None, page: Page | None, new: list[Request], claimed: list[str]
+    ) -> None:
+        """Hand `page` to the sinks and queue `new`, whose claims are made (and `claimed`)."""
+        raise NotImplementedError
+
+    async def claim(self, url: str) -> bool:
+        return self.visited.add(visit_key(url))
+
+    async def serve(self, scheduler: HostScheduler) -> None:
+        """Nothing comes from elsewhere."""
+
+    def _claim_links(self, done: Request | None, links: list[str]) -> list[Request]:
+        keys = [visit_key(url) for url in links]
+        fresh = self.visited.add_many(keys)
+        gate = self.gate
+        if gate is not None and gate.late and done is not None:
+            self.stats.depth_inexact += gate.late_claims(done, keys, fresh)
+        urls = [url for url, new in zip(links, fresh, strict=True) if new]
+        is_trap = self._is_trap if done is not None else None  # a seed is no trap
+        if urls and (is_trap or self._max_pages_per_host):
+            urls = [url for url in urls if not (is_trap and is_trap(url)) and self._room(url)]
+        depth, referrer = (done.depth + 1, done.url) if done is not None else (0, None)
+        return [Request(url, depth, referrer) for url in urls]
+
+    def _claim_listed(self, listed: Sequence[Request]) -> list[Request]:
+        """Listed requests no one claimed; sitemaps past --max-sitemaps are dropped."""
+        robots = [r for r in listed if r.kind == ROBOTS]
+        listed = [r for r in listed if r.kind != ROBOTS]
+        fresh = self.visited.add_many([visit_key(r.url) for r in listed])
+        new = [r for r, is_new in zip(listed, fresh, strict=True) if is_new]
+        sitemaps = [r for r in new if r.kind == SITEMAP]
+        if sitemaps:
+            stats = self.stats
+            room = max(0, self._max_sitemaps - stats.sitemaps)
+            warn_sitemaps_dropped(self._max_sitemaps, len(sitemaps) - room)
+            stats.sitemaps += min(len(sitemaps), room)
+            new = [r for r in new if r.kind != SITEMAP] + sitemaps[:room]
+        return robots + new
+
+    def _room(self, url: str) -> bool:
+        """Claim one of the --max-pages-per-host records of `url`'s host, if one is left."""
+        if not self._max_pages_per_host:
+            return True
+        claims = self.stats.claims_per_host
+        host = host_of(url)
+        if claims[host] >= self._max_pages_per_host:
+            self.stats.dropped[MAX_PAGES_PER_HOST] += 1
+            return False
+        claims[host] += 1
+        return True
+
+
+def warn_sitemaps_dropped(max_sitemaps: int, dropped: int) -> None:
+    if dropped > 0:
+        log.warning(
+            "--max-sitemaps %s reached: %s more sitemaps not fetched", max_sitemaps, dropped
+        )
+
+
 def open_store(settings: Settings, seeds: Sequence[str]) -> Store:
-    """The store the settings ask for; ConfigError if a state directory cannot be used."""
+    """The store the settings ask for; ConfigError if a state directory or Redis cannot be used."""
     from crawler.state.disk import DiskStore
     from crawler.state.memory import MemoryStore
 

@@ -45,6 +45,7 @@ from crawler.cookies import CookieJar
 from crawler.frontier import Request, SqliteFrontier
 from crawler.page import Page
 from crawler.sinks import Sinks, WriteFailed, open_sinks
+from crawler.state import LocalStore
 from crawler.stats import Stats
 from crawler.urls import host_of, visit_key
 
@@ -117,7 +118,7 @@ class JournaledVisited:
         self._pending.difference_update(keys)
 
 
-class DiskStore:
+class DiskStore(LocalStore):
     """A crawl's state in a directory, safe against `kill -9` at any moment."""
 
     def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
@@ -126,6 +127,7 @@ class DiskStore:
         self._lock_fd = _lock(self._directory, settings.fresh)
         try:
             self._open(settings, seeds)
+            super().__init__(settings)
         except sqlite3.Error as exc:
             os.close(self._lock_fd)
             raise ConfigError(
@@ -140,7 +142,7 @@ class DiskStore:
         directory = self._directory
         self._hosts_counted: set[str] = set()  # hosts whose count changed since the checkpoint
         meta = self._connect()
-        shape = _shape(settings, seeds)
+        shape = crawl_shape(settings, seeds)
         output_path = os.path.abspath(settings.output) if settings.output else None
         # A crawl has started once its first commit (the seeds) is in: that writes "shape".
         self.resumed = "shape" in meta
@@ -288,7 +290,7 @@ class DiskStore:
             log.info("replayed %s visited-set claims from the log", f"{replayed:,}")
         return self._db.execute("SELECT max(seq) FROM log").fetchone()[0] or 0
 
-    def commit(
+    def save(
         self, done: Request | None, page: Page | None, new: list[Request], claimed: list[str]
     ) -> None:
         keys = [visit_key(r.url) for r in new]
@@ -397,9 +399,12 @@ class DiskStore:
             os.close(self._lock_fd)
 
 
-def _shape(settings: Settings, seeds: Sequence[str]) -> dict[str, Any]:
+def crawl_shape(
+    settings: Settings, seeds: Sequence[str], names: Sequence[str] = SHAPING_SETTINGS
+) -> dict[str, Any]:
+    """The seeds and the settings `names`, as JSON values: what a crawl must keep."""
     shape: dict[str, Any] = {"seeds": sorted(set(seeds))}
-    for name in SHAPING_SETTINGS:
+    for name in names:
         value = getattr(settings, name)
         shape[name] = list(value) if isinstance(value, tuple) else value
     return shape

@@ -8,20 +8,20 @@ from crawler.cookies import CookieJar
 from crawler.frontier import MemoryFrontier, Request
 from crawler.page import Page
 from crawler.sinks import open_sinks
+from crawler.state import LocalStore
 from crawler.stats import Stats
 
 
-class MemoryStore:
-    resumed = complete = False
-
+class MemoryStore(LocalStore):
     def __init__(self, settings: Settings) -> None:
         self.bloom = BloomFilter(settings.expected_urls, settings.fp_rate)
         self.visited = self.bloom
         self.frontier = MemoryFrontier()
         self.stats = Stats()
         self.sinks = open_sinks(settings)
+        super().__init__(settings)
 
-    def commit(
+    def save(
         self, done: Request | None, page: Page | None, new: list[Request], claimed: list[str]
     ) -> None:
         if page is not None:
