@@ -71,6 +71,9 @@ class Settings:
     state: str | None = None
     fresh: bool = False
     force_resume: bool = False
+    redis: str | None = None
+    crawl_id: str | None = None
+    lease_s: float = 30.0
     drain_timeout: float = 5.0
     stats: str | None = None
     warc: str | None = None
@@ -92,6 +95,12 @@ class Settings:
                 object.__setattr__(self, option.name, checked)
         if self.fresh and self.state is None:
             raise ConfigError("--fresh only makes sense with --state DIR")
+        if self.redis is not None and self.crawl_id is None:
+            raise ConfigError("--redis needs --crawl-id ID, the name of the shared crawl")
+        if self.crawl_id is not None and self.redis is None:
+            raise ConfigError("--crawl-id only makes sense with --redis URL")
+        if self.redis is not None and self.state is not None:
+            raise ConfigError("--redis and --state are two places for the crawl's state; pick one")
         if self.per_host > self.concurrency:
             object.__setattr__(self, "per_host", self.concurrency)
 
@@ -381,6 +390,31 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("fresh", "bool", "discard the state in --state DIR and start over"),
     Option("force_resume", "bool", "resume even if the crawl's settings changed"),
+    Option(
+        "redis",
+        "str",
+        "share the crawl with other processes through this Redis (redis://HOST:PORT/DB)",
+        lambda v: None if re.match(r"(rediss?|unix)://", v) else "must be a redis:// URL",
+        metavar="URL",
+    ),
+    Option(
+        "crawl_id",
+        "str",
+        "name of the shared crawl in Redis; processes with the same one crawl together",
+        lambda v: (
+            None
+            if re.fullmatch(r"[A-Za-z0-9._-]{1,64}", v)
+            else "must be 1-64 letters, digits, '.', '_' or '-'"
+        ),
+        metavar="ID",
+    ),
+    Option(
+        "lease_s",
+        "float",
+        "a process silent this long is presumed dead and its URLs go to the others",
+        _at_least(0.5),
+        metavar="S",
+    ),
     Option(
         "drain_timeout",
         "float",

@@ -397,7 +397,7 @@ def test_saving_replaces_the_old_file_only_once_the_new_one_is_whole(tmp_path: P
 
 
 def test_strided_runs_name_the_bits_a_slice_sets():
-    from crawler.bloom import _Slice, _hash, strided_runs
+    from crawler.bloom import _hash, _Slice, strided_runs
 
     for m, k in ((6400, 7), (64 * 1000, 20), (128, 3), (4096, 2)):
         for i in range(200):

@@ -1,0 +1,642 @@
+"""A crawl shared by many processes through one Redis (--redis URL --crawl-id ID).
+
+Keys, all under the hash tag `{<crawl-id>}` (the visited set's shards aside, see
+`crawler.redis_bloom`):
+
+    settings        the crawl-shaping settings; a joiner with others is refused
+    members         sorted set: member id -> lease deadline (Redis time, ms)
+    counts          hash: queued, inflight, started (toward --max-pages), records,
+                    sitemaps (toward --max-sitemaps)
+    claims          hash: host -> URLs queued (toward --max-pages-per-host)
+    hosts           set of hosts with URLs queued
+    q:<host>        list of queued URLs, each a JSON [url, depth, referrer], with
+                    [..., kind, lastmod] added for a sitemap's
+    inflight:<id>   hash: a member's taken URLs (the same JSON) -> host
+    locks, held:<id>, free
+                    which member serves a host now, the hosts a member holds, and
+                    when a host's next request may start after a hand-over
+
+Each process heartbeats its lease; hosts are divided among the live members by
+`partition.owner`. A process takes URLs only from hosts it owns, and taking moves
+them into its in-flight hash (never deletes them). A page's commit is one script:
+check-and-add of its links in the Bloom filter, queue the new ones, remove the
+page from in-flight, count it, and apply --max-pages-per-host and --max-sitemaps
+to the whole crawl. Trap rules, pure functions of a URL, are applied before that
+script, to the links this process has not seen itself. A member whose lease ran
+out is reaped by any other: its in-flight URLs go back to the heads of their
+queues and its hosts are freed.
+
+Each host is served by one process at a time: a process hands a host over only
+when it has nothing of the host in flight, and with the time its next request may
+start, so per-host slots, delays, Crawl-delay and robots.txt stay local and exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import socket
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import redis
+import redis.asyncio
+
+from crawler.bloom import BloomFilter
+from crawler.config import STDOUT, ConfigError, Settings
+from crawler.cookies import CookieJar
+from crawler.frontier import PAGE, ROBOTS, SITEMAP, MemoryFrontier, Request
+from crawler.page import Page
+from crawler.partition import owner
+from crawler.politeness import HostScheduler
+from crawler.sinks import Sink, WriteFailed
+from crawler.sinks.jsonl import JsonlSink
+from crawler.state import MAX_PAGES_PER_HOST, trap_check, warn_sitemaps_dropped
+from crawler.state.disk import SHAPING_SETTINGS, crawl_shape
+from crawler.state.redis_bloom import CLAIM_LUA, CLAIM_ONLY_LUA, SharedBloomLayout
+from crawler.stats import Stats
+from crawler.urls import host_of, visit_key
+
+log = logging.getLogger(__name__)
+
+IDLE_POLL_S = 0.05  # how often a process with nothing to do asks whether work or the end came
+MAX_TICK_S = 0.25  # a membership change, or a new host to serve, is noticed within this
+# The settings a joiner must share with the crawl it joins: a resume's, and the
+# page budget, which all processes count against together.
+SHARED_SHAPE = (*SHAPING_SETTINGS, "max_pages")
+
+_NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+
+# ARGV: prefix, member, lease_ms, joining ("1" or "0"). Renews the lease (or joins),
+# reaps members whose lease ran out, and answers the live members and the counts.
+_TICK = (
+    _NOW
+    + r"""
+local P, me = ARGV[1], ARGV[2]
+local members = P .. 'members'
+if ARGV[4] == '0' and not redis.call('ZSCORE', members, me) then return {'evicted'} end
+redis.call('ZADD', members, now + tonumber(ARGV[3]), me)
+for _, dead in ipairs(redis.call('ZRANGEBYSCORE', members, '-inf', now)) do
+  local inflight = P .. 'inflight:' .. dead
+  local taken = redis.call('HGETALL', inflight)
+  for i = 1, #taken, 2 do
+    if redis.call('LPUSH', P .. 'q:' .. taken[i + 1], taken[i]) == 1 then
+      redis.call('SADD', P .. 'hosts', taken[i + 1])
+    end
+  end
+  local n = #taken / 2
+  if n > 0 then
+    redis.call('HINCRBY', P .. 'counts', 'queued', n)
+    redis.call('HINCRBY', P .. 'counts', 'inflight', -n)
+    redis.call('HINCRBY', P .. 'counts', 'started', -n)
+  end
+  for _, host in ipairs(redis.call('SMEMBERS', P .. 'held:' .. dead)) do
+    if redis.call('HGET', P .. 'locks', host) == dead then
+      redis.call('HDEL', P .. 'locks', host)
+    end
+  end
+  redis.call('DEL', inflight, P .. 'held:' .. dead)
+  redis.call('ZREM', members, dead)
+end
+local c = redis.call('HMGET', P .. 'counts', 'queued', 'inflight', 'started')
+return {'ok', redis.call('ZRANGE', members, 0, -1), c[1] or '0', c[2] or '0', c[3] or '0'}
+"""
+)
+
+# take(P, me, host, n, max_pages): moves up to n URLs of `host` into the member's
+# in-flight hash, unless another live member serves the host, and counts them toward
+# --max-pages (0: no limit). Answers {wait_ms, urls...}, or {-1} if the host is
+# someone else's; wait_ms is how long a hand-over asks the new server to wait.
+_TAKE_LUA = r"""
+local function take(P, me, host, n, max_pages)
+  local t = redis.call('TIME')
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local holder = redis.call('HGET', P .. 'locks', host)
+  if holder and holder ~= me then
+    local lease = redis.call('ZSCORE', P .. 'members', holder)
+    if lease and tonumber(lease) > now then return {-1} end
+  end
+  if holder ~= me then
+    redis.call('HSET', P .. 'locks', host, me)
+    redis.call('SADD', P .. 'held:' .. me, host)
+  end
+  local wait = 0
+  local free = redis.call('HGET', P .. 'free', host)
+  if free then wait = math.max(0, tonumber(free) - now) end
+  if max_pages > 0 then
+    n = math.min(n, max_pages - tonumber(redis.call('HGET', P .. 'counts', 'started') or '0'))
+  end
+  if n <= 0 then return {wait} end
+  local q = P .. 'q:' .. host
+  local items = redis.call('LRANGE', q, 0, n - 1)
+  if #items == 0 then return {wait} end
+  redis.call('LTRIM', q, #items, -1)
+  if redis.call('LLEN', q) == 0 then redis.call('SREM', P .. 'hosts', host) end
+  local inflight = P .. 'inflight:' .. me
+  for _, item in ipairs(items) do redis.call('HSET', inflight, item, host) end
+  redis.call('HINCRBY', P .. 'counts', 'queued', -#items)
+  redis.call('HINCRBY', P .. 'counts', 'inflight', #items)
+  redis.call('HINCRBY', P .. 'counts', 'started', #items)
+  table.insert(items, 1, wait)
+  return items
+end
+"""
+
+# ARGV: prefix, member, host, how many, max_pages.
+_TAKE = (
+    _TAKE_LUA
+    + r"""
+return take(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]))
+"""
+)
+
+# ARGV: prefix, member, host, unlock ("1"/"0"), wait_ms, urls... Puts URLs the member
+# took but never started back at the head of the host's queue, in order; with unlock,
+# frees the host, whose next request may start `wait_ms` from now.
+_RELEASE = (
+    _NOW
+    + r"""
+local P, me, host = ARGV[1], ARGV[2], ARGV[3]
+local q, inflight = P .. 'q:' .. host, P .. 'inflight:' .. me
+local n = #ARGV - 5
+for i = #ARGV, 6, -1 do
+  redis.call('LPUSH', q, ARGV[i])
+  redis.call('HDEL', inflight, ARGV[i])
+end
+if n > 0 then
+  redis.call('SADD', P .. 'hosts', host)
+  redis.call('HINCRBY', P .. 'counts', 'queued', n)
+  redis.call('HINCRBY', P .. 'counts', 'inflight', -n)
+  redis.call('HINCRBY', P .. 'counts', 'started', -n)
+end
+if ARGV[4] == '1' and redis.call('HGET', P .. 'locks', host) == me then
+  redis.call('HDEL', P .. 'locks', host)
+  redis.call('SREM', P .. 'held:' .. me, host)
+  redis.call('HSET', P .. 'free', host, now + tonumber(ARGV[5]))
+end
+return n
+"""
+)
+
+# ARGV: prefix, member, done URL's JSON or '', records (0/1), shape or '', a host to
+# take more URLs of, how many, max_pages, max_pages_per_host, max_sitemaps, then
+# claim_args() of the candidates, then per candidate its host, JSON and limit ('h':
+# --max-pages-per-host, 's': --max-sitemaps, '-': none), then how many requests to
+# queue with no claim (robots.txt's), and per one its host and JSON. One atomic step:
+# claim the candidates, queue the new ones within the limits, take the done URL out
+# of flight, count the record, and take the done page's host's next URLs (so a busy
+# host costs no round trip of its own). The seeds' commit also stores the shape, or
+# answers the one stored. Per candidate: 0 seen, 1 queued, 2 past
+# --max-pages-per-host, 3 past --max-sitemaps.
+_COMMIT = (
+    CLAIM_LUA
+    + _TAKE_LUA
+    + r"""
+local P, me, done, shape = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
+local bf = string.sub(P, 1, -3)
+local c, counts = claim_parse(11), {}
+local ready, top = claim_ready(bf, c, counts)
+if not ready then return {'stale', top} end
+if shape ~= '' then
+  local saved = redis.call('GET', P .. 'settings')
+  if saved and saved ~= shape then return {'shape', saved} end
+  if not saved then redis.call('SET', P .. 'settings', shape) end
+end
+if done ~= '' then
+  if redis.call('HDEL', P .. 'inflight:' .. me, done) == 0 then return {'evicted'} end
+  redis.call('HINCRBY', P .. 'counts', 'inflight', -1)
+end
+if ARGV[4] == '1' then redis.call('HINCRBY', P .. 'counts', 'records', 1) end
+local per_host, max_sitemaps = tonumber(ARGV[9]), tonumber(ARGV[10])
+local queued = 0
+local function queue(host, item)
+  if redis.call('RPUSH', P .. 'q:' .. host, item) == 1 then
+    redis.call('SADD', P .. 'hosts', host)
+  end
+  queued = queued + 1
+end
+local flags
+flags, top = claim(bf, c, counts)
+for i, new in ipairs(flags) do
+  if new == 1 then
+    local at = c.after + 3 * (i - 1)
+    local host, limit = ARGV[at], ARGV[at + 2]
+    if limit == 'h' and per_host > 0 then
+      if tonumber(redis.call('HGET', P .. 'claims', host) or '0') >= per_host then
+        flags[i] = 2
+      else
+        redis.call('HINCRBY', P .. 'claims', host, 1)
+      end
+    elseif limit == 's' then
+      if tonumber(redis.call('HGET', P .. 'counts', 'sitemaps') or '0') >= max_sitemaps then
+        flags[i] = 3
+      else
+        redis.call('HINCRBY', P .. 'counts', 'sitemaps', 1)
+      end
+    end
+    if flags[i] == 1 then queue(host, ARGV[at + 1]) end
+  end
+end
+local unclaimed = c.after + 3 * c.n
+for i = 1, tonumber(ARGV[unclaimed]) do
+  queue(ARGV[unclaimed + 2 * i - 1], ARGV[unclaimed + 2 * i])
+end
+if queued > 0 then redis.call('HINCRBY', P .. 'counts', 'queued', queued) end
+local taken = {}
+if tonumber(ARGV[7]) > 0 then taken = take(P, me, ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])) end
+return {'ok', top, flags, taken}
+"""
+)
+
+
+SCRIPTS = {
+    "tick": _TICK,
+    "take": _TAKE,
+    "release": _RELEASE,
+    "commit": _COMMIT,
+    "claim": CLAIM_ONLY_LUA,
+}
+
+
+def _record(request: Request) -> bytes:
+    """A queued request in Redis: JSON, the kind and lastmod only when not a plain page's."""
+    if request.kind == PAGE and request.lastmod is None:
+        return orjson.dumps([request.url, request.depth, request.referrer])
+    return orjson.dumps(
+        [request.url, request.depth, request.referrer, request.kind, request.lastmod]
+    )
+
+
+def member_id() -> str:
+    """This process's name in the crawl, unique across machines; also its files' prefix."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
+
+
+def shape_of(settings: Settings, seeds: Sequence[str]) -> str:
+    return json.dumps(crawl_shape(settings, seeds, SHARED_SHAPE), sort_keys=True)
+
+
+def _differences(saved: str, shape: str) -> list[str]:
+    old, new = json.loads(saved), json.loads(shape)
+    return [name.replace("_", "-") for name in new if new[name] != old.get(name)]
+
+
+def _end_of_last_line(path: str) -> int | None:
+    """Where to append to `path`: after its last whole line (None: a new file)."""
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        position = size
+        while position > 0:
+            step = min(65536, position)
+            f.seek(position - step)
+            chunk = f.read(step)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                return position - step + newline + 1
+            position -= step
+    return 0
+
+
+class RedisStore:
+    """The Store of a process that shares its crawl with others through Redis."""
+
+    shared = True
+
+    def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
+        self.settings = settings
+        self.member = member_id()
+        self._url = settings.redis
+        self._prefix = f"crawler:{{{settings.crawl_id}}}:"
+        self._shape = shape_of(settings, seeds)
+        self._lease_ms = round(settings.lease_s * 1000)
+        self._check_and_join()
+        self.bloom = BloomFilter(settings.expected_urls, settings.fp_rate / 10)
+        self._layout = SharedBloomLayout(
+            self._prefix[:-2], settings.expected_urls, settings.fp_rate
+        )
+        self.frontier = MemoryFrontier()  # URLs taken from Redis, not started yet
+        self.stats = Stats()
+        self._is_trap = trap_check(settings, self.stats)
+        # Appended to, so that a process started again keeps what it wrote before.
+        self.sinks: list[Sink] = []
+        if settings.output and settings.output != STDOUT:
+            resume_at = _end_of_last_line(settings.output)
+            self.sinks.append(JsonlSink(settings.output, resume_at=resume_at))
+        elif settings.output:
+            self.sinks.append(JsonlSink(settings.output))
+        self._client: redis.asyncio.Redis | None = None
+        self._lost = False
+        self._scheduler: HostScheduler | None = None
+        self._members: list[str] = [self.member]
+        self._taken: dict[str, bytes] = {}  # url -> its JSON, for URLs taken and not committed
+        self._outstanding: Counter[str] = Counter()  # per host: taken and not committed
+        self._leaving: set[str] = set()  # hosts to hand over once nothing of theirs is left
+        self._wake = asyncio.Event()
+        self._batch = max(16, 2 * settings.per_host)
+
+    # -- opening and closing, with the synchronous client ----------------------
+
+    def _sync_client(self) -> redis.Redis:
+        try:
+            return redis.Redis.from_url(self._url, socket_timeout=10, socket_connect_timeout=5)
+        except ValueError as exc:
+            raise ConfigError(f"--redis {self._url}: {exc}") from None
+
+    def _check_and_join(self) -> None:
+        client = self._sync_client()
+        try:
+            saved = client.get(self._prefix + "settings")
+            if saved is not None and saved.decode() != self._shape:
+                raise ConfigError(
+                    f"crawl {self.settings.crawl_id!r} in Redis has other "
+                    f"{', '.join(_differences(saved.decode(), self._shape))}; "
+                    "join it with the same settings, or use another --crawl-id"
+                )
+            self.resumed = saved is not None
+            client.eval(_TICK, 0, self._prefix, self.member, self._lease_ms, "1")
+        except redis.RedisError as exc:
+            raise ConfigError(f"cannot use Redis at {self._url}: {exc}") from None
+        finally:
+            client.close()
+
+    def keep_cookies(self, jar: CookieJar) -> None:
+        """Each process keeps its own cookies, for its own hosts, in memory."""
+
+    def close(self) -> None:
+        """Give back what this process took and did not finish, and leave the crawl."""
+        try:
+            for sink in self.sinks:
+                sink.close()
+        finally:
+            if self._members and not self._lost:
+                self._leave()
+
+    def _leave(self) -> None:
+        by_host: dict[str, list[bytes]] = defaultdict(list)
+        for url, item in self._taken.items():
+            by_host[host_of(url)].append(item)
+        client = self._sync_client()
+        try:
+            for host, items in by_host.items():
+                client.eval(_RELEASE, 0, self._prefix, self.member, host, "1", 0, *items)
+            pipe = client.pipeline()
+            pipe.zrem(self._prefix + "members", self.member)
+            pipe.delete(self._prefix + "held:" + self.member)
+            pipe.execute()
+        except redis.RedisError as exc:  # the others reap us when our lease runs out
+            log.warning("could not leave the crawl in Redis cleanly: %s", exc)
+        finally:
+            client.close()
+
+    # -- the Store protocol ------------------------------------------------------
+
+    async def commit(
+        self,
+        done: Request | None,
+        page: Page | None,
+        links: list[str],
+        claimed: list[str],
+        listed: Sequence[Request] = (),
+    ) -> list[Request]:
+        """One script: claim the candidates, queue the new ones, finish `done`, count `page`.
+
+        The page goes to the sinks first: if the process dies before the script runs,
+        the URL is fetched again by another, rather than lost."""
+        if page is not None:
+            for sink in self.sinks:
+                sink.write(page)
+        ask = self._candidates(done, links, listed)
+        robots = [r for r in listed if r.kind == ROBOTS]
+        item = self._taken.pop(done.url, None) if done is not None else None
+        settings = self.settings
+        args: list[Any] = [self._prefix, self.member, item or "", int(page is not None)]
+        args.append(self._shape if done is None else "")
+        more = self._more_of(done.host) if done is not None else 0
+        args += (done.host if more else "", more, settings.max_pages)
+        args += (settings.max_pages_per_host, settings.max_sitemaps)
+        tail = [x for r, _, limit in ask for x in (r.host, _record(r), limit)]
+        tail.append(len(robots))
+        tail += (x for r in robots for x in (r.host, _record(r)))
+        while True:
+            bloom_args = self._layout.claim_args([key for _, key, _ in ask])
+            reply = await self._call("commit", [*args, *bloom_args, *tail])
+            status = reply[0].decode()
+            if status != "stale":
+                break
+            self._layout.slices_known = int(reply[1])
+        if status == "shape":
+            raise WriteFailed(
+                f"crawl {settings.crawl_id!r} in Redis was started with other "
+                f"{', '.join(_differences(reply[1].decode(), self._shape))}"
+            )
+        if status == "evicted":
+            raise WriteFailed(self._evicted())
+        self._layout.slices_known = max(self._layout.slices_known, int(reply[1]))
+        self.bloom.update(key for _, key, _ in ask)
+        if done is not None:
+            self._done(done.host)
+            if more:
+                self._accept(done.host, reply[3])
+        new = robots
+        dropped_sitemaps = 0
+        for (r, _, _), flag in zip(ask, reply[2], strict=True):
+            if flag == 1:
+                new.append(r)
+            elif flag == 2:
+                self.stats.dropped[MAX_PAGES_PER_HOST] += 1
+            elif flag == 3:
+                dropped_sitemaps += 1
+        warn_sitemaps_dropped(settings.max_sitemaps, dropped_sitemaps)
+        return new
+
+    def _candidates(
+        self, done: Request | None, links: list[str], listed: Sequence[Request]
+    ) -> list[tuple[Request, str, str]]:
+        """(request, visit key, limit) of what to claim in Redis: the links and listed
+        requests that this process has not seen itself and that are no traps."""
+        keys = [visit_key(url) for url in links]
+        maybe_new = self.bloom.check_many(keys)  # a URL this process saw is not new anywhere
+        is_trap = self._is_trap if done is not None else None  # a seed is no trap
+        depth, referrer = (done.depth + 1, done.url) if done else (0, None)
+        ask = [
+            (Request(url, depth, referrer), key, "h")
+            for url, key, new in zip(links, keys, maybe_new, strict=True)
+            if new and not (is_trap and is_trap(url))
+        ]
+        listed = [r for r in listed if r.kind != ROBOTS]
+        keys = [visit_key(r.url) for r in listed]
+        maybe_new = self.bloom.check_many(keys)
+        ask += (
+            (r, key, "s" if r.kind == SITEMAP else "-")
+            for r, key, new in zip(listed, keys, maybe_new, strict=True)
+            if new
+        )
+        return ask
+
+    async def claim(self, url: str) -> bool:
+        """Claim a redirect target in the shared visited set; True if no one had."""
+        key = visit_key(url)
+        if key in self.bloom:
+            return False
+        while True:
+            reply = await self._call("claim", [self._prefix[:-2], *self._layout.claim_args([key])])
+            if reply[0]:
+                break
+            self._layout.slices_known = int(reply[1])
+        self.bloom.add(key)
+        return bool(reply[2][0])
+
+    async def serve(self, scheduler: HostScheduler) -> None:
+        """Feed `scheduler` with the URLs of the hosts this process owns, and end it when
+        the crawl is over everywhere: nothing queued and nothing in flight in any process.
+        Runs until cancelled, which the engine does once its workers are done."""
+        self._scheduler = scheduler
+        tick_s = min(MAX_TICK_S, self.settings.lease_s / 3)
+        try:
+            while True:
+                self._wake.clear()
+                if await self._over():
+                    break
+                await self._refill()
+                idle = not self.frontier and not scheduler.in_flight
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), IDLE_POLL_S if idle else tick_s)
+            scheduler.end()
+            await asyncio.Future()  # the engine cancels us once its workers are done
+        finally:
+            if self._client is not None:
+                await self._client.aclose()
+
+    async def _over(self) -> bool:
+        queued, inflight, started = await self._tick()
+        return inflight == 0 and (queued == 0 or 0 < self.settings.max_pages <= started)
+
+    # -- inside ------------------------------------------------------------------
+
+    @property
+    def _redis(self) -> redis.asyncio.Redis:
+        if self._client is None:
+            self._client = client = redis.asyncio.Redis.from_url(
+                self._url, socket_timeout=10, socket_connect_timeout=5
+            )
+            self._scripts = {name: client.register_script(lua) for name, lua in SCRIPTS.items()}
+        return self._client
+
+    async def _call(self, script: str, args: list[Any]) -> Any:
+        self._redis  # noqa: B018 (creates the client and its scripts on first use)
+        try:
+            return await self._scripts[script](args=args)
+        except redis.RedisError as exc:
+            raise self._lost_redis(exc) from None
+
+    def _lost_redis(self, exc: redis.RedisError) -> WriteFailed:
+        self._lost = True  # leave the crawl to the others: they reap us after --lease-s
+        return WriteFailed(f"lost Redis at {self._url}: {exc}")
+
+    def _evicted(self) -> str:
+        return (
+            f"this process ({self.member}) was dropped from the crawl: it sent no "
+            f"heartbeat for --lease-s {self.settings.lease_s:g} s, and others took its URLs"
+        )
+
+    async def _tick(self) -> tuple[int, int, int]:
+        """Renew our lease, reap the dead, follow membership; the crawl's counts."""
+        reply = await self._call("tick", [self._prefix, self.member, self._lease_ms, 0])
+        if reply[0] == b"evicted":
+            self._members = []
+            raise WriteFailed(self._evicted())
+        members = sorted(m.decode() for m in reply[1])
+        if members != self._members:
+            self._members = members
+            await self._hand_over()
+        return int(reply[2]), int(reply[3]), int(reply[4])
+
+    async def _hand_over(self) -> None:
+        """Give back the hosts another member owns now; each one once nothing of it is
+        in flight here, so that it is never served by two processes at once."""
+        for host in {*self.frontier.hosts(), *self._outstanding}:
+            if owner(host, self._members) != self.member:
+                self._leaving.add(host)
+        for host in list(self._leaving):
+            items = []
+            while (request := self.frontier.pop(host)) is not None:
+                items.append(self._taken.pop(request.url))
+            self._outstanding[host] -= len(items)
+            await self._release_host(host, items)
+
+    async def _release_host(self, host: str, items: list[bytes]) -> None:
+        unlock = self._outstanding[host] <= 0
+        if unlock:
+            del self._outstanding[host]
+            self._leaving.discard(host)
+        if items or unlock:
+            wait_ms = round(self._scheduler.wait_s(host) * 1000) if unlock else 0
+            await self._call(
+                "release", [self._prefix, self.member, host, int(unlock), wait_ms, *items]
+            )
+
+    def _done(self, host: str) -> None:
+        self._outstanding[host] -= 1
+        if host in self._leaving and self._outstanding[host] <= 0:
+            self._wake.set()
+
+    async def _refill(self) -> None:
+        """Take URLs of the hosts we own, a batch per host, in one round trip."""
+        if self._leaving:
+            await self._hand_over()
+        try:
+            hosts = await self._redis.smembers(self._prefix + "hosts")
+        except redis.RedisError as exc:
+            raise self._lost_redis(exc) from None
+        mine = [h for h in map(bytes.decode, hosts) if owner(h, self._members) == self.member]
+        # Up to two batches per host, taken or in flight here, over at most as many
+        # hosts as keep every worker busy.
+        room = 4 * self.settings.concurrency - len(self.frontier)
+        wanted = [h for h in mine if self._outstanding[h] < self._batch]
+        wanted = wanted[: max(1, room // self._batch)]
+        if not wanted:
+            return
+        max_pages = self.settings.max_pages
+        pipe = self._redis.pipeline(transaction=False)
+        for host in wanted:
+            count = 2 * self._batch - self._outstanding[host]
+            args = [self._prefix, self.member, host, count, max_pages]
+            await self._scripts["take"](args=args, client=pipe)
+        try:
+            replies = await pipe.execute()
+        except redis.RedisError as exc:
+            raise self._lost_redis(exc) from None
+        for host, reply in zip(wanted, replies, strict=True):
+            self._accept(host, reply)
+
+    def _more_of(self, host: str) -> int:
+        """How many URLs of `host` to take now: a host is kept at one to two batches
+        taken here, unless it is being handed over."""
+        outstanding = self._outstanding[host] - 1  # the one being committed
+        if outstanding >= self._batch or host in self._leaving:
+            return 0
+        return 2 * self._batch - outstanding
+
+    def _accept(self, host: str, reply: list[Any]) -> None:
+        """URLs of `host` taken from Redis (`take`'s answer): queue them here."""
+        if not reply or reply[0] == -1:
+            return
+        requests = []
+        for item in reply[1:]:
+            url, depth, referrer, *kind_lastmod = orjson.loads(item)
+            self._taken[url] = item
+            requests.append(Request(url, depth, referrer, 0, *kind_lastmod))
+        if requests:
+            self._outstanding[host] += len(requests)
+            self.frontier.push(requests)
+            if reply[0] > 0:
+                self._scheduler.hold(host, reply[0] / 1000)
+            self._scheduler.add(requests)

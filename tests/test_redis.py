@@ -1,0 +1,327 @@
+"""A crawl shared through Redis (issue 14): real redis-server, real crawler processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import threading
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bitarray import bitarray
+
+from crawler.bloom import _hash, _Slice
+from crawler.state.redis_bloom import CLAIM_ONLY_LUA, SharedBloomLayout
+from tests.conftest import Site
+from tests.redis_server import RedisServer
+from tests.test_politeness import start_gaps
+
+HOSTS = [f"127.0.0.{i}" for i in range(1, 7)]
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+def crawl_id() -> str:
+    return f"test-{uuid.uuid4().hex[:8]}"
+
+
+class Web:
+    """Sites on several loopback addresses, each a tree of pages with cross links."""
+
+    def __init__(self, sites: list[Site], pages_per_host: int) -> None:
+        self.sites = sites
+        self.pages_per_host = pages_per_host
+
+    def urls(self) -> set[str]:
+        return {f"{s.url}/p{i}" for s in self.sites for i in range(self.pages_per_host)}
+
+    def fetches(self) -> Counter[str]:
+        return Counter(f"{s.url}{hit.path}" for s in self.sites for hit in s.hits)
+
+    def seeds(self, tmp_path: Path) -> Path:
+        path = tmp_path / "seeds.txt"
+        path.write_text("".join(f"{s.url}/p0\n" for s in self.sites))
+        return path
+
+
+async def make_web(count: int, pages: int, delay_s: float) -> Web:
+    sites = [await Site(host).start() for host in HOSTS[:count]]
+    for n, site in enumerate(sites):
+        other = sites[(n + 1) % len(sites)]
+        for i in range(pages):
+            links = [f"/p{c}" for c in (2 * i + 1, 2 * i + 2) if c < pages]
+            links += [f"/p{(i * 7 + 3) % pages}", f"{other.url}/p{(i * 5) % pages}"]
+            site.page(f"/p{i}", f"page {i}", links, delay_s=delay_s)
+    return Web(sites, pages)
+
+
+@pytest.fixture
+async def web() -> AsyncIterator[Web]:
+    the_web = await make_web(6, 40, 0.02)
+    yield the_web
+    for site in the_web.sites:
+        await site.stop()
+
+
+class Crawler:
+    """`python -m crawler ... --redis URL --crawl-id ID` as a subprocess."""
+
+    def __init__(self, process: asyncio.subprocess.Process, output: Path) -> None:
+        self.process = process
+        self.output = output
+
+    @classmethod
+    async def start(
+        cls, seeds: Path, output: Path, redis_url: str, crawl: str, *extra: str
+    ) -> Crawler:
+        command = [sys.executable, "-m", "crawler", str(seeds), "-o", str(output)]
+        command += ["--redis", redis_url, "--crawl-id", crawl, "--quiet", "--timeout", "5"]
+        command += ["--any-host", "--retries", "0", "--ignore-robots"]
+        # Depths in a shared crawl are those of the path a URL was first found by, not
+        # always the shortest: a depth limit could leave pages out, depending on timing.
+        command += ["--max-depth", "100", *extra]
+        process = await asyncio.create_subprocess_exec(
+            *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        return cls(process, output)
+
+    async def finish(self) -> tuple[int, str]:
+        _, err = await asyncio.wait_for(self.process.communicate(), 60)
+        return self.process.returncode, err.decode()
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.output.exists():
+            return []
+        lines = self.output.read_text("utf-8").splitlines(keepends=True)
+        return [json.loads(line) for line in lines if line.endswith("\n")]
+
+
+async def start_crawlers(
+    count: int, web: Web, tmp_path: Path, redis_url: str, *extra: str
+) -> list[Crawler]:
+    """`count` processes on one new shared crawl of `web`, each with its own output."""
+    crawl, seeds = crawl_id(), web.seeds(tmp_path)
+    return [
+        await Crawler.start(seeds, tmp_path / f"pages-{i}.jsonl", redis_url, crawl, *extra)
+        for i in range(count)
+    ]
+
+
+def all_records(crawlers: list[Crawler]) -> Counter[str]:
+    return Counter(r["url"] for c in crawlers for r in c.records())
+
+
+async def run_all(crawlers: list[Crawler]) -> None:
+    for code, err in await asyncio.gather(*(c.finish() for c in crawlers)):
+        assert code == 0, err
+        assert "Traceback" not in err
+
+
+# --- the visited set -----------------------------------------------------------------------
+
+
+def shared_filter(server: RedisServer) -> tuple[Any, str, SharedBloomLayout, Any]:
+    """A client, a new filter's key prefix and layout (1M URLs at 1e-6), and its claim script."""
+    client = server.client()
+    prefix = f"crawler:{{{crawl_id()}"
+    return (
+        client,
+        prefix,
+        SharedBloomLayout(prefix, 1_000_000, 1e-6),
+        client.register_script(CLAIM_ONLY_LUA),
+    )
+
+
+def test_a_url_sets_the_same_bits_in_redis_as_in_the_local_filter(redis_server):
+    client, prefix, layout, claim = shared_filter(redis_server)
+    urls = [f"http://example.com/page/{i}" for i in range(2000)]
+    reply = claim(args=[prefix, *layout.claim_args(urls)])
+    assert reply[0] == 1 and reply[2] == [1] * len(urls)
+    assert layout.shards == 16
+    g = layout.geometry(0)
+    for shard in range(layout.shards):
+        local = _Slice(g.capacity, g.error_rate, m=g.m, k=g.k)
+        for url in urls:
+            h1, h2 = _hash(url, signed=False)
+            if layout.shard_of(h1) == shard:
+                local.insert(h1, h2)
+        remote = bitarray(endian="big")  # Redis numbers bits from the top of each byte
+        remote.frombytes(client.get(f"{layout.shard_keys(shard)}s0"))
+        assert remote == local.bits
+    reply = claim(args=[prefix, *layout.claim_args([*urls[:10], "http://example.com/new"])])
+    assert reply[2] == [0] * 10 + [1]
+
+
+def test_check_and_add_is_atomic_under_concurrent_callers(redis_server):
+    prefix = f"crawler:{{{crawl_id()}"
+    urls = [f"http://example.com/{i}" for i in range(3000)]
+    verdicts: list[list[int]] = []
+
+    def caller(seed: int) -> None:
+        client = redis_server.client()
+        claim = client.register_script(CLAIM_ONLY_LUA)
+        layout = SharedBloomLayout(prefix, 500, 1e-4)  # small: slices are added meanwhile
+        order = urls[seed:] + urls[:seed]
+        mine = {}
+        for start in range(0, len(order), 50):
+            batch = order[start : start + 50]
+            while (reply := claim(args=[prefix, *layout.claim_args(batch)]))[0] == 0:
+                layout.slices_known = reply[1]
+            mine.update(zip(batch, reply[2], strict=True))
+        verdicts.append([mine[url] for url in urls])
+
+    threads = [threading.Thread(target=caller, args=(i * 700,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    new_per_url = [sum(column) for column in zip(*verdicts, strict=True)]
+    false_positives = new_per_url.count(0)
+    assert set(new_per_url) <= {0, 1} and false_positives <= 3
+    slices = int(redis_server.client().hget(f"{prefix}:bf0}}:n", "slices"))
+    assert slices >= 3  # the filter grew while the callers raced
+
+
+def test_the_shared_filter_takes_at_most_105_percent_of_the_theoretical_bits(redis_server):
+    client, prefix, layout, claim = shared_filter(redis_server)
+    urls = [f"http://example.com/section/{i % 97}/page-{i}.html" for i in range(20_000)]
+    for start in range(0, len(urls), 500):
+        claim(args=[prefix, *layout.claim_args(urls[start : start + 500])])
+    keys = [f"{layout.shard_keys(j)}{suffix}" for j in range(16) for suffix in ("n", "s0")]
+    used = sum(client.memory_usage(key) for key in keys)
+    theoretical = layout.shards * layout.geometry(0).theoretical_bits / 8
+    assert used <= 1.05 * theoretical, (used, theoretical)
+
+
+# --- crawling together -----------------------------------------------------------------------
+
+
+async def test_three_processes_fetch_every_page_once_in_all(tmp_path, web, redis_server):
+    crawlers = await start_crawlers(3, web, tmp_path, redis_server.url)
+    await run_all(crawlers)
+    fetched = web.fetches()
+    assert set(fetched) == web.urls()
+    assert [url for url, n in fetched.items() if n > 1] == []
+    records = all_records(crawlers)
+    assert set(records) == web.urls() and set(records.values()) == {1}
+    assert sum(1 for c in crawlers if c.records()) >= 2  # the hosts were shared out
+
+
+async def test_a_process_killed_mid_crawl_loses_nothing(tmp_path, web, redis_server):
+    crawlers = await start_crawlers(3, web, tmp_path, redis_server.url, "--lease-s", "1")
+    await web.sites[0].hits_reached(10).wait()
+    victim = max(crawlers, key=lambda c: len(c.records()))
+    victim.process.send_signal(signal.SIGKILL)
+    await victim.process.wait()
+    survivors = [c for c in crawlers if c is not victim]
+    await run_all(survivors)
+    records = all_records(crawlers)
+    assert set(records) == web.urls()  # nothing lost
+    again = [url for url, n in records.items() if n > 1]
+    assert len(again) <= 2 * 16 * 2  # only what the killed process had taken
+
+
+async def test_per_host_cap_and_delay_hold_across_processes(tmp_path, redis_server):
+    the_web = await make_web(2, 16, 0.25)
+    try:
+        crawl = crawl_id()
+        seeds = the_web.seeds(tmp_path)
+        options = ("--per-host", "2", "--delay", "0.2", "--lease-s", "2")
+        crawlers = []
+        for i in range(3):  # joining one after another: hosts change hands meanwhile
+            crawlers.append(
+                await Crawler.start(
+                    seeds, tmp_path / f"pages-{i}.jsonl", redis_server.url, crawl, *options
+                )
+            )
+            await asyncio.sleep(0.4)
+        await run_all(crawlers)
+        for site in the_web.sites:
+            assert site.max_in_flight <= 2
+            gaps = start_gaps(site)
+            # The server runs in another process than the crawlers: allow for its own
+            # scheduling on a busy machine.
+            assert min(gaps) >= 0.2 - 0.02, min(gaps)
+        assert set(all_records(crawlers).values()) == {1}
+    finally:
+        for site in the_web.sites:
+            await site.stop()
+
+
+async def test_two_join_at_once_and_a_late_joiner(tmp_path, redis_server):
+    the_web = await make_web(6, 40, 0.05)
+    try:
+        crawl = crawl_id()
+        seeds = the_web.seeds(tmp_path)
+        start = [
+            Crawler.start(seeds, tmp_path / f"pages-{i}.jsonl", redis_server.url, crawl)
+            for i in range(2)
+        ]
+        crawlers = list(await asyncio.gather(*start))
+        await the_web.sites[0].hits_reached(5).wait()
+        crawlers.append(
+            await Crawler.start(seeds, tmp_path / "late.jsonl", redis_server.url, crawl)
+        )
+        await run_all(crawlers)
+        fetched = the_web.fetches()
+        assert set(fetched) == the_web.urls() and set(fetched.values()) == {1}
+        assert set(all_records(crawlers).values()) == {1}
+    finally:
+        for site in the_web.sites:
+            await site.stop()
+
+
+async def test_a_joiner_with_other_settings_is_refused_with_one_line(tmp_path, web, redis_server):
+    crawl = crawl_id()
+    seeds = web.seeds(tmp_path)
+    first = await Crawler.start(seeds, tmp_path / "a.jsonl", redis_server.url, crawl)
+    await run_all([first])
+    other = await Crawler.start(
+        seeds, tmp_path / "b.jsonl", redis_server.url, crawl, "--max-depth", "3"
+    )
+    code, err = await other.finish()
+    assert code == 2
+    assert err.strip().count("\n") == 0 and "max-depth" in err, err
+
+
+async def test_max_pages_counts_across_processes(tmp_path, web, redis_server):
+    crawlers = await start_crawlers(2, web, tmp_path, redis_server.url, "--max-pages", "50")
+    await run_all(crawlers)
+    records = all_records(crawlers)
+    assert sum(records.values()) == 50 and set(records.values()) == {1}
+
+
+async def test_redis_going_away_stops_the_crawl_and_a_restart_resumes(tmp_path, web):
+    server = RedisServer(tmp_path / "redis", durable=True).start()
+    try:
+        crawl = crawl_id()
+        seeds = web.seeds(tmp_path)
+        output = tmp_path / "pages.jsonl"
+        first = await Crawler.start(seeds, output, server.url, crawl, "--lease-s", "1")
+        await web.sites[0].hits_reached(10).wait()
+        server.kill()
+        code, err = await first.finish()
+        assert code != 0
+        assert "Traceback" not in err and "Redis" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+        done_before = len(first.records())
+        assert 0 < done_before < len(web.urls())
+        server.start()
+        second = await Crawler.start(seeds, output, server.url, crawl, "--lease-s", "1")
+        await run_all([second])
+        records = Counter(r["url"] for r in second.records())
+        assert set(records) == web.urls()
+        assert sum(records.values()) - len(records) <= 2 * 16  # what was in flight at the loss
+    finally:
+        server.stop()
