@@ -21,6 +21,8 @@ from crawler.state.redis_bloom import CLAIM_ONLY_LUA, SharedBloomLayout
 from tests.conftest import Site
 from tests.redis_server import RedisServer
 from tests.test_politeness import start_gaps
+from tests.test_sitemaps import index, urlset
+from tests.test_sitemaps import url as url_entry
 
 HOSTS = [f"127.0.0.{i}" for i in range(1, 7)]
 
@@ -325,3 +327,47 @@ async def test_redis_going_away_stops_the_crawl_and_a_restart_resumes(tmp_path, 
         assert sum(records.values()) - len(records) <= 2 * 16  # what was in flight at the loss
     finally:
         server.stop()
+
+
+async def test_max_pages_per_host_holds_across_processes(tmp_path, web, redis_server):
+    crawlers = await start_crawlers(2, web, tmp_path, redis_server.url, "--max-pages-per-host", "7")
+    await run_all(crawlers)
+    for site in web.sites:
+        assert len(site.hits) == 7, site.url  # counted at the server: the whole crawl's
+    records = all_records(crawlers)
+    assert len(records) == 7 * len(web.sites) and set(records.values()) == {1}
+
+
+async def test_sitemap_requests_keep_their_kind_and_lastmod_in_the_shared_queue(
+    tmp_path, redis_server
+):
+    site = await Site(HOSTS[0]).start()
+    try:
+        site.page("/", "home")  # links to nothing: the pages are found by the sitemap only
+        sitemap = urlset(url_entry("/a", "2024-05-01T10:00:00Z"), url_entry("/b"))
+        site.page("/sitemap.xml", body=index("/s1.xml"), content_type="application/xml")
+        site.page("/s1.xml", body=sitemap, content_type="application/xml")
+        site.page("/a", "a")
+        site.page("/b", "b")
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(f"{site.url}/\n")
+        crawl = crawl_id()
+        crawlers = [
+            await Crawler.start(
+                seeds, tmp_path / f"pages-{i}.jsonl", redis_server.url, crawl, "--sitemaps"
+            )
+            for i in range(2)
+        ]
+        await run_all(crawlers)
+        records = {r["url"]: r for c in crawlers for r in c.records()}
+        u = site.url
+        assert {p: n for p, n in site.paths().items() if p != "/robots.txt"} == {
+            "/": 1, "/sitemap.xml": 1, "/s1.xml": 1, "/a": 1, "/b": 1,
+        }  # fmt: skip
+        assert (records[f"{u}/s1.xml"]["kind"], records[f"{u}/s1.xml"]["depth"]) == ("sitemap", 0)
+        a = records[f"{u}/a"]
+        assert (a["kind"], a["depth"], a["referrer"]) == ("page", 1, f"{u}/s1.xml")
+        assert a["sitemap_lastmod"] == "2024-05-01T10:00:00Z"
+        assert "sitemap_lastmod" not in records[f"{u}/b"]
+    finally:
+        await site.stop()
