@@ -66,6 +66,7 @@ from crawler.urls import host_of, visit_key
 log = logging.getLogger(__name__)
 
 IDLE_POLL_S = 0.05  # how often a process with nothing to do asks whether work or the end came
+MAX_CONNECTIONS = 4  # to Redis, per process
 MAX_TICK_S = 0.25  # a membership change, or a new host to serve, is noticed within this
 # The settings a joiner must share with the crawl it joins: a resume's, and the
 # page budget, which all processes count against together.
@@ -524,9 +525,16 @@ class RedisStore:
     @property
     def _redis(self) -> redis.asyncio.Redis:
         if self._client is None:
-            self._client = client = redis.asyncio.Redis.from_url(
-                self._url, socket_timeout=10, socket_connect_timeout=5
+            # Redis runs one command at a time: a few connections keep it busy, and
+            # one per waiting worker (the default pool's) only costs memory.
+            pool = redis.asyncio.BlockingConnectionPool.from_url(
+                self._url,
+                max_connections=MAX_CONNECTIONS,
+                timeout=None,
+                socket_timeout=10,
+                socket_connect_timeout=5,
             )
+            self._client = client = redis.asyncio.Redis.from_pool(pool)
             self._scripts = {name: client.register_script(lua) for name, lua in SCRIPTS.items()}
         return self._client
 
