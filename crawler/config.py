@@ -432,7 +432,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "warc_prefix",
         "str",
-        "WARC file names are PREFIX-TIMESTAMP-SERIAL.warc.gz (one prefix per process)",
+        "WARC file names are PREFIX-TIMESTAMP-SERIAL.warc.gz (--redis adds each process's id)",
         lambda v: None if re.fullmatch(r"[\w.-]+", v) else "must be letters, digits, . _ or -",
         metavar="PREFIX",
     ),

@@ -23,6 +23,7 @@ from tests.redis_server import RedisServer
 from tests.test_politeness import start_gaps
 from tests.test_sitemaps import index, urlset
 from tests.test_sitemaps import url as url_entry
+from tests.test_warc import read_archive
 
 HOSTS = [f"127.0.0.{i}" for i in range(1, 7)]
 
@@ -336,6 +337,31 @@ async def test_max_pages_per_host_holds_across_processes(tmp_path, web, redis_se
         assert len(site.hits) == 7, site.url  # counted at the server: the whole crawl's
     records = all_records(crawlers)
     assert len(records) == 7 * len(web.sites) and set(records.values()) == {1}
+
+
+async def test_each_process_writes_its_own_warc_files_and_each_page_is_in_one(
+    tmp_path, web, redis_server
+):
+    archive = tmp_path / "warc"
+    crawlers = await start_crawlers(2, web, tmp_path, redis_server.url, "--warc", str(archive))
+    await run_all(crawlers)
+    # crawl-<member>-<timestamp>-<serial>.warc.gz, the member being <host>-<pid>-<hex>
+    prefixes = {path.name.rsplit("-", 2)[0] for path in archive.glob("*.warc.gz")}
+    pids = {c.process.pid for c in crawlers}
+    assert len(prefixes) == 2
+    assert {int(prefix.split("-")[-2]) for prefix in prefixes} == pids
+    for crawler in crawlers:  # a process's records point into its own files only
+        pid = f"-{crawler.process.pid}-"
+        assert all(pid in r["warc_file"] for r in crawler.records())
+    records = read_archive(archive)
+    pages = Counter(r["uri"] for r in records if r["type"] in ("response", "revisit"))
+    assert set(pages) == web.urls() and set(pages.values()) == {1}
+    located = {
+        (r["warc_file"], r["url"]) for c in crawlers for r in c.records()
+    }  # every JSONL record names the file that holds its page
+    assert located == {
+        (r["file"], r["uri"]) for r in records if r["type"] in ("response", "revisit")
+    }
 
 
 async def test_sitemap_requests_keep_their_kind_and_lastmod_in_the_shared_queue(

@@ -29,7 +29,8 @@ and reads the kept files' payload digests back, so revisits still point to the
 first capture after a resume.
 
 The revisit index (payload digest -> first capture) is the process's own: with
-several processes on one crawl, each with its own --warc-prefix, a payload
+several processes on one crawl (--redis, where each adds its member id to the
+prefix), a payload
 first archived by another process is archived again, not written as a revisit.
 """
 

@@ -199,6 +199,10 @@ def open_store(settings: Settings, seeds: Sequence[str]) -> Store:
     from crawler.state.disk import DiskStore
     from crawler.state.memory import MemoryStore
 
+    if settings.redis:
+        from crawler.state.redis import RedisStore  # redis-py is imported only when used
+
+        return RedisStore(settings, seeds)
     if settings.state:
         return DiskStore(settings, seeds)
     return MemoryStore(settings)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -55,8 +56,7 @@ from crawler.frontier import PAGE, ROBOTS, SITEMAP, MemoryFrontier, Request
 from crawler.page import Page
 from crawler.partition import owner
 from crawler.politeness import HostScheduler
-from crawler.sinks import Sink, WriteFailed
-from crawler.sinks.jsonl import JsonlSink
+from crawler.sinks import WriteFailed, open_sinks
 from crawler.state import MAX_PAGES_PER_HOST, trap_check, warn_sitemaps_dropped
 from crawler.state.disk import SHAPING_SETTINGS, crawl_shape
 from crawler.state.redis_bloom import CLAIM_LUA, CLAIM_ONLY_LUA, SharedBloomLayout
@@ -310,6 +310,8 @@ class RedisStore:
     """The Store of a process that shares its crawl with others through Redis."""
 
     shared = True
+    complete = False  # the shared crawl's end is found by `serve`
+    gate = None  # the breadth-first gate is off: other processes hold pages we don't see
 
     def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
         self.settings = settings
@@ -326,13 +328,17 @@ class RedisStore:
         self.frontier = MemoryFrontier()  # URLs taken from Redis, not started yet
         self.stats = Stats()
         self._is_trap = trap_check(settings, self.stats)
-        # Appended to, so that a process started again keeps what it wrote before.
-        self.sinks: list[Sink] = []
+        # The output is appended to, so that a process started again keeps what it
+        # wrote before; WARC files are named after the member, so that no two
+        # processes write the same file.
+        positions = {}
         if settings.output and settings.output != STDOUT:
-            resume_at = _end_of_last_line(settings.output)
-            self.sinks.append(JsonlSink(settings.output, resume_at=resume_at))
-        elif settings.output:
-            self.sinks.append(JsonlSink(settings.output))
+            positions["jsonl"] = _end_of_last_line(settings.output)
+        if settings.warc is not None:
+            settings = dataclasses.replace(
+                settings, warc_prefix=f"{settings.warc_prefix}-{self.member}"
+            )
+        self.sinks = open_sinks(settings, positions)
         self._client: redis.asyncio.Redis | None = None
         self._lost = False
         self._scheduler: HostScheduler | None = None
@@ -374,8 +380,7 @@ class RedisStore:
     def close(self) -> None:
         """Give back what this process took and did not finish, and leave the crawl."""
         try:
-            for sink in self.sinks:
-                sink.close()
+            self.sinks.close()
         finally:
             if self._members and not self._lost:
                 self._leave()
@@ -412,8 +417,7 @@ class RedisStore:
         The page goes to the sinks first: if the process dies before the script runs,
         the URL is fetched again by another, rather than lost."""
         if page is not None:
-            for sink in self.sinks:
-                sink.write(page)
+            self.sinks.write(page)
         ask = self._candidates(done, links, listed)
         robots = [r for r in listed if r.kind == ROBOTS]
         item = self._taken.pop(done.url, None) if done is not None else None
@@ -441,6 +445,8 @@ class RedisStore:
         if status == "evicted":
             raise WriteFailed(self._evicted())
         self._layout.slices_known = max(self._layout.slices_known, int(reply[1]))
+        if page is not None and done is not None:
+            self.stats.count(page, done.host)
         self.bloom.update(key for _, key, _ in ask)
         if done is not None:
             self._done(done.host)
