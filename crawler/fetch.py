@@ -14,7 +14,6 @@ the time.
 
 from __future__ import annotations
 
-import base64
 import email.utils
 import hashlib
 import ssl
@@ -241,9 +240,18 @@ def payload_digest(payload: bytes) -> str:
     return sha1_base32(hashlib.sha1(payload).digest())
 
 
+# base64.b32encode is pure Python (4.5 us a digest here); 160 bits are 16 groups of 10
+# bits, each two base32 characters, looked up whole (1.9 us).
+_BASE32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_BASE32_PAIRS = [a + b for a in _BASE32 for b in _BASE32]
+_TEN_BIT_SHIFTS = range(150, -1, -10)
+
+
 def sha1_base32(digest: bytes) -> str:
     """'sha1:' and the 20-byte `digest` in base32 (32 characters, no padding needed)."""
-    return "sha1:" + base64.b32encode(digest).decode("ascii")
+    bits = int.from_bytes(digest, "big")
+    pairs = _BASE32_PAIRS
+    return "sha1:" + "".join([pairs[(bits >> shift) & 1023] for shift in _TEN_BIT_SHIFTS])
 
 
 def _request_head(r: aiohttp.ClientResponse) -> bytes:

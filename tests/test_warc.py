@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import io
 import json
@@ -16,9 +17,12 @@ from typing import Any
 
 from aiohttp import web
 from fastwarc.warc import ArchiveIterator as FastArchiveIterator
+from hypothesis import given
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler import Crawler
+from crawler.fetch import sha1_base32
 from crawler.sinks.warc import REVISIT_PROFILE
 from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, html, read_records
 from tests.test_state import Run, build_graph_site
@@ -371,3 +375,8 @@ async def test_a_state_directory_of_an_older_format_is_refused_in_one_line(
     code, err = await run.until_done()
     assert code == 2
     assert err.count("\n") == 1 and "state format 2" in err and "--fresh" in err
+
+
+@given(st.binary(min_size=20, max_size=20))
+def test_sha1_base32_is_the_standard_base32_of_the_digest(digest):
+    assert sha1_base32(digest) == "sha1:" + base64.b32encode(digest).decode("ascii")
