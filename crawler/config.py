@@ -139,6 +139,12 @@ def _at_least(low: float) -> Callable[[Any], str | None]:
     return lambda v: None if v >= low else f"must be >= {low:g}"
 
 
+def _matching(pattern: str, problem: str) -> Callable[[str], str | None]:
+    """A check that the whole value matches `pattern`, else says `problem`."""
+    compiled = re.compile(pattern, re.DOTALL)
+    return lambda v: None if compiled.fullmatch(v) else problem
+
+
 def _positive(v: float) -> str | None:
     return None if v > 0 else "must be > 0"
 
@@ -394,18 +400,14 @@ OPTIONS: tuple[Option, ...] = (
         "redis",
         "str",
         "share the crawl with other processes through this Redis (redis://HOST:PORT/DB)",
-        lambda v: None if re.match(r"(rediss?|unix)://", v) else "must be a redis:// URL",
+        _matching(r"(rediss?|unix)://.*", "must be a redis:// URL"),
         metavar="URL",
     ),
     Option(
         "crawl_id",
         "str",
         "name of the shared crawl in Redis; processes with the same one crawl together",
-        lambda v: (
-            None
-            if re.fullmatch(r"[A-Za-z0-9._-]{1,64}", v)
-            else "must be 1-64 letters, digits, '.', '_' or '-'"
-        ),
+        _matching(r"[A-Za-z0-9._-]{1,64}", "must be 1-64 letters, digits, '.', '_' or '-'"),
         metavar="ID",
     ),
     Option(
@@ -433,7 +435,7 @@ OPTIONS: tuple[Option, ...] = (
         "warc_prefix",
         "str",
         "WARC file names are PREFIX-TIMESTAMP-SERIAL.warc.gz (--redis adds each process's id)",
-        lambda v: None if re.fullmatch(r"[\w.-]+", v) else "must be letters, digits, . _ or -",
+        _matching(r"[\w.-]+", "must be letters, digits, . _ or -"),
         metavar="PREFIX",
     ),
     Option(
