@@ -69,10 +69,10 @@ class Store(Protocol):
         """Atomically: hand `done`'s `page` to the sinks; claim in the visited set the
         `links` to follow from it (the seeds if `done` is None) and the requests a
         sitemap or robots.txt `listed`; queue those no one had claimed that pass the
-        trap rules, --max-pages-per-host and --max-sitemaps (robots.txt requests need
-        no claim); and make the claims of the redirect targets `claimed` permanent;
-        then count the page in `stats`, so that saved figures match the saved records.
-        Returns the requests queued."""
+        trap rules, --max-pages-per-host and --max-sitemaps (the seeds' robots.txt
+        requests are claimed apart from pages, if at all); and make the claims of the
+        redirect targets `claimed` permanent; then count the page in `stats`, so that
+        saved figures match the saved records. Returns the requests queued."""
 
     async def claim(self, url: str) -> bool:
         """Claim a redirect target in the visited set; True if no one had."""

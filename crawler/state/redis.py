@@ -189,8 +189,7 @@ return n
 # ARGV: prefix, member, done URL's JSON or '', records (0/1), shape or '', a host to
 # take more URLs of, how many, max_pages, max_pages_per_host, max_sitemaps, then
 # claim_args() of the candidates, then per candidate its host, JSON and limit ('h':
-# --max-pages-per-host, 's': --max-sitemaps, '-': none), then how many requests to
-# queue with no claim (robots.txt's), and per one its host and JSON. One atomic step:
+# --max-pages-per-host, 's': --max-sitemaps, '-': none). One atomic step:
 # claim the candidates, queue the new ones within the limits, take the done URL out
 # of flight, count the record, and take the done page's host's next URLs (so a busy
 # host costs no round trip of its own). The seeds' commit also stores the shape, or
@@ -245,10 +244,6 @@ for i, new in ipairs(flags) do
     if flags[i] == 1 then queue(host, ARGV[at + 1]) end
   end
 end
-local unclaimed = c.after + 3 * c.n
-for i = 1, tonumber(ARGV[unclaimed]) do
-  queue(ARGV[unclaimed + 2 * i - 1], ARGV[unclaimed + 2 * i])
-end
 if queued > 0 then redis.call('HINCRBY', P .. 'counts', 'queued', queued) end
 local taken = {}
 if tonumber(ARGV[7]) > 0 then taken = take(P, me, ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])) end
@@ -273,6 +268,11 @@ def _record(request: Request) -> bytes:
     return orjson.dumps(
         [request.url, request.depth, request.referrer, request.kind, request.lastmod]
     )
+
+
+def _taken_key(request: Request) -> tuple[str, str]:
+    """A taken request's key: robots.txt may also be queued as a page, by a link to it."""
+    return request.kind, request.url
 
 
 def member_id() -> str:
@@ -344,7 +344,8 @@ class RedisStore:
         self._lost = False
         self._scheduler: HostScheduler | None = None
         self._members: list[str] = [self.member]
-        self._taken: dict[str, bytes] = {}  # url -> its JSON, for URLs taken and not committed
+        # (kind, url) -> its JSON, for URLs taken and not committed
+        self._taken: dict[tuple[str, str], bytes] = {}
         self._outstanding: Counter[str] = Counter()  # per host: taken and not committed
         self._leaving: set[str] = set()  # hosts to hand over once nothing of theirs is left
         self._wake = asyncio.Event()
@@ -388,7 +389,7 @@ class RedisStore:
 
     def _leave(self) -> None:
         by_host: dict[str, list[bytes]] = defaultdict(list)
-        for url, item in self._taken.items():
+        for (_, url), item in self._taken.items():
             by_host[host_of(url)].append(item)
         client = self._sync_client()
         try:
@@ -420,8 +421,7 @@ class RedisStore:
         if page is not None:
             self.sinks.write(page)
         ask = self._candidates(done, links, listed)
-        robots = [r for r in listed if r.kind == ROBOTS]
-        item = self._taken.pop(done.url, None) if done is not None else None
+        item = self._taken.pop(_taken_key(done), None) if done is not None else None
         settings = self.settings
         args: list[Any] = [self._prefix, self.member, item or "", int(page is not None)]
         args.append(self._shape if done is None else "")
@@ -429,8 +429,6 @@ class RedisStore:
         args += (done.host if more else "", more, settings.max_pages)
         args += (settings.max_pages_per_host, settings.max_sitemaps)
         tail = [x for r, _, limit in ask for x in (r.host, _record(r), limit)]
-        tail.append(len(robots))
-        tail += (x for r in robots for x in (r.host, _record(r)))
         while True:
             bloom_args = self._layout.claim_args([key for _, key, _ in ask])
             reply = await self._call("commit", [*args, *bloom_args, *tail])
@@ -453,7 +451,7 @@ class RedisStore:
             self._done(done.host)
             if more:
                 self._accept(done.host, reply[3])
-        new = robots
+        new = []
         dropped_sitemaps = 0
         for (r, _, _), flag in zip(ask, reply[2], strict=True):
             if flag == 1:
@@ -479,8 +477,9 @@ class RedisStore:
             for url, key, new in zip(links, keys, maybe_new, strict=True)
             if new and not (is_trap and is_trap(url))
         ]
-        listed = [r for r in listed if r.kind != ROBOTS]
-        keys = [visit_key(r.url) for r in listed]
+        # Every process that seeds the crawl lists the seeds' robots.txt: claimed under
+        # a key no page has (visit keys have no fragment), they are queued once.
+        keys = [visit_key(r.url) + ("#robots" if r.kind == ROBOTS else "") for r in listed]
         maybe_new = self.bloom.check_many(keys)
         ask += (
             (r, key, "s" if r.kind == SITEMAP else "-")
@@ -601,7 +600,7 @@ class RedisStore:
         for host in list(self._leaving):
             items = []
             while (request := self.frontier.pop(host)) is not None:
-                items.append(self._taken.pop(request.url))
+                items.append(self._taken.pop(_taken_key(request)))
             self._outstanding[host] -= len(items)
             await self._release_host(host, items)
 
@@ -665,8 +664,9 @@ class RedisStore:
         requests = []
         for item in reply[1:]:
             url, depth, referrer, *kind_lastmod = orjson.loads(item)
-            self._taken[url] = item
-            requests.append(Request(url, depth, referrer, 0, *kind_lastmod))
+            request = Request(url, depth, referrer, 0, *kind_lastmod)
+            self._taken[_taken_key(request)] = item
+            requests.append(request)
         if requests:
             self._outstanding[host] += len(requests)
             self.frontier.push(requests)
