@@ -468,8 +468,7 @@ class Crawl:
             or request.depth >= self.settings.max_depth  # too deep: not even claimed
         ):
             return page, []
-        allows = self.scope.allows
-        return page, [url for url in links if allows(url)]
+        return page, self.scope.allowed(links)
 
     def _fetched_page(self, request: Request, response: Response, elapsed_s: float) -> Page:
         fetched = response.status is not None
@@ -500,8 +499,8 @@ class Crawl:
 
     async def _followed(self, page: Page | None, listed: list[Request]) -> list[Request]:
         """What a sitemap or robots.txt lists, in scope and let through by the hooks."""
-        allows = self.scope.allows
-        listed = [r for r in listed if allows(r.url)]
+        in_scope = set(self.scope.allowed([r.url for r in listed]))
+        listed = [r for r in listed if r.url in in_scope]
         if self.hooks is not None and page is not None:
             pages = [r.url for r in listed if r.kind == PAGE]
             followed = set(await self.hooks.apply(page, pages))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from itertools import compress
 from typing import TYPE_CHECKING, Protocol
 
 from crawler.bloom import BloomFilter
@@ -21,7 +22,7 @@ from crawler.frontier import ROBOTS, SITEMAP, Frontier, Request
 from crawler.page import Page
 from crawler.sinks import Sinks
 from crawler.stats import Stats
-from crawler.urls import TrapRules, host_of, visit_key
+from crawler.urls import TrapRules, host_of, visit_key, visit_keys
 
 if TYPE_CHECKING:
     from crawler.politeness import HostScheduler
@@ -147,12 +148,12 @@ class LocalStore:
         """Nothing comes from elsewhere."""
 
     def _claim_links(self, done: Request | None, links: list[str]) -> list[Request]:
-        keys = [visit_key(url) for url in links]
+        keys = visit_keys(links)
         fresh = self.visited.add_many(keys)
         gate = self.gate
         if gate is not None and gate.late and done is not None:
             self.stats.depth_inexact += gate.late_claims(done, keys, fresh)
-        urls = [url for url, new in zip(links, fresh, strict=True) if new]
+        urls = list(compress(links, fresh))
         is_trap = self._is_trap if done is not None else None  # a seed is no trap
         if urls and (is_trap or self._max_pages_per_host):
             urls = [url for url in urls if not (is_trap and is_trap(url)) and self._room(url)]
