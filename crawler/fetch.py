@@ -240,18 +240,33 @@ def payload_digest(payload: bytes) -> str:
     return sha1_base32(hashlib.sha1(payload).digest())
 
 
-# base64.b32encode is pure Python (4.5 us a digest here); 160 bits are 16 groups of 10
-# bits, each two base32 characters, looked up whole (1.9 us).
-_BASE32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-_BASE32_PAIRS = [a + b for a in _BASE32 for b in _BASE32]
-_TEN_BIT_SHIFTS = range(150, -1, -10)
+# base64.b32encode is pure Python (6 us a digest here). Base32 is the 160-bit number's
+# 32 groups of 5 bits: a few big-integer steps spread them one to a byte, each step
+# moving the upper half of every group up (160 bits to two 80-bit groups 128 bits
+# apart, ..., to 5-bit groups 8 bits apart), and bytes.translate spells them (1.7 us).
+_BASE32 = bytes.maketrans(bytes(range(32)), b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+
+
+def _spreading_steps() -> list[tuple[int, int]]:
+    steps = []
+    width, stride = 160, 256
+    while width > 5:
+        half_width, half_stride = width // 2, stride // 2
+        lower_halves = sum(((1 << half_width) - 1) << (i * stride) for i in range(256 // stride))
+        steps.append((lower_halves, half_stride - half_width))
+        width, stride = half_width, half_stride
+    return steps
+
+
+_SPREADING_STEPS = _spreading_steps()
 
 
 def sha1_base32(digest: bytes) -> str:
     """'sha1:' and the 20-byte `digest` in base32 (32 characters, no padding needed)."""
     bits = int.from_bytes(digest, "big")
-    pairs = _BASE32_PAIRS
-    return "sha1:" + "".join([pairs[(bits >> shift) & 1023] for shift in _TEN_BIT_SHIFTS])
+    for lower_halves, shift in _SPREADING_STEPS:
+        bits = (bits & lower_halves) | ((bits & ~lower_halves) << shift)
+    return "sha1:" + bits.to_bytes(32, "big").translate(_BASE32).decode()
 
 
 def _request_head(r: aiohttp.ClientResponse) -> bytes:
