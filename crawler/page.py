@@ -7,6 +7,7 @@ record the CLI writes: every sink and every API user sees the same object.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -20,8 +21,27 @@ if TYPE_CHECKING:
     from crawler.fetch import Response
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+_MILLISECONDS = [f".{ms:03d}+00:00" for ms in range(1000)]
+
+
+class _UtcClock:
+    """The time as ISO 8601 in UTC, to the millisecond; the date and second formatted
+    once a second (datetime's isoformat took 2 us, a fair part of a page's record)."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def now(self) -> str:
+        t = time.time()
+        second = int(t)
+        if second != self._second:
+            self._second = second
+            self._prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return self._prefix + _MILLISECONDS[int((t - second) * 1000)]
+
+
+_now = _UtcClock().now
 
 
 # The standard fields of a record, each an attribute of a Page.
