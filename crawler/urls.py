@@ -64,6 +64,11 @@ _RFC3986_NORMAL_BYTES = bytes(b for b in range(128) if _RFC3986_NORMAL.fullmatch
 # A reference made only of these characters means the same to WHATWG and RFC 3986, and
 # needs no escaping work at all ("'" is escaped in a query, "%" may start a dot segment).
 _PLAIN_REFERENCE = re.compile(r"[A-Za-z0-9\-._~!$&()*+,;=:@/?]*")
+# The same characters as bytes, with "#" (a fragment, dropped) and the newline that
+# joins a page's hrefs: deleting them from the joined hrefs leaves nothing if all are plain.
+_PLAIN_OR_FRAGMENT_BYTES = (
+    b"".join(bytes([b]) for b in range(128) if _PLAIN_REFERENCE.fullmatch(chr(b))) + b"#\n"
+)
 _DOT_SEGMENT = re.compile(r"(?:^|/)\.\.?(?:/|$)")
 _DOT_OR_ESCAPED_DOT_SEGMENT = re.compile(r"(?:^|/)(?:\.|%2e){1,2}(?:/|$)", re.IGNORECASE)
 _SINGLE_DOTS = frozenset((".", "%2e"))
@@ -409,8 +414,26 @@ def canonical_links(hrefs: Iterable[str], base: str) -> list[str]:
 
     `base` must be canonical already (a fetched URL is): it is not checked again.
     """
-    canonical = _Base(base).canonical
+    hrefs = hrefs if isinstance(hrefs, list) else list(hrefs)
+    resolver = _Base(base)
     seen: dict[str, None] = {}
+    joined = "\n".join(hrefs)
+    if (
+        joined.isascii()
+        and joined.count("\n") == len(hrefs) - 1
+        and not joined.encode().translate(None, _PLAIN_OR_FRAGMENT_BYTES)
+    ):  # most pages: every href plain, so each one's cleaning and check are skipped
+        if "#" in joined:
+            hrefs = [href.partition("#")[0] for href in hrefs]
+        plain, resolve = resolver._plain, resolver.resolve
+        for href in hrefs:
+            url = plain(href) if not href.endswith("?") else None
+            if url is None:
+                url = resolve(href)
+            if url is not None:
+                seen[url] = None
+        return list(seen)
+    canonical = resolver.canonical
     for href in hrefs:
         url = canonical(href)
         if url is not None:
@@ -443,7 +466,11 @@ def visit_keys(urls: list[str]) -> list[str]:
     """`visit_key` of each of a page's links. Most pages' links are all their own keys:
     one pass over them joined, in C, tells, instead of a regular expression per link."""
     joined = "\n".join(urls)
-    if "&" not in joined and not joined.encode().translate(None, _RFC3986_NORMAL_BYTES):
+    if (
+        joined.isascii()
+        and "&" not in joined
+        and not joined.encode().translate(None, _RFC3986_NORMAL_BYTES)
+    ):
         return urls
     return [visit_key(url) for url in urls]
 

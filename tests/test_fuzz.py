@@ -17,7 +17,15 @@ from crawler.charset import decode_html
 from crawler.fetch import Response
 from crawler.parse import parse_html
 from crawler.politeness import Robots
-from crawler.urls import Scope, TrapRules, canonical_links, canonicalize, host_of, visit_key
+from crawler.urls import (
+    Scope,
+    TrapRules,
+    canonical_links,
+    canonicalize,
+    host_of,
+    visit_key,
+    visit_keys,
+)
 
 BASES = [
     "http://example.com/",
@@ -92,6 +100,17 @@ def test_hrefs_and_locations_resolve_to_canonical_urls_or_none(href: str, base: 
     if url is not None:
         assert_canonical(url)
         assert canonicalize(url, base) == url
+
+
+@given(hrefs=st.lists(url_texts, max_size=8), base=bases)
+def test_a_pages_links_are_its_hrefs_canonicalized_one_by_one(hrefs: list[str], base: str):
+    # canonical_links() takes a shortcut when every href is plain: it must not show.
+    page_url = canonicalize(base)
+    one_by_one = (canonicalize(href, page_url) for href in hrefs)
+    assert canonical_links(hrefs, page_url) == list(dict.fromkeys(u for u in one_by_one if u))
+    assert visit_keys(canonical_links(hrefs, page_url)) == [
+        visit_key(url) for url in canonical_links(hrefs, page_url)
+    ]
 
 
 @given(text=url_texts)
