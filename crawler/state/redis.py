@@ -46,6 +46,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+import hiredis
 import orjson
 import redis
 
@@ -263,6 +264,12 @@ SCRIPTS = {
 SHAS = {name: hashlib.sha1(lua.encode()).hexdigest() for name, lua in SCRIPTS.items()}
 
 
+def _command(script: str, *args: str | bytes | int | float) -> tuple[str, bytes]:
+    """`script` and its EVALSHA command with `args`, packed in C by hiredis: redis-py packs
+    each argument in Python, which cost more CPU than the rest of a page's work."""
+    return script, hiredis.pack_command(("EVALSHA", SHAS[script], 0, *args))
+
+
 def _record(request: Request) -> bytes:
     """A queued request in Redis: JSON, the kind and lastmod only when not a plain page's."""
     if request.kind == PAGE and request.lastmod is None:
@@ -425,22 +432,17 @@ class RedisStore:
         the URL is fetched again by another, rather than lost."""
         if page is not None:
             self.sinks.write(page)
+            page.release()
         ask = self._candidates(done, links, listed)
         item = self._taken.pop(_taken_key(done), None) if done is not None else None
-        settings = self.settings
-        args: list[Any] = [self._prefix, self.member, item or "", int(page is not None)]
-        args.append(self._shape if done is None else "")
         more = self._more_of(done.host) if done is not None else 0
-        args += (done.host if more else "", more, settings.max_pages)
-        args += (settings.max_pages_per_host, settings.max_sitemaps)
-        tail = [x for r, _, limit in ask for x in (r.host, _record(r), limit)]
         while True:
-            bloom_args = self._layout.claim_args([key for _, key, _ in ask])
-            reply = await self._call("commit", [*args, *bloom_args, *tail])
+            reply = await self._call(self._commit_command(done, page, item, more, ask))
             status = reply[0].decode()
             if status != "stale":
                 break
             self._layout.slices_known = int(reply[1])
+        settings = self.settings
         if status == "shape":
             raise WriteFailed(
                 f"crawl {settings.crawl_id!r} in Redis was started with other "
@@ -467,6 +469,32 @@ class RedisStore:
                 dropped_sitemaps += 1
         warn_sitemaps_dropped(settings.max_sitemaps, dropped_sitemaps)
         return new
+
+    def _commit_command(
+        self,
+        done: Request | None,
+        page: Page | None,
+        item: bytes | None,
+        more: int,
+        ask: list[tuple[Request, str, str]],
+    ) -> bytes:
+        """The commit script's command, packed: nothing of it lives on while Redis runs it."""
+        settings = self.settings
+        return _command(
+            "commit",
+            self._prefix,
+            self.member,
+            item or "",
+            int(page is not None),
+            self._shape if done is None else "",
+            done.host if more else "",
+            more,
+            settings.max_pages,
+            settings.max_pages_per_host,
+            settings.max_sitemaps,
+            *self._layout.claim_args([key for _, key, _ in ask]),
+            *[x for r, _, limit in ask for x in (r.host, _record(r), limit)],
+        )
 
     def _candidates(
         self, done: Request | None, links: list[str], listed: Sequence[Request]
@@ -499,7 +527,8 @@ class RedisStore:
         if key in self.bloom:
             return False
         while True:
-            reply = await self._call("claim", [self._prefix[:-2], *self._layout.claim_args([key])])
+            claim_args = self._layout.claim_args([key])
+            reply = await self._call(_command("claim", self._prefix[:-2], *claim_args))
             if reply[0]:
                 break
             self._layout.slices_known = int(reply[1])
@@ -533,15 +562,16 @@ class RedisStore:
 
     # -- inside ------------------------------------------------------------------
 
-    async def _call(self, script: str, args: list[Any]) -> Any:
-        """Run `script` with `args` (on our one connection, pipelined with the others)."""
+    async def _call(self, command: tuple[str, bytes]) -> Any:
+        """Run a script's `_command` (on our one connection, pipelined with the others)."""
+        script, packed = command
         connection = self._connection or await self._connect()
         try:
             try:
-                return await connection.call("EVALSHA", SHAS[script], 0, *args)
+                return await connection.send(packed)
             except redis.exceptions.NoScriptError:  # Redis restarted empty
                 await connection.call("SCRIPT", "LOAD", SCRIPTS[script])
-                return await connection.call("EVALSHA", SHAS[script], 0, *args)
+                return await connection.send(packed)
         except redis.RedisError as exc:
             raise self._lost_redis(exc) from None
 
@@ -566,7 +596,7 @@ class RedisStore:
 
     async def _tick(self) -> tuple[int, int, int]:
         """Renew our lease, reap the dead, follow membership; the crawl's counts."""
-        tick = self._call("tick", [self._prefix, self.member, self._lease_ms, 0])
+        tick = self._call(_command("tick", self._prefix, self.member, self._lease_ms, 0))
         try:
             reply = await asyncio.wait_for(tick, REPLY_TIMEOUT_S)
         except TimeoutError:  # behind every command sent before it: Redis hangs
@@ -602,7 +632,7 @@ class RedisStore:
         if items or unlock:
             wait_ms = round(self._scheduler.wait_s(host) * 1000) if unlock else 0
             await self._call(
-                "release", [self._prefix, self.member, host, int(unlock), wait_ms, *items]
+                _command("release", self._prefix, self.member, host, int(unlock), wait_ms, *items)
             )
 
     def _done(self, host: str) -> None:
@@ -631,14 +661,14 @@ class RedisStore:
         replies = await asyncio.gather(  # sent in one write, answered in one read
             *(
                 self._call(
-                    "take",
-                    [
+                    _command(
+                        "take",
                         self._prefix,
                         self.member,
                         host,
                         2 * self._batch - self._outstanding[host],
                         max_pages,
-                    ],
+                    )
                 )
                 for host in wanted
             )

@@ -62,13 +62,17 @@ class RedisConnection(asyncio.Protocol):
 
     def call(self, *args: str | bytes | int | float) -> asyncio.Future[Any]:
         """Send a command; the future is its reply, or a redis error."""
+        return self.send(hiredis.pack_command(args))
+
+    def send(self, command: bytes) -> asyncio.Future[Any]:
+        """Send a command packed by `hiredis.pack_command`; the future is its reply."""
         future = asyncio.get_running_loop().create_future()
         if self._lost is not None:
             future.set_exception(self._lost)
             return future
         if not self._unsent:
             future.get_loop().call_soon(self._flush)
-        self._unsent.append(hiredis.pack_command(args))
+        self._unsent.append(command)
         self._waiting.append(future)
         return future
 
