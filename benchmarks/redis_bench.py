@@ -52,15 +52,20 @@ def start_redis(port: int, cpu: int | None) -> subprocess.Popen[bytes]:
     raise RuntimeError("redis-server did not start")
 
 
-def redis_figures(client: redis.Redis) -> dict[str, float]:
-    stats = client.info("commandstats")
+def redis_cpu_s(client: redis.Redis) -> float:
+    """Redis's CPU time since it started (CONFIG RESETSTAT does not reset it)."""
     cpu = client.info("cpu")
+    return cpu["used_cpu_user"] + cpu["used_cpu_sys"]
+
+
+def redis_figures(client: redis.Redis, cpu_before_s: float) -> dict[str, float]:
+    stats = client.info("commandstats")
     calls = {name.removeprefix("cmdstat_"): v["calls"] for name, v in stats.items()}
     sent = sum(n for name, n in calls.items() if name in CLIENT_COMMANDS)
     return {
         "client_commands": sent,
         "script_commands": sum(calls.values()) - sent,
-        "cpu_s": cpu["used_cpu_user"] + cpu["used_cpu_sys"],
+        "cpu_s": redis_cpu_s(client) - cpu_before_s,
         "calls": calls,
     }
 
@@ -131,9 +136,10 @@ def main() -> int:
                         old.unlink()  # --redis appends to its output
                     client.flushall()
                     client.config_resetstat()
+                    cpu_before_s = redis_cpu_s(client)
                     run = timed_processes(commands, stem)
                     check_crawl(manifest, stem, run)
-                    figures = redis_figures(client) if label != "memory" else {}
+                    figures = redis_figures(client, cpu_before_s) if label != "memory" else {}
                     if figures:
                         figures["used_memory_mib"] = client.info("memory")["used_memory"] / 2**20
                     results[label].append({"run": run.__dict__, "redis": figures})

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -48,7 +49,6 @@ from typing import Any
 import hiredis
 import orjson
 import redis
-import redis.asyncio
 
 from crawler.bloom import BloomFilter
 from crawler.config import STDOUT, ConfigError, Settings
@@ -61,13 +61,15 @@ from crawler.sinks import WriteFailed, open_sinks
 from crawler.state import MAX_PAGES_PER_HOST, trap_check, warn_sitemaps_dropped
 from crawler.state.disk import SHAPING_SETTINGS, crawl_shape
 from crawler.state.redis_bloom import CLAIM_LUA, CLAIM_ONLY_LUA, SharedBloomLayout
+from crawler.state.redis_connection import RedisConnection
 from crawler.stats import Stats
 from crawler.urls import host_of, visit_key
 
 log = logging.getLogger(__name__)
 
 IDLE_POLL_S = 0.05  # how often a process with nothing to do asks whether work or the end came
-MAX_CONNECTIONS = 4  # to Redis, per process
+CONNECT_TIMEOUT_S = 5
+REPLY_TIMEOUT_S = 10  # a Redis that takes longer to answer a heartbeat is taken for lost
 MAX_TICK_S = 0.25  # a membership change, or a new host to serve, is noticed within this
 # The settings a joiner must share with the crawl it joins: a resume's, and the
 # page budget, which all processes count against together.
@@ -259,6 +261,13 @@ SCRIPTS = {
     "commit": _COMMIT,
     "claim": CLAIM_ONLY_LUA,
 }
+SHAS = {name: hashlib.sha1(lua.encode()).hexdigest() for name, lua in SCRIPTS.items()}
+
+
+def _command(script: str, *args: str | bytes | int | float) -> tuple[str, bytes]:
+    """`script` and its EVALSHA command with `args`, packed in C by hiredis: redis-py packs
+    each argument in Python, which cost more CPU than the rest of a page's work."""
+    return script, hiredis.pack_command(("EVALSHA", SHAS[script], 0, *args))
 
 
 def _record(request: Request) -> bytes:
@@ -340,7 +349,8 @@ class RedisStore:
                 settings, warc_prefix=f"{settings.warc_prefix}-{self.member}"
             )
         self.sinks = open_sinks(settings, positions)
-        self._client: redis.asyncio.Redis | None = None
+        self._connection: RedisConnection | None = None
+        self._connecting = asyncio.Lock()
         self._lost = False
         self._scheduler: HostScheduler | None = None
         self._members: list[str] = [self.member]
@@ -355,7 +365,9 @@ class RedisStore:
 
     def _sync_client(self) -> redis.Redis:
         try:
-            return redis.Redis.from_url(self._url, socket_timeout=10, socket_connect_timeout=5)
+            return redis.Redis.from_url(
+                self._url, socket_timeout=REPLY_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S
+            )
         except ValueError as exc:
             raise ConfigError(f"--redis {self._url}: {exc}") from None
 
@@ -420,22 +432,17 @@ class RedisStore:
         the URL is fetched again by another, rather than lost."""
         if page is not None:
             self.sinks.write(page)
+            page.release()
         ask = self._candidates(done, links, listed)
         item = self._taken.pop(_taken_key(done), None) if done is not None else None
-        settings = self.settings
-        args: list[Any] = [self._prefix, self.member, item or "", int(page is not None)]
-        args.append(self._shape if done is None else "")
         more = self._more_of(done.host) if done is not None else 0
-        args += (done.host if more else "", more, settings.max_pages)
-        args += (settings.max_pages_per_host, settings.max_sitemaps)
-        tail = [x for r, _, limit in ask for x in (r.host, _record(r), limit)]
         while True:
-            bloom_args = self._layout.claim_args([key for _, key, _ in ask])
-            reply = await self._call("commit", [*args, *bloom_args, *tail])
+            reply = await self._call(self._commit_command(done, page, item, more, ask))
             status = reply[0].decode()
             if status != "stale":
                 break
             self._layout.slices_known = int(reply[1])
+        settings = self.settings
         if status == "shape":
             raise WriteFailed(
                 f"crawl {settings.crawl_id!r} in Redis was started with other "
@@ -462,6 +469,32 @@ class RedisStore:
                 dropped_sitemaps += 1
         warn_sitemaps_dropped(settings.max_sitemaps, dropped_sitemaps)
         return new
+
+    def _commit_command(
+        self,
+        done: Request | None,
+        page: Page | None,
+        item: bytes | None,
+        more: int,
+        ask: list[tuple[Request, str, str]],
+    ) -> bytes:
+        """The commit script's command, packed: nothing of it lives on while Redis runs it."""
+        settings = self.settings
+        return _command(
+            "commit",
+            self._prefix,
+            self.member,
+            item or "",
+            int(page is not None),
+            self._shape if done is None else "",
+            done.host if more else "",
+            more,
+            settings.max_pages,
+            settings.max_pages_per_host,
+            settings.max_sitemaps,
+            *self._layout.claim_args([key for _, key, _ in ask]),
+            *[x for r, _, limit in ask for x in (r.host, _record(r), limit)],
+        )
 
     def _candidates(
         self, done: Request | None, links: list[str], listed: Sequence[Request]
@@ -494,7 +527,8 @@ class RedisStore:
         if key in self.bloom:
             return False
         while True:
-            reply = await self._call("claim", [self._prefix[:-2], *self._layout.claim_args([key])])
+            claim_args = self._layout.claim_args([key])
+            reply = await self._call(_command("claim", self._prefix[:-2], *claim_args))
             if reply[0]:
                 break
             self._layout.slices_known = int(reply[1])
@@ -519,8 +553,8 @@ class RedisStore:
             scheduler.end()
             await asyncio.Future()  # the engine cancels us once its workers are done
         finally:
-            if self._client is not None:
-                await self._client.aclose()
+            if self._connection is not None:
+                self._connection.close()
 
     async def _over(self) -> bool:
         queued, inflight, started = await self._tick()
@@ -528,46 +562,27 @@ class RedisStore:
 
     # -- inside ------------------------------------------------------------------
 
-    @property
-    def _redis(self) -> redis.asyncio.Redis:
-        if self._client is None:
-            # Redis runs one command at a time: a few connections keep it busy, and
-            # one per waiting worker (the default pool's) only costs memory.
-            pool = redis.asyncio.BlockingConnectionPool.from_url(
-                self._url,
-                max_connections=MAX_CONNECTIONS,
-                timeout=None,
-                socket_timeout=10,
-                socket_connect_timeout=5,
-            )
-            self._client = client = redis.asyncio.Redis.from_pool(pool)
-            self._scripts = {name: client.register_script(lua) for name, lua in SCRIPTS.items()}
-        return self._client
-
-    async def _call(self, script: str, args: list[Any]) -> Any:
-        """Run `script` with `args`, its command packed by hiredis in C: redis-py packs
-        each argument in Python, which cost more CPU than the rest of a page's work."""
-        self._redis  # noqa: B018 (creates the client and its scripts on first use)
-        pool = self._client.connection_pool
-        command = hiredis.pack_command(("EVALSHA", self._scripts[script].sha, 0, *args))
+    async def _call(self, command: tuple[str, bytes]) -> Any:
+        """Run a script's `_command` (on our one connection, pipelined with the others)."""
+        script, packed = command
+        connection = self._connection or await self._connect()
         try:
-            connection = await pool.get_connection()
             try:
-                await connection.send_packed_command(command, check_health=False)
-                try:
-                    return await connection.read_response()
-                except redis.exceptions.NoScriptError:  # Redis restarted empty
-                    await connection.send_command("SCRIPT", "LOAD", SCRIPTS[script])
-                    await connection.read_response()
-                    await connection.send_packed_command(command, check_health=False)
-                    return await connection.read_response()
-            except (redis.ConnectionError, asyncio.CancelledError):
-                await connection.disconnect()
-                raise
-            finally:
-                await pool.release(connection)
+                return await connection.send(packed)
+            except redis.exceptions.NoScriptError:  # Redis restarted empty
+                await connection.call("SCRIPT", "LOAD", SCRIPTS[script])
+                return await connection.send(packed)
         except redis.RedisError as exc:
             raise self._lost_redis(exc) from None
+
+    async def _connect(self) -> RedisConnection:
+        async with self._connecting:
+            if self._connection is None:
+                try:
+                    self._connection = await RedisConnection.open(self._url, CONNECT_TIMEOUT_S)
+                except redis.RedisError as exc:
+                    raise self._lost_redis(exc) from None
+        return self._connection
 
     def _lost_redis(self, exc: redis.RedisError) -> WriteFailed:
         self._lost = True  # leave the crawl to the others: they reap us after --lease-s
@@ -581,7 +596,12 @@ class RedisStore:
 
     async def _tick(self) -> tuple[int, int, int]:
         """Renew our lease, reap the dead, follow membership; the crawl's counts."""
-        reply = await self._call("tick", [self._prefix, self.member, self._lease_ms, 0])
+        tick = self._call(_command("tick", self._prefix, self.member, self._lease_ms, 0))
+        try:
+            reply = await asyncio.wait_for(tick, REPLY_TIMEOUT_S)
+        except TimeoutError:  # behind every command sent before it: Redis hangs
+            self._connection.abort()
+            raise self._lost_redis(redis.TimeoutError(f"no reply in {REPLY_TIMEOUT_S} s")) from None
         if reply[0] == b"evicted":
             self._members = []
             raise WriteFailed(self._evicted())
@@ -612,7 +632,7 @@ class RedisStore:
         if items or unlock:
             wait_ms = round(self._scheduler.wait_s(host) * 1000) if unlock else 0
             await self._call(
-                "release", [self._prefix, self.member, host, int(unlock), wait_ms, *items]
+                _command("release", self._prefix, self.member, host, int(unlock), wait_ms, *items)
             )
 
     def _done(self, host: str) -> None:
@@ -624,8 +644,9 @@ class RedisStore:
         """Take URLs of the hosts we own, a batch per host, in one round trip."""
         if self._leaving:
             await self._hand_over()
+        connection = self._connection or await self._connect()
         try:
-            hosts = await self._redis.smembers(self._prefix + "hosts")
+            hosts = await connection.call("SMEMBERS", self._prefix + "hosts")
         except redis.RedisError as exc:
             raise self._lost_redis(exc) from None
         mine = [h for h in map(bytes.decode, hosts) if owner(h, self._members) == self.member]
@@ -637,15 +658,21 @@ class RedisStore:
         if not wanted:
             return
         max_pages = self.settings.max_pages
-        pipe = self._redis.pipeline(transaction=False)
-        for host in wanted:
-            count = 2 * self._batch - self._outstanding[host]
-            args = [self._prefix, self.member, host, count, max_pages]
-            await self._scripts["take"](args=args, client=pipe)
-        try:
-            replies = await pipe.execute()
-        except redis.RedisError as exc:
-            raise self._lost_redis(exc) from None
+        replies = await asyncio.gather(  # sent in one write, answered in one read
+            *(
+                self._call(
+                    _command(
+                        "take",
+                        self._prefix,
+                        self.member,
+                        host,
+                        2 * self._batch - self._outstanding[host],
+                        max_pages,
+                    )
+                )
+                for host in wanted
+            )
+        )
         for host, reply in zip(wanted, replies, strict=True):
             self._accept(host, reply)
 

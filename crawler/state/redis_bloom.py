@@ -22,6 +22,7 @@ holds are within a few percent of the theoretical -n ln p / (ln 2)^2 bits.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -101,25 +102,28 @@ class SharedBloomLayout:
         """The prefix of shard `shard`'s keys: `...n` its slice counts, `...s<i>` its slices."""
         return f"{self.key_prefix}:bf{shard}}}:"
 
-    def claim_args(self, keys: Sequence[str]) -> list[int | float]:
-        """CLAIM_LUA's arguments for `keys`: the geometry of the slices described, then per
-        key its shard and the runs in each slice. One slice more than any shard was seen
-        with is described, so the script can add one; if a shard has grown further, the
-        script changes nothing and answers with its count (`slices_known` is then raised
-        and the call repeated)."""
+    def claim_args(self, keys: Sequence[str]) -> list[int | bytes]:
+        """CLAIM_LUA's arguments for `keys`: how many slices are described, how many keys,
+        and the numbers: the geometry of each slice described, then per key its shard and
+        its runs in each slice. One slice more than any shard was seen with is described,
+        so the script can add one; if a shard has grown further, the script changes
+        nothing and answers with its count (`slices_known` is then raised and the call
+        repeated). The numbers go as one string of doubles (exact below 2**53, and Lua's
+        numbers are doubles) that the script reads with `struct.unpack`: as arguments of
+        their own, each cost a decimal conversion on both sides, which made packing the
+        command most of a page's cost in the client."""
         described = self.slices_known + 1
         geometries = [self.geometry(i) for i in range(described)]
-        args: list[int | float] = [described]
+        numbers: list[int] = []
         for g in geometries:
             k1 = (g.k + 1) // 2
-            args += (g.m, k1, g.k - k1, g.capacity, g.nbytes)
-        args.append(len(keys))
+            numbers += (g.m, k1, g.k - k1, g.capacity, g.nbytes)
         for key in keys:
             h1, h2 = mmh3.hash64(key, signed=False)
-            args.append(self.shard_of(h1))
+            numbers.append(self.shard_of(h1))
             for g in geometries:
-                args.extend(strided_runs(h1, h2, g.m, g.k))
-        return args
+                numbers += strided_runs(h1, h2, g.m, g.k)
+        return [described, len(keys), struct.pack(f"<{len(numbers)}d", *numbers)]
 
 
 # Lua functions shared by the scripts that claim URLs. ARGV from index `at` is
@@ -129,17 +133,20 @@ class SharedBloomLayout:
 # count seen. All of one call is atomic: two callers can never both get 1 for a URL.
 CLAIM_LUA = r"""
 local function claim_parse(at)
-  local described = tonumber(ARGV[at])
-  at = at + 1
-  local geo = {}
+  local described, n, numbers = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), ARGV[at + 2]
+  local geo, keys, pos = {}, {}, 1
   for i = 0, described - 1 do
-    geo[i] = {tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]),
-              tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])}
-    at = at + 5
+    local g = {struct.unpack('<ddddd', numbers, pos)}
+    pos = table.remove(g)
+    geo[i] = g
   end
-  local n = tonumber(ARGV[at])
-  return {described = described, geo = geo, n = n, first = at + 1,
-          width = 1 + 4 * described, after = at + 1 + n * (1 + 4 * described)}
+  local key_format = '<' .. string.rep('d', 1 + 4 * described)
+  for i = 1, n do
+    local key = {struct.unpack(key_format, numbers, pos)}
+    pos = table.remove(key)
+    keys[i] = key
+  end
+  return {described = described, geo = geo, n = n, keys = keys, after = at + 3}
 end
 
 local function claim_slices(bf, shard, counts)
@@ -154,7 +161,7 @@ end
 local function claim_ready(bf, c, counts)
   local top = 1
   for i = 0, c.n - 1 do
-    local slices = claim_slices(bf, ARGV[c.first + i * c.width], counts)
+    local slices = claim_slices(bf, c.keys[i + 1][1], counts)
     if slices > top then top = slices end
     if slices > c.described - 1 then return false, top end
   end
@@ -196,8 +203,8 @@ end
 local function claim(bf, c, counts)
   local flags, top = {}, 1
   for i = 0, c.n - 1 do
-    local at = c.first + i * c.width
-    local shard = ARGV[at]
+    local key = c.keys[i + 1]
+    local shard = key[1]
     local base = bf .. ':bf' .. shard .. '}:'
     local slices = counts[shard]
     if slices == 0 then
@@ -207,9 +214,8 @@ local function claim(bf, c, counts)
     end
     local seen = false
     for j = 0, slices - 1 do
-      local o = at + 1 + 4 * j
-      if claim_holds(base .. 's' .. j, c.geo[j], tonumber(ARGV[o]), tonumber(ARGV[o + 1]),
-                     tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])) then
+      local o = 2 + 4 * j
+      if claim_holds(base .. 's' .. j, c.geo[j], key[o], key[o + 1], key[o + 2], key[o + 3]) then
         seen = true
         break
       end
@@ -224,9 +230,8 @@ local function claim(bf, c, counts)
         redis.call('SETRANGE', base .. 's' .. last, c.geo[last][5] - 1, '\0')
         redis.call('HSET', base .. 'n', 'slices', slices)
       end
-      local o = at + 1 + 4 * last
-      claim_set(base .. 's' .. last, c.geo[last], tonumber(ARGV[o]), tonumber(ARGV[o + 1]),
-                tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]))
+      local o = 2 + 4 * last
+      claim_set(base .. 's' .. last, c.geo[last], key[o], key[o + 1], key[o + 2], key[o + 3])
       redis.call('HINCRBY', base .. 'n', 'c' .. last, 1)
       flags[#flags + 1] = 1
     end
