@@ -63,7 +63,7 @@ from crawler.state.disk import SHAPING_SETTINGS, crawl_shape
 from crawler.state.redis_bloom import CLAIM_LUA, CLAIM_ONLY_LUA, SharedBloomLayout
 from crawler.state.redis_connection import RedisConnection
 from crawler.stats import Stats
-from crawler.urls import host_of, visit_key
+from crawler.urls import host_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
@@ -501,7 +501,7 @@ class RedisStore:
     ) -> list[tuple[Request, str, str]]:
         """(request, visit key, limit) of what to claim in Redis: the links and listed
         requests that this process has not seen itself and that are no traps."""
-        keys = [visit_key(url) for url in links]
+        keys = visit_keys(links)
         maybe_new = self.bloom.check_many(keys)  # a URL this process saw is not new anywhere
         is_trap = self._is_trap if done is not None else None  # a seed is no trap
         depth, referrer = (done.depth + 1, done.url) if done else (0, None)
