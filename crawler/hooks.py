@@ -7,9 +7,9 @@ the page its hook's work, never the crawl: the page's record says
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from inspect import isawaitable
 from typing import Any
 
 from crawler.page import Page
@@ -30,15 +30,25 @@ class Hooks:
 
     async def apply(self, page: Page, links: list[str]) -> list[str]:
         """Run the hooks on `page`; the links of `links` still to follow."""
-        if self._follow is not None and links:
+        follow = self._follow
+        if follow is not None and links:
             try:
-                links = [url for url in links if await _result(self._follow(url, page))]
+                kept = []
+                for url in links:
+                    verdict = follow(url, page)
+                    if isawaitable(verdict):  # a coroutine a link only when the hook is async
+                        verdict = await verdict
+                    if verdict:
+                        kept.append(url)
+                links = kept
             except Exception:
                 self._failed("follow", page)
                 links = []
         if self._on_page is not None:
             try:
-                fields = await _result(self._on_page(page))
+                fields = self._on_page(page)
+                if isawaitable(fields):
+                    fields = await fields
                 if fields is not None:
                     page.fields.update(_extra_fields(fields))
             except Exception:
@@ -61,7 +71,3 @@ def _extra_fields(fields: Any) -> dict[str, Any]:
     if taken:
         raise ValueError(f"on_page may not replace the record's own fields: {sorted(taken)}")
     return fields
-
-
-async def _result(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
