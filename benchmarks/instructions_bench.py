@@ -10,7 +10,8 @@ startup, subtracted), each under callgrind. Prints millions of instructions a pa
 and how many of them are libcrypto's: valgrind does not emulate SHA-NI, so SHA-1
 counts about ten times its real cost there (time it apart, with timeit). Slow: about
 50 times a normal crawl. A few thousand pages weigh the first pages of a crawl, which
-find most of the new links, more than a whole crawl does.
+find most of the new links, more than a whole crawl does. Needs valgrind
+(`apt-get install valgrind`).
 """
 
 from __future__ import annotations
