@@ -199,7 +199,6 @@ class _Host:
         "base_delay_s",
         "in_heap",
         "key",
-        "last_start",
         "next_start",
         "retries",
     )
@@ -207,7 +206,6 @@ class _Host:
     def __init__(self, key: str, delay_s: float) -> None:
         self.key = key
         self.active = 0
-        self.last_start = -math.inf
         self.next_start = 0.0
         self.base_delay_s = delay_s
         self.backoff_s = 0.0
@@ -323,7 +321,9 @@ class HostScheduler:
                 )
                 delay_s = self._max_crawl_delay_s
             host.base_delay_s = max(host.base_delay_s, delay_s)
-            host.next_start = max(host.next_start, host.last_start + host.delay_s)
+            # From robots.txt's answer, not its start: a first request to a host may
+            # reach it late (a new connection), and the server would see a shorter gap.
+            host.next_start = max(host.next_start, time.monotonic() + host.delay_s)
         self._after_change(host)
 
     def stop(self) -> None:
@@ -424,7 +424,6 @@ class HostScheduler:
     def _start(self, host: _Host, now: float) -> None:
         host.active += 1
         self._active += 1
-        host.last_start = now
         host.next_start = now + host.delay_s
 
     def _end(self, host: _Host, throttled: bool) -> None:
