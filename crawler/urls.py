@@ -409,6 +409,11 @@ def link_resolver(base: str) -> _Base | None:
     return _Base(canonical_base) if canonical_base else None
 
 
+def _made_of(text: str, characters: bytes) -> bool:
+    """Whether `text` has only ASCII `characters`: one pass in C (translate deletes them)."""
+    return text.isascii() and not text.encode().translate(None, characters)
+
+
 def canonical_links(hrefs: Iterable[str], base: str) -> list[str]:
     """Canonical absolute URLs of `hrefs` in page order, each once; uncrawlable ones dropped.
 
@@ -418,11 +423,8 @@ def canonical_links(hrefs: Iterable[str], base: str) -> list[str]:
     resolver = _Base(base)
     seen: dict[str, None] = {}
     joined = "\n".join(hrefs)
-    if (
-        joined.isascii()
-        and joined.count("\n") == len(hrefs) - 1
-        and not joined.encode().translate(None, _PLAIN_OR_FRAGMENT_BYTES)
-    ):  # most pages: every href plain, so each one's cleaning and check are skipped
+    if joined.count("\n") == len(hrefs) - 1 and _made_of(joined, _PLAIN_OR_FRAGMENT_BYTES):
+        # most pages: every href plain, so each one's cleaning and check are skipped
         if "#" in joined:
             hrefs = [href.partition("#")[0] for href in hrefs]
         plain, resolve = resolver._plain, resolver.resolve
@@ -466,11 +468,7 @@ def visit_keys(urls: list[str]) -> list[str]:
     """`visit_key` of each of a page's links. Most pages' links are all their own keys:
     one pass over them joined, in C, tells, instead of a regular expression per link."""
     joined = "\n".join(urls)
-    if (
-        joined.isascii()
-        and "&" not in joined
-        and not joined.encode().translate(None, _RFC3986_NORMAL_BYTES)
-    ):
+    if "&" not in joined and _made_of(joined, _RFC3986_NORMAL_BYTES):
         return urls
     return [visit_key(url) for url in urls]
 
@@ -631,7 +629,8 @@ class TrapRules:
         if self._max_query_params and query and query.count("&") >= self._max_query_params:
             return TOO_MANY_QUERY_PARAMS
         if self._max_path_depth or self._repeating_paths:
-            most_segments = path.count("/") - 2  # "scheme://host/a/b": 2, or 1 if "/a/"
+            # At least the path's segments: "scheme://host/a/b" has 2 ("/a/" has 1, counted 2)
+            most_segments = path.count("/") - 2
             if most_segments < _REPEATS and most_segments <= (self._max_path_depth or _REPEATS):
                 return None  # the common case: too short for either rule
             segments = path_segments(url)
