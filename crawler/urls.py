@@ -42,12 +42,21 @@ _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+
+
+def _percent_encode_set(also: str) -> re.Pattern[str]:
+    """A run of the C0 control percent-encode set (controls, and all past "~") and `also`,
+    as a class of what is *not* in it: the class spelled out to U+10FFFF took 3 ms each
+    to compile, a third of the crawler's own import time."""
+    kept = "".join(c for c in map(chr, range(0x20, 0x7F)) if c not in also)
+    return re.compile(f"[^{re.escape(kept)}]+")
+
+
 # WHATWG URL's percent-encode sets for http(s) URLs: what a browser escapes (a run at a
 # time). A "%" is never touched, whatever follows it.
-_C0_CONTROL_SET = "\x00-\x1f\x7f-\U0010ffff"
-_PATH_ESCAPED = re.compile(rf"[{_C0_CONTROL_SET} \"#<>?^`{{}}]+")
-_QUERY_ESCAPED = re.compile(rf"[{_C0_CONTROL_SET} \"#<>']+")
-_USERINFO_ESCAPED = re.compile(rf"[{_C0_CONTROL_SET} \"#<>?`{{}}/:;=@\[\\\]^|]+")
+_PATH_ESCAPED = _percent_encode_set(' "#<>?^`{}')
+_QUERY_ESCAPED = _percent_encode_set(" \"#<>'")
+_USERINFO_ESCAPED = _percent_encode_set(' "#<>?`{}/:;=@[\\]^|')
 # Characters RFC 3986 allows as they are: unreserved, sub-delims, ":" and "@" ...
 _PCHAR = r"A-Za-z0-9\-._~!$&'()*+,;=:@"
 # ... plus "/" in a path, and "/" and "?" in a query. visit_key() escapes anything else.
