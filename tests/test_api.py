@@ -84,6 +84,28 @@ async def test_pages_carry_the_record_the_body_the_text_and_the_tree(site):
     assert crawler.stats["records"] == 2
 
 
+async def test_pages_waiting_for_a_slow_loop_drop_their_tree_and_parse_it_again(site):
+    chain_site(site, 12)
+    hooked_trees = {}
+    all_hooked = asyncio.Event()
+
+    def keep_tree(page: Page) -> None:
+        hooked_trees[page.url] = page.tree
+        if len(hooked_trees) == 13:
+            all_hooked.set()
+
+    settings = replace(TEST_SETTINGS, concurrency=16, per_host=16)
+    pages = []
+    async with Crawler([f"{site.url}/"], settings, on_page=keep_tree) as crawler:
+        async for page in crawler:
+            pages.append(page)
+            await all_hooked.wait()  # the others are committed while the loop is away
+    crawled = pages[1:]
+    kept = [p.tree is hooked_trees[p.url] for p in crawled]
+    assert len(crawled) == 12 and kept == [True] * 4 + [False] * 8
+    assert all(p.tree.css_first("title").text() == p.title for p in pages)
+
+
 async def test_on_page_adds_fields_and_follow_decides_per_link(site):
     site.page("/", "home", ["/keep", "/skip"])
     site.page("/keep", "kept", [])
