@@ -20,6 +20,7 @@ from crawler.bloom import _hash, _Slice
 from crawler.state.redis_bloom import CLAIM_ONLY_LUA, SharedBloomLayout
 from tests.conftest import Site
 from tests.redis_server import RedisServer
+from tests.test_limits import crawl_with_stats
 from tests.test_politeness import start_gaps
 from tests.test_sitemaps import index, urlset
 from tests.test_sitemaps import url as url_entry
@@ -399,3 +400,19 @@ async def test_sitemap_requests_keep_their_kind_and_lastmod_in_the_shared_queue(
         assert "sitemap_lastmod" not in records[f"{u}/b"]
     finally:
         await site.stop()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+async def test_a_trap_linked_from_many_pages_is_counted_once_as_in_memory(
+    tmp_path, site: Site, redis_server, shared
+):
+    trap = "/a/b/a/b/a/b/"
+    site.page("/", "index", ["/x", "/y", trap])
+    site.page("/x", "x", [trap, "/y"])
+    site.page("/y", "y", [trap, "/x"])
+    redis = {"redis": redis_server.url, "crawl_id": crawl_id()} if shared else {}
+
+    records, stats = await crawl_with_stats(tmp_path, [site.url + "/"], **redis)
+
+    assert sorted(r["url"] for r in records) == [site.url + p for p in ("/", "/x", "/y")]
+    assert stats["dropped"] == {"repeating_path": 1}

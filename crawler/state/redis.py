@@ -453,7 +453,6 @@ class RedisStore:
         self._layout.slices_known = max(self._layout.slices_known, int(reply[1]))
         if page is not None and done is not None:
             self.stats.count(page, done.host)
-        self.bloom.update(key for _, key, _ in ask)
         if done is not None:
             self._done(done.host)
             if more:
@@ -502,7 +501,9 @@ class RedisStore:
         """(request, visit key, limit) of what to claim in Redis: the links and listed
         requests that this process has not seen itself and that are no traps."""
         keys = visit_keys(links)
-        maybe_new = self.bloom.check_many(keys)  # a URL this process saw is not new anywhere
+        # A URL this process saw is not new anywhere. Added here, before Redis is asked,
+        # as LocalStore claims first: a trap is then checked and counted once.
+        maybe_new = self.bloom.add_many(keys)
         is_trap = self._is_trap if done is not None else None  # a seed is no trap
         depth, referrer = (done.depth + 1, done.url) if done else (0, None)
         ask = [
@@ -510,15 +511,16 @@ class RedisStore:
             for url, key, new in zip(links, keys, maybe_new, strict=True)
             if new and not (is_trap and is_trap(url))
         ]
-        # Every process that seeds the crawl lists the seeds' robots.txt: claimed under
-        # a key no page has (visit keys have no fragment), they are queued once.
-        keys = [visit_key(r.url) + ("#robots" if r.kind == ROBOTS else "") for r in listed]
-        maybe_new = self.bloom.check_many(keys)
-        ask += (
-            (r, key, "s" if r.kind == SITEMAP else "-")
-            for r, key, new in zip(listed, keys, maybe_new, strict=True)
-            if new
-        )
+        if listed:
+            # Every process that seeds the crawl lists the seeds' robots.txt: claimed
+            # under a key no page has (visit keys have no fragment), they are queued once.
+            keys = [visit_key(r.url) + ("#robots" if r.kind == ROBOTS else "") for r in listed]
+            maybe_new = self.bloom.add_many(keys)
+            ask += (
+                (r, key, "s" if r.kind == SITEMAP else "-")
+                for r, key, new in zip(listed, keys, maybe_new, strict=True)
+                if new
+            )
         return ask
 
     async def claim(self, url: str) -> bool:
