@@ -52,6 +52,11 @@ def _percent_encode_set(also: str) -> re.Pattern[str]:
     return re.compile(f"[^{re.escape(kept)}]+")
 
 
+def _ascii_matching(character: re.Pattern[str]) -> bytes:
+    """The ASCII characters that `character` matches, as bytes (for bytes.translate)."""
+    return bytes(b for b in range(128) if character.fullmatch(chr(b)))
+
+
 # WHATWG URL's percent-encode sets for http(s) URLs: what a browser escapes (a run at a
 # time). A "%" is never touched, whatever follows it.
 _PATH_ESCAPED = _percent_encode_set(' "#<>?^`{}')
@@ -69,15 +74,13 @@ _NOT_RFC3986 = {
 _RFC3986_NORMAL = re.compile(rf"[{_QUERY_CHARS}]*")
 # The same characters as bytes, and the newline that joins a page's links: deleting
 # them from the joined links leaves nothing if all are normal.
-_RFC3986_NORMAL_BYTES = bytes(b for b in range(128) if _RFC3986_NORMAL.fullmatch(chr(b))) + b"\n"
+_RFC3986_NORMAL_BYTES = _ascii_matching(_RFC3986_NORMAL) + b"\n"
 # A reference made only of these characters means the same to WHATWG and RFC 3986, and
 # needs no escaping work at all ("'" is escaped in a query, "%" may start a dot segment).
 _PLAIN_REFERENCE = re.compile(r"[A-Za-z0-9\-._~!$&()*+,;=:@/?]*")
 # The same characters as bytes, with "#" (a fragment, dropped) and the newline that
 # joins a page's hrefs: deleting them from the joined hrefs leaves nothing if all are plain.
-_PLAIN_OR_FRAGMENT_BYTES = (
-    b"".join(bytes([b]) for b in range(128) if _PLAIN_REFERENCE.fullmatch(chr(b))) + b"#\n"
-)
+_PLAIN_OR_FRAGMENT_BYTES = _ascii_matching(_PLAIN_REFERENCE) + b"#\n"
 _DOT_SEGMENT = re.compile(r"(?:^|/)\.\.?(?:/|$)")
 _DOT_OR_ESCAPED_DOT_SEGMENT = re.compile(r"(?:^|/)(?:\.|%2e){1,2}(?:/|$)", re.IGNORECASE)
 _SINGLE_DOTS = frozenset((".", "%2e"))
