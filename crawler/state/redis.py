@@ -270,6 +270,11 @@ def _command(script: str, *args: str | bytes | int | float) -> tuple[str, bytes]
     return script, hiredis.pack_command(("EVALSHA", SHAS[script], 0, *args))
 
 
+def _plain_command(*args: str | bytes | int | float) -> tuple[None, bytes]:
+    """A command that runs no script, as `_command` gives one."""
+    return None, hiredis.pack_command(args)
+
+
 def _record(request: Request) -> bytes:
     """A queued request in Redis: JSON, the kind and lastmod only when not a plain page's."""
     if request.kind == PAGE and request.lastmod is None:
@@ -476,7 +481,7 @@ class RedisStore:
         item: bytes | None,
         more: int,
         ask: list[tuple[Request, str, str]],
-    ) -> bytes:
+    ) -> tuple[str, bytes]:
         """The commit script's command, packed: nothing of it lives on while Redis runs it."""
         settings = self.settings
         return _command(
@@ -564,8 +569,9 @@ class RedisStore:
 
     # -- inside ------------------------------------------------------------------
 
-    async def _call(self, command: tuple[str, bytes]) -> Any:
-        """Run a script's `_command` (on our one connection, pipelined with the others)."""
+    async def _call(self, command: tuple[str | None, bytes]) -> Any:
+        """Run a `_command` or `_plain_command` (on our one connection, pipelined with
+        the others)."""
         script, packed = command
         connection = self._connection or await self._connect()
         try:
@@ -646,11 +652,7 @@ class RedisStore:
         """Take URLs of the hosts we own, a batch per host, in one round trip."""
         if self._leaving:
             await self._hand_over()
-        connection = self._connection or await self._connect()
-        try:
-            hosts = await connection.call("SMEMBERS", self._prefix + "hosts")
-        except redis.RedisError as exc:
-            raise self._lost_redis(exc) from None
+        hosts = await self._call(_plain_command("SMEMBERS", self._prefix + "hosts"))
         mine = [h for h in map(bytes.decode, hosts) if owner(h, self._members) == self.member]
         # Up to two batches per host, taken or in flight here, over at most as many
         # hosts as keep every worker busy.
