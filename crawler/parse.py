@@ -1,5 +1,5 @@
 """A parsed HTML tree -> title, link hrefs, <base href>, meta robots, description and
-canonical (one CSS pass), and on request the language and the visible text (selectolax, Lexbor)."""
+canonical (one CSS query), and on request the language and the visible text (selectolax, Lexbor)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ _INLINE_TAGS = frozenset(
 _SEPARATOR = "\x00"
 _OTHER_WHITESPACE = "\t\n\r\f"  # HTML's whitespace but the space
 _TO_SPACE = str.maketrans(dict.fromkeys(_OTHER_WHITESPACE, " "))
+_WANTED = "title, base[href], meta[name][content], link[rel][href], a[href], area[href]"
 
 
 @dataclass(slots=True)
@@ -38,28 +39,37 @@ def robots_directives_forbid_following(content: str) -> bool:
 
 
 def parse_html(tree: LexborHTMLParser) -> ParsedPage:
-    title_node = tree.css_first("title")
-    title = " ".join(title_node.text().split()) if title_node is not None else None
-    page = ParsedPage(title=title, hrefs=[], base_href=None, nofollow=False)
-    # One pass for all of them: each CSS query walks the whole document.
-    for node in tree.css("base[href], meta[name][content], link[rel][href]"):
-        attributes = node.attributes
+    page = ParsedPage(title=None, hrefs=[], base_href=None, nofollow=False)
+    hrefs = page.hrefs
+    title_node = None
+    # One query for all: Lexbor walks the document once for a selector list, where
+    # a query each took 50% longer. `attrs.get` reads one attribute without making
+    # the node's whole attribute dict, which took a third of the time of the links.
+    for node in tree.css(_WANTED):
         tag = node.tag
-        if tag == "base":
+        if tag == "a" or tag == "area":
+            hrefs.append(node.attrs.get("href") or "")
+            continue
+        attributes = node.attrs
+        if tag == "title":
+            if title_node is None:
+                title_node = node
+        elif tag == "base":
             if page.base_href is None:
-                page.base_href = attributes["href"]
+                page.base_href = attributes.get("href")
         elif tag == "link":
-            if page.canonical_href is None and "canonical" in (attributes["rel"] or "").lower():
-                page.canonical_href = (attributes["href"] or "").strip() or None
+            if page.canonical_href is None and "canonical" in (attributes.get("rel") or "").lower():
+                page.canonical_href = (attributes.get("href") or "").strip() or None
         else:
-            name = (attributes["name"] or "").strip().lower()
+            name = (attributes.get("name") or "").strip().lower()
             if name == "robots":
                 page.nofollow = page.nofollow or robots_directives_forbid_following(
-                    attributes["content"] or ""
+                    attributes.get("content") or ""
                 )
             elif name == "description" and page.description is None:
-                page.description = " ".join((attributes["content"] or "").split()) or None
-    page.hrefs = [node.attributes["href"] or "" for node in tree.css("a[href], area[href]")]
+                page.description = " ".join((attributes.get("content") or "").split()) or None
+    if title_node is not None:
+        page.title = " ".join(title_node.text().split())
     return page
 
 
