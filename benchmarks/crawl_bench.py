@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import platform
 import shutil
@@ -342,6 +343,34 @@ def table(contenders: list[Contender]) -> str:
     return "\n".join(lines)
 
 
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free interval for the median of `values`: the order statistics
+    k and n+1-k whose binomial odds of straddling it reach `confidence`; None if
+    too few values reach it at all."""
+    ordered, n = sorted(values), len(values)
+    below = 0.0  # P(fewer than k of n fall below the median), for k = 1, 2, ...
+    k = 0
+    while k < n // 2:
+        below += math.comb(n, k) / 2**n
+        if 1 - 2 * below < confidence:
+            break
+        k += 1
+    return (ordered[k - 1], ordered[n - k]) if k else None
+
+
+def paired_line(other: Contender, ours: Contender) -> str:
+    """`other`'s pages/s over ours round by round: both ran minutes apart in each
+    round, so the ratio cancels the machine's drift that the columns' medians keep."""
+    ratios = [a.pages_per_s / b.pages_per_s for a, b in zip(other.runs, ours.runs, strict=True)]
+    interval = median_interval(ratios)
+    spread = (
+        f"95% interval of the median {interval[0]:.3f}-{interval[1]:.3f}"
+        if interval
+        else f"range {min(ratios):.3f}-{max(ratios):.3f} (too few rounds for an interval)"
+    )
+    return f"round by round {statistics.median(ratios):.3f}x pages/s, {spread}"
+
+
 def ratio_line(ours: Contender, scrapy: Contender) -> str:
     a, b = summarize(ours), summarize(scrapy)
     return (
@@ -594,7 +623,8 @@ def main() -> int:
             other = summarize(contender)
             print(
                 f"{contender.name} / ours: {other['pages_per_s'] / plain['pages_per_s']:.3f}x "
-                f"pages/s, {other['cpu_s_per_1000'] / plain['cpu_s_per_1000']:.3f}x CPU per page"
+                f"pages/s, {other['cpu_s_per_1000'] / plain['cpu_s_per_1000']:.3f}x CPU per page; "
+                + paired_line(contender, by_slug["ours"])
             )
     if "scrapy" in by_slug:
         print(ratio_line(by_slug["ours"], by_slug["scrapy"]))
