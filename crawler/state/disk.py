@@ -47,7 +47,7 @@ from crawler.page import Page
 from crawler.sinks import Sinks, WriteFailed, open_sinks
 from crawler.state import LocalStore
 from crawler.stats import Stats
-from crawler.urls import host_of, visit_key
+from crawler.urls import host_of, visit_keys
 
 log = logging.getLogger(__name__)
 
@@ -293,8 +293,7 @@ class DiskStore(LocalStore):
     def save(
         self, done: Request | None, page: Page | None, new: list[Request], claimed: list[str]
     ) -> None:
-        keys = [visit_key(r.url) for r in new]
-        keys.extend(visit_key(url) for url in claimed)
+        keys = visit_keys([*(r.url for r in new), *claimed])
         if page is not None:
             self.sinks.write(page)
         positions = self.sinks.positions()
