@@ -280,6 +280,35 @@ async def test_base_href_is_the_base_of_relative_links(site: Site, tmp_path):
     assert records[1]["title"] == "page"
 
 
+async def test_the_head_fields_and_links_in_page_order_come_from_anywhere_in_the_page(
+    site: Site, tmp_path
+):
+    # <a> and <area> links keep their order; the first <base> and <title> count.
+    site.page(
+        "/",
+        body=(
+            '<head><link rel="Canonical" href=" /c "><title>  The\n  page </title></head>'
+            '<body><area href="m1"><a href="a1">1</a><map><area href="m2"></map>'
+            '<meta name="description" content=" said  here "><a href="a2"><base href="/d/"></a>'
+            '<base href="/e/"><title>second</title><a href>no href value</a>'
+        ),
+    )
+
+    records = await crawl(tmp_path, [site.url + "/"], max_depth=0)
+
+    [record] = records
+    assert record["title"] == "The page"
+    assert record["description"] == "said here"
+    assert record["canonical"] == site.url + "/c"
+    assert record["links"] == [
+        site.url + "/d/m1",
+        site.url + "/d/a1",
+        site.url + "/d/m2",
+        site.url + "/d/a2",
+        site.url + "/d/",
+    ]
+
+
 async def test_max_pages_counts_records(site: Site, tmp_path):
     site.page("/", "index", [f"/p{n}" for n in range(20)])
     for n in range(20):
