@@ -1,15 +1,19 @@
-"""Crawl a generated site with our crawler and with Scrapy, and print one table.
+"""Crawl a generated site with our crawler, Scrapy and wget, and print one table.
 
 The site (benchmarks/site.py) is served by nginx on 127.0.0.1, pinned to CPU 0;
 everything timed runs pinned to CPU 1. Each round runs, one after the other:
-our crawler, Scrapy, and the two ceilings of benchmarks/fetch_ceiling.py (a
-bare aiohttp fetch loop over the manifest, and the same loop with link
-extraction). Every figure is the timed process's own: wall time from start to
-exit (interpreter start included), and user+sys CPU and peak RSS from the
-os.wait4() of a small launcher process that starts it.
+our crawler, Scrapy, `wget --recursive` (if installed), and the two ceilings of
+benchmarks/fetch_ceiling.py (a bare aiohttp fetch loop over the manifest, and
+the same loop with link extraction). Every figure is the timed process's own:
+wall time from start to exit (interpreter start included), and user+sys CPU and
+peak RSS from the os.wait4() of a small launcher process that starts it.
 
     python benchmarks/crawl_bench.py [--pages 20000] [--runs 3] [--concurrency 64]
         [--variant 'warc=--warc {dir} --text'] [--baseline main] [--api]
+        [--no-scrapy] [--no-wget] [--no-ceilings] [--latency-ms MS]
+
+`--latency-ms MS` makes every response wait MS first, as a real network does
+(aiohttp's static handler serves then: nginx has no such setting).
 
 `--variant LABEL=ARGS` also times ours with those options (`{dir}` becomes a
 fresh directory per run); `--baseline REV` also times the crawler as it is at git
@@ -28,6 +32,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -160,6 +165,33 @@ def check_crawl(manifest: set[str], stem: Path, run: Run) -> None:
     if records:
         first = min(_timestamp(r["fetched_at"]) for r in records)
         run.first_record_s = first - run.started_at
+
+
+_WGET_FETCHED = re.compile(r" URL:(\S+) \[")
+_WGET_FAILED = re.compile(r"^(\S+):\n\S+ \S+ ERROR \d+", re.MULTILINE)
+
+
+def check_wget(manifest: set[str], stem: Path, run: Run) -> None:
+    """wget -nv logs a line for each URL it saved, and the URL and an ERROR line for
+    each it could not."""
+    log = stem.with_suffix(".log").read_text(encoding="utf-8", errors="replace")
+    fetched, failed = _WGET_FETCHED.findall(log), _WGET_FAILED.findall(log)
+    counts = Counter(fetched + failed)
+    run.pages = len(fetched)
+    run.missing = len(manifest - counts.keys())
+    run.duplicates = sum(n - 1 for n in counts.values())
+    run.extra = len(counts.keys() - manifest)
+    run.failed = len(failed)
+
+
+def wget_command(seed: str, output: Path, max_depth: int) -> list[str]:
+    """wget's recursive crawl: one request at a time, each page saved, parsed for links
+    and deleted; robots.txt ignored and stylesheets not fetched, as ours does."""
+    directory = output.with_suffix(".wget")
+    shutil.rmtree(directory, ignore_errors=True)
+    command = ["wget", "--recursive", "--level", str(max_depth), "-e", "robots=off"]
+    command += ["--reject", "css", "--no-verbose", "--delete-after"]
+    return [*command, "--directory-prefix", str(directory), seed]
 
 
 def check_ceiling(pages: int, stem: Path, run: Run) -> None:
@@ -371,10 +403,10 @@ def paired_line(other: Contender, ours: Contender) -> str:
     return f"round by round {statistics.median(ratios):.3f}x pages/s, {spread}"
 
 
-def ratio_line(ours: Contender, scrapy: Contender) -> str:
-    a, b = summarize(ours), summarize(scrapy)
+def ratio_line(ours: Contender, other: Contender) -> str:
+    a, b = summarize(ours), summarize(other)
     return (
-        f"ours / Scrapy: {a['pages_per_s'] / b['pages_per_s']:.2f}x pages/s, "
+        f"ours / {other.name.split()[0]}: {a['pages_per_s'] / b['pages_per_s']:.2f}x pages/s, "
         f"{a['cpu_s_per_1000'] / b['cpu_s_per_1000']:.2f}x CPU per page, "
         f"{a['peak_rss_mib'] / b['peak_rss_mib']:.2f}x peak RSS"
     )
@@ -390,6 +422,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=OUT_DIR, help="where sites and runs go")
     parser.add_argument("--scrapy-venv", type=Path, help="default: OUT/scrapy-venv")
     parser.add_argument("--no-scrapy", action="store_true", help="leave Scrapy out")
+    parser.add_argument("--no-wget", action="store_true", help="leave wget out")
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0,
+        help="each response waits this long, as over a network (served by aiohttp, not nginx)",
+    )
     parser.add_argument("--no-ceilings", action="store_true", help="leave the ceilings out")
     parser.add_argument(
         "--with-state", action="store_true", help="also time ours with --state (a fresh DIR)"
@@ -506,6 +545,19 @@ def build_contenders(
                 partial(check_crawl, manifest),
             )
         )
+    if not args.no_wget and shutil.which("wget"):
+        wget_version = subprocess.run(
+            ["wget", "--version"], capture_output=True, text=True, check=False
+        ).stdout.split()[2]
+        versions += f"; wget {wget_version}"
+        contenders.append(
+            Contender(
+                f"wget {wget_version}",
+                "wget",
+                lambda output: wget_command(the_site.index_url, output, args.max_depth),
+                partial(check_wget, manifest),
+            )
+        )
     if not args.no_ceilings:
         ceiling = ceiling_command(the_site, args.concurrency)
         check = partial(check_ceiling, len(the_site.urls))
@@ -575,7 +627,7 @@ def main() -> int:
     seeds.write_text(the_site.index_url + "\n", encoding="utf-8")
     contenders, versions = build_contenders(args, the_site, seeds)
     runs_dir = args.out / "runs"
-    with site.serve(the_site.directory, args.port, cpu=server_cpu) as server:
+    with site.serve(the_site.directory, args.port, server_cpu, args.latency_ms) as server:
         warm_up = ceiling_command(the_site, args.concurrency)
         run_rounds(contenders, args.runs, server, warm_up, runs_dir, crawler_cpu)
 
@@ -619,15 +671,16 @@ def main() -> int:
         )
     plain = summarize(by_slug["ours"])
     for contender in contenders:
-        if contender.slug not in ("ours", "ours-state", "scrapy", "fetch", "fetch-parse"):
+        if contender.slug not in ("ours", "ours-state", "scrapy", "wget", "fetch", "fetch-parse"):
             other = summarize(contender)
             print(
                 f"{contender.name} / ours: {other['pages_per_s'] / plain['pages_per_s']:.3f}x "
                 f"pages/s, {other['cpu_s_per_1000'] / plain['cpu_s_per_1000']:.3f}x CPU per page; "
                 + paired_line(contender, by_slug["ours"])
             )
-    if "scrapy" in by_slug:
-        print(ratio_line(by_slug["ours"], by_slug["scrapy"]))
+    for slug in ("scrapy", "wget"):
+        if slug in by_slug:
+            print(ratio_line(by_slug["ours"], by_slug[slug]))
 
     results = {
         "date": date,

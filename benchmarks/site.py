@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HOST = "127.0.0.1"
 MANIFEST = "manifest.json"
@@ -300,14 +301,19 @@ def port_is_free(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def serve(site_dir: Path, port: int, cpu: int | None = None) -> Iterator[Server]:
-    """Serve `site_dir` on 127.0.0.1:`port` (pinned to `cpu` if given) until the block ends."""
+def serve(
+    site_dir: Path, port: int, cpu: int | None = None, latency_ms: float = 0
+) -> Iterator[Server]:
+    """Serve `site_dir` on 127.0.0.1:`port` (pinned to `cpu` if given) until the block ends.
+
+    With `latency_ms`, each response waits that long first, as over a real network:
+    nginx has no such setting, so aiohttp's static handler serves then."""
     if not port_is_free(port):
         raise RuntimeError(f"port {port} on {HOST} is already in use; pick another with --port")
     with tempfile.TemporaryDirectory(prefix="bench-server-") as temp:
         prefix = Path(temp)
         log = prefix / "error.log"
-        nginx = nginx_binary()
+        nginx = nginx_binary() if not latency_ms else None
         if nginx is not None:
             version = subprocess.run(
                 [nginx, "-v"], capture_output=True, text=True, check=False
@@ -318,9 +324,10 @@ def serve(site_dir: Path, port: int, cpu: int | None = None) -> Iterator[Server]
             # -e: nginx writes startup errors to /var/log/nginx until it has read the config.
             command = [nginx, "-p", str(prefix), "-c", str(config), "-e", str(log)]
         else:
-            name = "aiohttp static handler (nginx not installed)"
+            why = f"{latency_ms:g} ms a response" if latency_ms else "nginx not installed"
+            name = f"aiohttp static handler ({why})"
             command = [sys.executable, __file__, "--out", str(site_dir), "--port", str(port)]
-            command.append("--aiohttp-server")
+            command += ["--aiohttp-server", "--latency-ms", str(latency_ms)]
         with open(log, "ab") as stderr:
             process = subprocess.Popen(
                 pinned(command, cpu), stdout=subprocess.DEVNULL, stderr=stderr
@@ -338,10 +345,17 @@ def serve(site_dir: Path, port: int, cpu: int | None = None) -> Iterator[Server]
                 process.wait()
 
 
-def _run_aiohttp_server(site_dir: Path, port: int) -> None:
+def _run_aiohttp_server(site_dir: Path, port: int, latency_ms: float) -> None:
+    import asyncio
+
     from aiohttp import web
 
-    app = web.Application()
+    @web.middleware
+    async def wait(request: web.Request, handler: Any) -> web.StreamResponse:
+        await asyncio.sleep(latency_ms / 1000)
+        return await handler(request)
+
+    app = web.Application(middlewares=[wait] if latency_ms else [])
     app.router.add_static("/", site_dir)
     # access_log=None: a log line per request would cost more than serving the file.
     web.run_app(app, host=HOST, port=port, access_log=None, print=None)
@@ -357,9 +371,10 @@ def main() -> None:
         "--serve", action="store_true", help="serve DIR until Ctrl-C (generating it if missing)"
     )
     parser.add_argument("--aiohttp-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--latency-ms", type=float, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.aiohttp_server:  # serve()'s fallback child
-        _run_aiohttp_server(args.out, args.port)
+        _run_aiohttp_server(args.out, args.port, args.latency_ms)
         return
     if args.serve:
         site = load(args.out) or generate(args.out, args.pages, args.port, args.seed)
