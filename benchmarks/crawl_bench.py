@@ -545,7 +545,9 @@ def build_contenders(
                 partial(check_crawl, manifest),
             )
         )
-    if not args.no_wget and shutil.which("wget"):
+    if not args.no_wget and not shutil.which("wget"):
+        print("wget is not installed (apt-get install -y wget): left out")
+    elif not args.no_wget:
         wget_version = subprocess.run(
             ["wget", "--version"], capture_output=True, text=True, check=False
         ).stdout.split()[2]
