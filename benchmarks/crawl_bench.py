@@ -153,14 +153,19 @@ def _timestamp(value: str | float) -> float:
     return datetime.fromisoformat(value).timestamp() if isinstance(value, str) else value
 
 
-def check_crawl(manifest: set[str], stem: Path, run: Run) -> None:
-    """Every manifest page must be in stem.jsonl exactly once, and nothing else."""
-    records = read_jsonl(stem.with_suffix(".jsonl"))
-    counts = Counter(record["url"] for record in records)
-    run.pages = len(records)
+def _compare_urls(manifest: set[str], urls: list[str], run: Run) -> None:
+    """Against the manifest, the URLs a crawler output or tried: missing, repeated, extra."""
+    counts = Counter(urls)
     run.missing = len(manifest - counts.keys())
     run.duplicates = sum(n - 1 for n in counts.values())
     run.extra = len(counts.keys() - manifest)
+
+
+def check_crawl(manifest: set[str], stem: Path, run: Run) -> None:
+    """Every manifest page must be in stem.jsonl exactly once, and nothing else."""
+    records = read_jsonl(stem.with_suffix(".jsonl"))
+    run.pages = len(records)
+    _compare_urls(manifest, [record["url"] for record in records], run)
     run.failed = sum(1 for r in records if r.get("status") != 200 or r.get("error"))
     if records:
         first = min(_timestamp(r["fetched_at"]) for r in records)
@@ -176,11 +181,8 @@ def check_wget(manifest: set[str], stem: Path, run: Run) -> None:
     each it could not."""
     log = stem.with_suffix(".log").read_text(encoding="utf-8", errors="replace")
     fetched, failed = _WGET_FETCHED.findall(log), _WGET_FAILED.findall(log)
-    counts = Counter(fetched + failed)
     run.pages = len(fetched)
-    run.missing = len(manifest - counts.keys())
-    run.duplicates = sum(n - 1 for n in counts.values())
-    run.extra = len(counts.keys() - manifest)
+    _compare_urls(manifest, fetched + failed, run)
     run.failed = len(failed)
 
 
