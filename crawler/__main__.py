@@ -12,7 +12,7 @@ from typing import Any
 
 from crawler.api import Crawler, event_loop_runner
 from crawler.config import STDOUT, ConfigError, Settings, load_settings, print_error, read_seeds
-from crawler.report import Reporter
+from crawler.observe.progress import Reporter
 from crawler.sinks import OutputClosed, WriteFailed
 
 log = logging.getLogger("crawler")
@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(settings: Settings, crawler: Crawler) -> int:
     received: list[int] = []
     crawl = crawler.open()
-    reporter = Reporter(crawl, settings)
+    reporter = Reporter(crawl.stats, settings)
 
     async def supervise() -> None:
         loop = asyncio.get_running_loop()

@@ -23,7 +23,6 @@ from crawler.config import ConfigError, Settings, meant_url
 from crawler.engine import Crawl
 from crawler.hooks import FollowHook, Hooks, PageHook
 from crawler.page import Page
-from crawler.report import snapshot
 from crawler.session import Client
 from crawler.state import Store, open_store
 from crawler.urls import canonicalize
@@ -179,7 +178,7 @@ class Crawler:
         """The crawl's figures, as in the summary and the --stats file."""
         if self.engine is None:
             raise RuntimeError("the crawl has not started")
-        return snapshot(self.engine, exact=True)
+        return self.engine.stats.snapshot(exact=True)
 
     async def _run_engine(self) -> None:
         assert self.engine is not None

@@ -186,6 +186,7 @@ class Crawl:
         self.store = store
         self.client = client
         self.stats = store.stats
+        self.stats.watch(store.bloom, store.frontier)
         self.hooks = hooks
         self.consumer: Consumer | None = None
         self.scope = Scope(
@@ -246,6 +247,7 @@ class Crawl:
                 self.scheduler.stop()
             self.gate = BreadthFirstGate(self.store.frontier.depths(), not self.store.shared)
             self.store.gate = self.gate
+            self.stats.watch_scheduling(self.scheduler, self.gate)
             if not self.store.resumed:
                 await self._enqueue_seeds()
             self._workers = [

@@ -1,12 +1,69 @@
-"""Named counters of a crawl, and the figures made from them."""
+"""Named counters of a crawl, and the figures made from them.
+
+`Stats.snapshot()` is the one source of every figure people see: the status line,
+the summary, the --stats file, the dashboard and /metrics. Besides the counters it
+reads the parts of the crawl that know the rest (the visited set, the frontier, the
+host scheduler and the breadth-first gate), which the engine hands it with `watch()`.
+"""
 
 from __future__ import annotations
 
 import time
-from collections import Counter
-from typing import Any
+from bisect import bisect_left
+from collections import Counter, deque
+from typing import Any, Protocol
 
 from crawler.page import Page
+
+# Upper bounds of the fetch-time histogram (ms): a Prometheus histogram's `le` buckets.
+LATENCY_BUCKETS_MS = (10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
+LAST_ERRORS = 20  # the most recent error records kept for the dashboard
+BUSIEST_HOSTS = 10
+
+
+class VisitedSet(Protocol):
+    """The figures of the visited set (crawler.bloom.BloomFilter)."""
+
+    def __len__(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def slice_count(self) -> int: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def error_rate(self) -> float: ...
+    @property
+    def false_positive_rate(self) -> float: ...
+    @property
+    def predicted_false_positive_rate(self) -> float: ...
+    @property
+    def expected_missed_urls(self) -> float: ...
+
+
+class Queued(Protocol):
+    """The frontier, as far as it is counted."""
+
+    def __len__(self) -> int: ...
+    def queued_for(self, host: str) -> int: ...
+
+
+class Scheduling(Protocol):
+    """The host scheduler (crawler.politeness.HostScheduler), as far as it is watched."""
+
+    @property
+    def queued(self) -> int: ...
+    @property
+    def in_flight(self) -> int: ...
+    def host_view(self, host: str) -> dict[str, Any]: ...
+
+
+class Holding(Protocol):
+    """The breadth-first gate, as far as it is watched."""
+
+    @property
+    def held(self) -> int: ...
+    def waiting_on(self) -> int: ...
 
 
 class Stats:
@@ -29,6 +86,14 @@ class Stats:
         self.previous_runs_s = 0.0
         self.restored_records = 0
         self.rate_history: list[tuple[float, int]] = []  # (seconds since start, records)
+        # Fetch times by LATENCY_BUCKETS_MS bucket; the last one is above them all.
+        self.latency_counts = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self.last_errors: deque[dict[str, Any]] = deque(maxlen=LAST_ERRORS)
+        self.member: str | None = None  # this process's id in a crawl shared by --redis
+        self._visited: VisitedSet | None = None
+        self._frontier: Queued | None = None
+        self._scheduler: Scheduling | None = None
+        self._gate: Holding | None = None
         if restored:
             self._restore(restored)
 
@@ -37,12 +102,25 @@ class Stats:
         self.records += 1
         if page.error:
             self.errors[page.error] += 1
+            self.last_errors.append(
+                {"at": page.fetched_at, "url": page.url, "error": page.error, "status": page.status}
+            )
         self.statuses["none" if page.status is None else str(page.status)] += 1
         self.depths[str(page.depth)] += 1
         self.hosts[host] += 1
         self.bytes += page.bytes or 0
         self.truncated += page.truncated
-        self.fetch_ms += page.elapsed_ms or 0
+        if page.elapsed_ms is not None:
+            self.fetch_ms += page.elapsed_ms
+            self.latency_counts[bisect_left(LATENCY_BUCKETS_MS, page.elapsed_ms)] += 1
+
+    def watch(self, visited: VisitedSet, frontier: Queued) -> None:
+        """The visited set and the frontier, whose sizes are part of every snapshot."""
+        self._visited, self._frontier = visited, frontier
+
+    def watch_scheduling(self, scheduler: Scheduling, gate: Holding) -> None:
+        """The crawl has started: its scheduler and gate say what is in flight and held."""
+        self._scheduler, self._gate = scheduler, gate
 
     @property
     def elapsed_s(self) -> float:
@@ -54,6 +132,56 @@ class Stats:
 
     def sample_rate(self) -> None:
         self.rate_history.append((round(self.elapsed_s, 1), self.records))
+
+    def latency_percentile_ms(self, fraction: float) -> float | None:
+        """The fetch time under which `fraction` of fetches took, interpolated within its
+        bucket as Prometheus's histogram_quantile() does (None: no fetch yet; the last
+        bound if it lies above it)."""
+        total = sum(self.latency_counts)
+        if not total:
+            return None
+        rank, seen, lower = fraction * total, 0, 0.0
+        for bound, count in zip(LATENCY_BUCKETS_MS, self.latency_counts, strict=False):
+            if count and seen + count >= rank:
+                return round(lower + (bound - lower) * (rank - seen) / count, 1)
+            seen, lower = seen + count, bound
+        return float(LATENCY_BUCKETS_MS[-1])
+
+    def snapshot(self, exact: bool = False) -> dict[str, Any]:
+        """The crawl's figures now. `exact` measures the visited set's fill (slower)."""
+        figures = self.as_dict()
+        scheduler, gate, frontier = self._scheduler, self._gate, self._frontier
+        figures["queued"] = scheduler.queued if scheduler else len(frontier or ())
+        figures["in_flight"] = scheduler.in_flight if scheduler else 0
+        figures["held"] = gate.held if gate else 0
+        figures["held_for"] = gate.waiting_on() if gate else 0
+        visited = self._visited
+        if visited is not None:
+            figures["visited"] = {
+                "urls": len(visited),
+                "bytes": visited.nbytes,
+                "slices": visited.slice_count,
+                "capacity": visited.capacity,
+                "target_fp_rate": visited.error_rate,
+                "fp_rate": visited.false_positive_rate
+                if exact
+                else visited.predicted_false_positive_rate,
+                "expected_missed_urls": visited.expected_missed_urls,
+            }
+        return figures
+
+    def busiest_hosts(self, n: int = BUSIEST_HOSTS) -> list[dict[str, Any]]:
+        """The hosts with the most records, each with its queue, requests in flight,
+        delay or backoff and robots.txt state."""
+        hosts = []
+        for host, records in self.hosts.most_common(n):
+            view: dict[str, Any] = {"host": host, "records": records}
+            if self._frontier is not None:
+                view["queued"] = self._frontier.queued_for(host)
+            if self._scheduler is not None:
+                view |= self._scheduler.host_view(host)
+            hosts.append(view)
+        return hosts
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +200,12 @@ class Stats:
             "elapsed_s": round(self.elapsed_s + self.previous_runs_s, 3),
             "pages_per_s": round(self.pages_per_s(), 2),
             "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
+            "fetch_ms_percentiles": {
+                f"p{round(q * 100)}": self.latency_percentile_ms(q) for q in (0.5, 0.9, 0.99)
+            },
+            "fetch_ms_buckets": dict(
+                zip([*map(str, LATENCY_BUCKETS_MS), "+Inf"], self.latency_counts, strict=True)
+            ),
             "rate_history": [{"t_s": t, "records": n} for t, n in self.rate_history],
         } | ({"claims_per_host": dict(self.claims_per_host)} if self.claims_per_host else {})
 
@@ -87,4 +221,7 @@ class Stats:
         self.dropped.update(saved.get("dropped", {}))
         self.claims_per_host.update(saved.get("claims_per_host", {}))
         self.depth_inexact = saved.get("depth_inexact", 0)
+        buckets = saved.get("fetch_ms_buckets", {})
+        keys = [*map(str, LATENCY_BUCKETS_MS), "+Inf"]
+        self.latency_counts = [buckets.get(key, 0) for key in keys]
         self.previous_runs_s = saved.get("elapsed_s", 0.0)

@@ -1,6 +1,6 @@
 """What the user sees on stderr while and after crawling, and the --stats file.
 
-All three are made from one `snapshot()`: a live status line (rich) when stderr
+All three are made from one `Stats.snapshot()`: a live status line (rich) when stderr
 is a terminal, a plain status line every 10 s when it is not, a JSON file every
 10 s with --stats, and the summary table at the end. --quiet silences the
 status and the summary; the stats file is still written.
@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
 from crawler.config import Settings
-from crawler.engine import Crawl
+from crawler.stats import Stats
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -25,27 +25,6 @@ if TYPE_CHECKING:
 LIVE_REFRESH_S = 0.25
 PLAIN_EVERY_S = 10.0
 STATS_EVERY_S = 10.0
-
-
-def snapshot(crawl: Crawl, exact: bool = False) -> dict[str, Any]:
-    """The crawl's figures now. `exact` measures the visited set's fill (slower)."""
-    stats, bloom, scheduler = crawl.stats, crawl.store.bloom, crawl.scheduler
-    figures = stats.as_dict()
-    figures["queued"] = scheduler.queued if scheduler else len(crawl.store.frontier)
-    figures["in_flight"] = scheduler.in_flight if scheduler else 0
-    gate = getattr(crawl, "gate", None)
-    figures["held"] = gate.held if gate else 0
-    figures["held_for"] = gate.waiting_on() if gate else 0
-    figures["visited"] = {
-        "urls": len(bloom),
-        "bytes": bloom.nbytes,
-        "slices": bloom.slice_count,
-        "capacity": bloom.capacity,
-        "target_fp_rate": bloom.error_rate,
-        "fp_rate": bloom.false_positive_rate if exact else bloom.predicted_false_positive_rate,
-        "expected_missed_urls": bloom.expected_missed_urls,
-    }
-    return figures
 
 
 def _count(n: int, noun: str) -> str:
@@ -172,8 +151,8 @@ def write_json_atomically(path: str, figures: dict[str, Any]) -> None:
 class Reporter:
     """Runs beside the crawl: progress on stderr and the --stats file."""
 
-    def __init__(self, crawl: Crawl, settings: Settings, stream: IO[str] = sys.stderr) -> None:
-        self._crawl = crawl
+    def __init__(self, stats: Stats, settings: Settings, stream: IO[str] = sys.stderr) -> None:
+        self._stats = stats
         self._settings = settings
         self._stream = stream
         self._task: asyncio.Task[None] | None = None
@@ -204,13 +183,13 @@ class Reporter:
                 await asyncio.sleep(LIVE_REFRESH_S if live else 1.0)
                 now = loop.time()
                 if live:
-                    live.show(snapshot(self._crawl))
+                    live.show(self._stats.snapshot())
                 elif not self._settings.quiet and now >= next_plain:
-                    line = status_line(snapshot(self._crawl), self._settings.max_pages)
+                    line = status_line(self._stats.snapshot(), self._settings.max_pages)
                     print(f"crawler: {line}", file=self._stream)
                     next_plain = now + PLAIN_EVERY_S
                 if now >= next_stats:
-                    self._crawl.stats.sample_rate()
+                    self._stats.sample_rate()
                     self._write_stats()
                     next_stats = now + STATS_EVERY_S
         finally:
@@ -225,7 +204,7 @@ class Reporter:
     def _write_stats(self) -> None:
         if self._settings.stats:
             try:
-                write_json_atomically(self._settings.stats, snapshot(self._crawl, exact=True))
+                write_json_atomically(self._settings.stats, self._stats.snapshot(exact=True))
             except OSError as exc:
                 print(
                     f"crawler: warning: cannot write {self._settings.stats}: {exc.strerror}",
@@ -234,10 +213,10 @@ class Reporter:
 
     def finish(self) -> None:
         """The crawl is over: final stats file and summary."""
-        self._crawl.stats.sample_rate()
+        self._stats.sample_rate()
         self._write_stats()
         if not self._settings.quiet:
-            print(summary_table(snapshot(self._crawl, exact=True)), file=self._stream)
+            print(summary_table(self._stats.snapshot(exact=True)), file=self._stream)
 
 
 def render_status(figures: dict[str, Any], max_pages: int, width: int) -> RenderableType:
