@@ -132,6 +132,9 @@ def _run(settings: Settings, crawler: Crawler) -> int:
         event_loop_runner(settings.uvloop)(supervise())
     except WriteFailed as exc:
         crawl.failure = exc
+    except ConfigError as exc:  # the dashboard's address could not be bound
+        print_error(str(exc))
+        return EXIT_BAD_INPUT
     finally:
         crawl.store.close()
     reporter.finish()

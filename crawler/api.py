@@ -184,7 +184,13 @@ class Crawler:
         assert self.engine is not None
         _keep_freed_memory()
         try:
-            await self.engine.run()
+            if self.settings.dashboard is None:
+                await self.engine.run()
+            else:
+                from crawler.observe.dashboard import Dashboard
+
+                async with Dashboard(self.engine.stats, self.settings):
+                    await self.engine.run()
         finally:
             if self._outbox is not None:
                 self._outbox.put(None)

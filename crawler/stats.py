@@ -199,6 +199,7 @@ class Stats:
             "host_count": len(self.hosts),
             "elapsed_s": round(self.elapsed_s + self.previous_runs_s, 3),
             "pages_per_s": round(self.pages_per_s(), 2),
+            "fetch_ms_sum": round(self.fetch_ms, 1),
             "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
             "fetch_ms_percentiles": {
                 f"p{round(q * 100)}": self.latency_percentile_ms(q) for q in (0.5, 0.9, 0.99)
@@ -221,6 +222,7 @@ class Stats:
         self.dropped.update(saved.get("dropped", {}))
         self.claims_per_host.update(saved.get("claims_per_host", {}))
         self.depth_inexact = saved.get("depth_inexact", 0)
+        self.fetch_ms = saved.get("fetch_ms_sum", 0.0)
         buckets = saved.get("fetch_ms_buckets", {})
         keys = [*map(str, LATENCY_BUCKETS_MS), "+Inf"]
         self.latency_counts = [buckets.get(key, 0) for key in keys]
