@@ -12,7 +12,6 @@ watches: a dashboard nobody watches costs a listening socket.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from pathlib import Path

@@ -22,7 +22,6 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-
 Figures = Callable[[], dict[str, Any]]
 
 
@@ -43,7 +42,11 @@ class CrawlCollector(Collector):
             f["statuses"],
         )
         yield self._labelled(
-            CounterMetricFamily, "crawler_errors", "Records with an error, by kind", "kind", f["errors"]
+            CounterMetricFamily,
+            "crawler_errors",
+            "Records with an error, by kind",
+            "kind",
+            f["errors"],
         )
         yield self._labelled(
             CounterMetricFamily,
@@ -95,7 +98,10 @@ class CrawlCollector(Collector):
             visited["fp_rate"],
         )
         yield self._one(
-            GaugeMetricFamily, "crawler_visited_bytes", "Memory of the visited set", visited["bytes"]
+            GaugeMetricFamily,
+            "crawler_visited_bytes",
+            "Memory of the visited set",
+            visited["bytes"],
         )
         yield self._one(
             GaugeMetricFamily,
@@ -142,4 +148,3 @@ def registry_of(figures: Figures, member: str | None = None) -> CollectorRegistr
     registry = CollectorRegistry(auto_describe=False)
     registry.register(CrawlCollector(figures, member))
     return registry
-
