@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from pathlib import Path
 from types import TracebackType
@@ -29,6 +30,7 @@ from crawler.stats import Stats
 log = logging.getLogger("crawler")
 
 UPDATE_EVERY_S = 1.0
+END_WAIT_S = 1.0  # for the last figures to reach the watchers when the crawl ends
 STATIC = Path(__file__).parent / "static"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 # The page and its script come from here and nowhere else, and nothing may frame it.
@@ -75,6 +77,7 @@ class Dashboard:
         self._streams: set[asyncio.Task[Any]] = set()
         self._broadcast: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
+        self._ending = False
         self.url = ""
 
     async def __aenter__(self) -> Dashboard:
@@ -90,8 +93,9 @@ class Dashboard:
             await site.start()
         except OSError as exc:
             await self._runner.cleanup()
+            reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
             raise ConfigError(
-                f"--dashboard cannot listen on {self._host}:{self._port}: {exc.strerror}"
+                f"--dashboard cannot listen on {self._host}:{self._port}: {reason}"
             ) from None
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
@@ -106,13 +110,14 @@ class Dashboard:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._watchers:  # the last figures, so that the page shows how the crawl ended
-            self._send(self._event(self._figures.now(fresh=True) | {"done": True}))
-            await asyncio.sleep(0)
-        for stream in self._streams:
-            stream.cancel()
         if self._broadcast is not None:
             self._broadcast.cancel()
+        self._ending = True
+        if self._streams:  # the last figures, so that the page shows how the crawl ended
+            self._send(self._event(self._figures.now(fresh=True) | {"done": True}))
+            await asyncio.wait(self._streams, timeout=END_WAIT_S)
+        for stream in self._streams:
+            stream.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -150,9 +155,9 @@ class Dashboard:
             await response.write(self._event(self._figures.now()))
             if self._broadcast is None or self._broadcast.done():
                 self._broadcast = asyncio.create_task(self._send_every_update())
-            while True:
+            while not self._ending:
                 await response.write(await queue.get())
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:  # the watcher left
             pass
         finally:
             self._watchers.discard(queue)

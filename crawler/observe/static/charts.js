@@ -6,7 +6,7 @@
 
 const Charts = (() => {
   const SVG = "http://www.w3.org/2000/svg";
-  const WIDTH = 600;
+  let WIDTH = 600; // of the chart being drawn: its box's, so that text keeps its size
 
   function el(name, attrs, parent, text) {
     const node = document.createElementNS(SVG, name);
@@ -37,6 +37,7 @@ const Charts = (() => {
   }
 
   function svg(box, height, label) {
+    WIDTH = Math.max(300, box.clientWidth || 600);
     const root = el("svg", {
       viewBox: `0 0 ${WIDTH} ${height}`,
       class: "chart",
@@ -48,8 +49,10 @@ const Charts = (() => {
   }
 
   function empty(box, label) {
-    const root = svg(box, 40, label);
-    el("text", { x: WIDTH / 2, y: 25, class: "none", "text-anchor": "middle" }, root, "nothing yet");
+    const note = document.createElement("p");
+    note.className = "muted none";
+    note.textContent = `${label}: none yet`;
+    box.replaceChildren(note);
   }
 
   // rows: [[label, value], ...], drawn largest first as given.
