@@ -53,6 +53,7 @@ class Tab:
         self._replies: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._loaded = asyncio.Event()
         self.errors: list[str] = []  # console errors, uncaught exceptions, failed loads
+        self.requested: list[str] = []  # every URL the page asked for
         self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -72,6 +73,8 @@ class Tab:
                 self.errors.append(params["exceptionDetails"]["text"])
             elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
                 self.errors.append(params["entry"]["text"])
+            elif method == "Network.requestWillBeSent":
+                self.requested.append(params["request"]["url"])
             elif method == "Page.loadEventFired":
                 self._loaded.set()
 
@@ -82,7 +85,7 @@ class Tab:
         return await asyncio.wait_for(future, 30)
 
     async def open(self, url: str) -> None:
-        for domain in ("Page", "Runtime", "Log"):
+        for domain in ("Page", "Runtime", "Log", "Network"):
             await self.send(f"{domain}.enable")
         self._loaded.clear()
         await self.send("Page.navigate", url=url)
@@ -105,12 +108,32 @@ class Tab:
                 const check = () => {{
                     const value = ({condition});
                     if (value) resolve(value);
-                    else if (Date.now() > deadline) reject(new Error("timed out: " + {json.dumps(condition)}));
+                    else if (Date.now() > deadline) reject(new Error({json.dumps(condition)}));
                     else setTimeout(check, 50);
                 }};
                 check();
             }})"""
         )
+
+    async def figures(self) -> dict[str, str]:
+        """The text of every element with a data-figure attribute, by that attribute."""
+        figures: dict[str, str] = await self.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('[data-figure]')]"
+            ".map(e => [e.dataset.figure, e.textContent]))"
+        )
+        return figures
+
+    async def drawn_charts(self, boxes: str) -> dict[str, bool]:
+        """For each element matching the selector `boxes`, by id: does it hold an SVG
+        chart with a size, and bars or a line in it?"""
+        drawn: dict[str, bool] = await self.evaluate(
+            f"Object.fromEntries([...document.querySelectorAll({json.dumps(boxes)})].map(box => {{"
+            "  const svg = box.querySelector('svg'), size = svg && svg.getBoundingClientRect();"
+            "  const marks = svg ? svg.querySelectorAll('rect.bar, path.line').length : 0;"
+            "  return [box.id, !!svg && size.width > 0 && size.height > 0 && marks > 0];"
+            "}))"
+        )
+        return drawn
 
     async def screenshot(self, path: Path) -> bytes:
         reply = await self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)

@@ -149,25 +149,12 @@ async def test_dashboard_during_a_crawl_shows_the_records_written_and_metrics_on
             assert first[("crawler_in_flight_requests", ())] == 1
             assert first[("crawler_fetch_duration_seconds_count", ())] == first_count
 
-            shown = await tab.evaluate(
-                "Object.fromEntries([...document.querySelectorAll('[data-figure]')]"
-                ".map(e => [e.dataset.figure, e.textContent]))"
-            )
+            shown = await tab.figures()
             assert shown["records"] == str(first_count)
             assert shown["in_flight"] == "1"
             assert shown["hosts"] == "1"
-            charts = await tab.evaluate(
-                "[...document.querySelectorAll('[id^=chart-] svg')].map(s => "
-                "[s.parentElement.id, s.getBoundingClientRect().width, s.getBoundingClientRect().height, "
-                "s.querySelectorAll('rect.bar, path.line').length])"
-            )
-            drawn = {
-                chart_id: (width > 0 and height > 0 and marks > 0)
-                for chart_id, width, height, marks in charts
-            }
-            assert drawn["chart-statuses"] and drawn["chart-depths"] and drawn["chart-latency"], (
-                charts
-            )
+            drawn = await tab.drawn_charts("[id^=chart-]")
+            assert drawn["chart-statuses"] and drawn["chart-depths"] and drawn["chart-latency"]
             hosts = await tab.evaluate("document.querySelector('#hosts tbody').rows.length")
             assert hosts == 1
             png = await tab.screenshot(tmp_path / "dashboard.png")
@@ -194,10 +181,7 @@ async def test_dashboard_during_a_crawl_shows_the_records_written_and_metrics_on
             await tab.until("document.getElementById('state').textContent === 'crawl finished'")
             assert await process.wait() == 0
             final = json.loads((tmp_path / "stats.json").read_text())
-            shown = await tab.evaluate(
-                "Object.fromEntries([...document.querySelectorAll('[data-figure]')]"
-                ".map(e => [e.dataset.figure, e.textContent]))"
-            )
+            shown = await tab.figures()
             assert shown["records"] == str(final["records"]) == str(second_count + 1)
             assert shown["errors"] == str(sum(final["errors"].values()))
             assert shown["queued"] == str(final["queued"])
@@ -217,7 +201,8 @@ async def test_a_plain_crawl_imports_nothing_of_the_dashboard(site: Site, tmp_pa
     seeds.write_text(f"{site.url}/\n")
     script = (
         "import sys; from crawler.__main__ import main; "
-        f"code = main([{str(seeds)!r}, '-o', {str(tmp_path / 'out.jsonl')!r}, '--quiet', '--ignore-robots']); "
+        f"code = main([{str(seeds)!r}, '-o', {str(tmp_path / 'out.jsonl')!r}, "
+        "'--quiet', '--ignore-robots']); "
         "print(sorted(m for m in sys.modules if m.startswith(('crawler.observe.dashboard', "
         "'crawler.observe.metrics', 'prometheus_client')))); sys.exit(code)"
     )
@@ -265,9 +250,11 @@ async def test_a_busy_dashboard_port_is_one_line_and_exit_2(site: Site, tmp_path
     )
     _, stderr = await process.communicate()
     assert process.returncode == 2
-    assert stderr.decode().splitlines() == [
-        f"crawler: error: --dashboard cannot listen on 127.0.0.1:{site.port}: address already in use"
-    ]
+    (line,) = stderr.decode().splitlines()
+    assert line == (
+        f"crawler: error: --dashboard cannot listen on 127.0.0.1:{site.port}: "
+        "address already in use"
+    )
 
 
 async def test_the_dashboard_answers_only_to_a_loopback_host_name(

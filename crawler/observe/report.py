@@ -200,7 +200,10 @@ def _pages_over_time(per_second: Counter[str]) -> list[list[float]]:
     buckets: Counter[int] = Counter()
     for t, n in times:
         buckets[int((t - start) / step)] += n
-    return [[round(i * step, 1), round(buckets[i] / step, 2)] for i in range(max(buckets) + 1)]
+    points = [[round(i * step, 1), round(buckets[i] / step, 2)] for i in range(max(buckets) + 1)]
+    if len(points) == 1:  # a crawl within one second: its rate over that second
+        points.append([step, points[0][1]])
+    return points
 
 
 def _seconds(stamp: str) -> float:
