@@ -17,15 +17,16 @@ import os
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from crawler.config import ConfigError, Settings, dashboard_address
-from crawler.observe.metrics import registry_of
 from crawler.stats import Stats
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger("crawler")
 
@@ -72,7 +73,8 @@ class Dashboard:
         self._host, self._port = dashboard_address(settings.dashboard)
         self._loopback_only = not settings.dashboard_public
         self._figures = Figures(stats, settings)
-        self._registry = registry_of(self._figures.now, stats.member)
+        self._member = stats.member
+        self._registry: CollectorRegistry | None = None  # made at the first scrape
         self._watchers: set[asyncio.Queue[bytes]] = set()
         self._streams: set[asyncio.Task[Any]] = set()
         self._broadcast: asyncio.Task[None] | None = None
@@ -137,6 +139,12 @@ class Dashboard:
         return web.FileResponse(STATIC / "dashboard.html")
 
     async def _metrics(self, _request: web.Request) -> web.Response:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        if self._registry is None:  # prometheus_client is imported only if someone scrapes
+            from crawler.observe.metrics import registry_of
+
+            self._registry = registry_of(self._figures.now, self._member)
         return web.Response(
             body=generate_latest(self._registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )
