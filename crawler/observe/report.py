@@ -5,11 +5,12 @@ script (static/charts.js, the dashboard's) and its data are inside it. Its chart
 are drawn by that script as the page loads; its tables are plain HTML.
 
 The records are streamed, twice at most, and never held: the first pass counts
-and keeps what is bounded (the slowest and largest pages, the broken URLs up to
-MAX_BROKEN, per-second counts, one counter per host, content type and language)
-and marks content digests seen more than once in a Bloom filter pair; the second
-pass, only if there are broken links or repeated digests, finds the pages that
-link to each broken URL and the URLs of each repeated digest.
+and keeps what is bounded (the slowest and largest pages, up to MAX_BROKEN broken
+URLs and MAX_REDIRECTS redirects, a count per second of the crawl, per host,
+content type and language) and finds content digests seen before with a Bloom
+filter (about 2.4 bytes a record); the second pass, only if there are broken
+links or repeated digests, finds the pages that link to each broken URL and the
+URLs of up to MAX_DUPLICATE_GROUPS repeated digests.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ TOP = 50  # rows in the slowest, largest and duplicate tables
 MAX_BROKEN = 2000  # broken URLs whose referrers are looked for; more are counted
 MAX_REFERRERS = 10  # linking pages listed per broken URL
 MAX_DUPLICATE_URLS = 10  # URLs listed per repeated digest
+MAX_DUPLICATE_GROUPS = 20_000  # repeated digests whose URLs are looked for
 MAX_REDIRECTS = 500
 SIZE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 TIME_POINTS = 240  # pages over time: at most this many points
@@ -75,6 +77,7 @@ class Figures:
     redirects: list[tuple[str, str, int | None]] = field(default_factory=list)
     redirect_count: int = 0
     repeated_digests: set[str] = field(default_factory=set)
+    repeats: int = 0  # pages whose body an earlier page had (up to the filter's errors)
     duplicates: dict[str, list[str]] = field(default_factory=dict)  # digest -> URLs
     duplicate_counts: Counter[str] = field(default_factory=Counter)
     bad_lines: int = 0
@@ -119,7 +122,9 @@ class Figures:
                 self.redirects.append((url, final_url or "", status))
         digest = _content_digest(record)
         if digest and not seen_digests.add(digest):
-            self.repeated_digests.add(digest)
+            self.repeats += 1
+            if len(self.repeated_digests) < MAX_DUPLICATE_GROUPS:
+                self.repeated_digests.add(digest)
 
     def link(self, record: dict[str, Any]) -> None:
         """Second pass: the page's links to broken URLs, and its digest if repeated."""
@@ -377,8 +382,8 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
         _section(
             "Duplicate content",
             _table(["content digest", "pages#", "URLs"], duplicate_rows, "duplicates"),
-            f"{len(groups):,} {'body' if len(groups) == 1 else 'bodies'} served at more "
-            "than one URL (2xx responses with the same content digest)."
+            f"{figures.repeats:,} pages repeat the body of another (2xx responses with the "
+            f"same content digest); the largest groups of the first {MAX_DUPLICATE_GROUPS:,}."
             if groups
             else "",
         ),
