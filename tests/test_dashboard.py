@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -19,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.browser import Chromium
 from tests.conftest import Site, html, read_records
+from tests.redis_server import RedisServer
 
 PROMTOOL = "/opt/prometheus/usr/bin/promtool"
 CLI = [sys.executable, "-m", "crawler"]
@@ -277,3 +279,29 @@ async def test_the_dashboard_answers_only_to_a_loopback_host_name(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_with_redis_every_metric_is_labelled_with_the_member_id(
+    site: Site, tmp_path: Path
+) -> None:
+    release = held_page(site, "/", [])
+    redis = RedisServer(tmp_path / "redis").start()
+    try:
+        crawl_id = ["--redis", redis.url, "--crawl-id", f"dashboard-{os.getpid()}"]
+        process, url = await start_crawl(tmp_path, site, *crawl_id)
+        try:
+            await site.hits_reached(1).wait()  # the held page is in flight
+            async with aiohttp.ClientSession() as session:
+                scraped = samples(await scrape(session, url))
+            members = {dict(labels).get("member") for _, labels in scraped}
+            (member,) = members
+            assert member.startswith(f"{socket.gethostname()}-{process.pid}-")
+            assert scraped[("crawler_in_flight_requests", (("member", member),))] == 1
+            release.set()
+            assert await process.wait() == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    finally:
+        redis.stop()
