@@ -16,12 +16,10 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
-import importlib.util
 import random
 import statistics
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import orjson
 
@@ -30,15 +28,6 @@ OUT_DIR = BENCH_DIR / "out"
 HOSTS = 200
 LINKS_PER_PAGE = 10
 CRAWL_S = 3600
-
-
-def _crawl_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("crawl_bench", BENCH_DIR / "crawl_bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def url(i: int) -> str:
@@ -105,7 +94,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     OUT_DIR.mkdir(exist_ok=True)
-    crawl_bench = _crawl_bench()
+    sys.path.insert(0, str(BENCH_DIR))
+    import crawl_bench
+
     for n in args.records:
         path = records_file(n)
         size_mib = path.stat().st_size / 2**20

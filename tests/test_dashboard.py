@@ -4,6 +4,7 @@ prometheus_client's parser, and what happens without it or on a public address."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -76,29 +78,33 @@ def records_by_status(path: Path) -> Counter[str]:
     )
 
 
-async def start_crawl(
-    tmp_path: Path, site: Site, *flags: str
-) -> tuple[asyncio.subprocess.Process, str]:
-    """The CLI crawling `site` with --dashboard on a free port; the dashboard's URL."""
+def crawl_command(tmp_path: Path, site: Site, *flags: str) -> list[str]:
+    """The CLI crawling `site`, writing pages.jsonl and stats.json in `tmp_path`."""
     seeds = tmp_path / "seeds.txt"
     seeds.write_text(f"{site.url}/\n")
-    process = await asyncio.create_subprocess_exec(
-        *CLI,
-        str(seeds),
-        "-o",
-        str(tmp_path / "pages.jsonl"),
-        "--stats",
-        str(tmp_path / "stats.json"),
-        "--ignore-robots",
-        "--dashboard",
-        "127.0.0.1:0",
-        *flags,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    while b"dashboard at" not in (line := await asyncio.wait_for(process.stderr.readline(), 30)):
-        assert line, "the crawl ended before its dashboard started"
-    return process, line.decode().split("dashboard at ")[1].split(",")[0]
+    output, stats = tmp_path / "pages.jsonl", tmp_path / "stats.json"
+    return [*CLI, str(seeds), "-o", str(output), "--stats", str(stats), "--ignore-robots", *flags]
+
+
+@contextlib.asynccontextmanager
+async def dashboard_crawl(
+    tmp_path: Path, site: Site, *flags: str
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """The crawl with --dashboard on a free port, and the dashboard's URL; killed at
+    the end if it still runs."""
+    command = crawl_command(tmp_path, site, "--dashboard", "127.0.0.1:0", *flags)
+    process = await asyncio.create_subprocess_exec(*command, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert process.stderr is not None
+        while b"dashboard at" not in (
+            line := await asyncio.wait_for(process.stderr.readline(), 30)
+        ):
+            assert line, "the crawl ended before its dashboard started"
+        yield process, line.decode().split("dashboard at ")[1].split(",")[0]
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
 
 
 async def scrape(session: aiohttp.ClientSession, url: str) -> str:
@@ -129,71 +135,68 @@ async def test_dashboard_during_a_crawl_shows_the_records_written_and_metrics_on
     output = tmp_path / "pages.jsonl"
     promtool_path()
 
-    process, url = await start_crawl(tmp_path, site)
-    try:
-        async with Chromium(tmp_path / "profile") as browser, aiohttp.ClientSession() as session:
-            tab = await browser.new_tab()
-            await tab.open(url)
-            # Every page but the held one is written: the crawl waits on /slow.
-            first_count = QUICK_PAGES + 2
-            await tab.until(
-                f"document.querySelector('[data-figure=records]').textContent === '{first_count}'"
-            )
-            assert len(read_records(output)) == first_count
-            first = samples(await scrape(session, url))
-            promtool_check(await scrape(session, url))
-            written = records_by_status(output)
-            assert {
-                labels[0][1]: value
-                for (name, labels), value in first.items()
-                if name == "crawler_records_total"
-            } == written
-            assert first[("crawler_in_flight_requests", ())] == 1
-            assert first[("crawler_fetch_duration_seconds_count", ())] == first_count
+    async with (
+        dashboard_crawl(tmp_path, site) as (process, url),
+        Chromium(tmp_path / "profile") as browser,
+        aiohttp.ClientSession() as session,
+    ):
+        tab = await browser.new_tab()
+        await tab.open(url)
+        # Every page but the held one is written: the crawl waits on /slow.
+        first_count = QUICK_PAGES + 2
+        await tab.until(
+            f"document.querySelector('[data-figure=records]').textContent === '{first_count}'"
+        )
+        assert len(read_records(output)) == first_count
+        first = samples(await scrape(session, url))
+        promtool_check(await scrape(session, url))
+        written = records_by_status(output)
+        assert {
+            labels[0][1]: value
+            for (name, labels), value in first.items()
+            if name == "crawler_records_total"
+        } == written
+        assert first[("crawler_in_flight_requests", ())] == 1
+        assert first[("crawler_fetch_duration_seconds_count", ())] == first_count
 
-            shown = await tab.figures()
-            assert shown["records"] == str(first_count)
-            assert shown["in_flight"] == "1"
-            assert shown["hosts"] == "1"
-            drawn = await tab.drawn_charts("[id^=chart-]")
-            assert drawn["chart-statuses"] and drawn["chart-depths"] and drawn["chart-latency"]
-            hosts = await tab.evaluate("document.querySelector('#hosts tbody').rows.length")
-            assert hosts == 1
-            png = await tab.screenshot(tmp_path / "dashboard.png")
-            assert png.startswith(b"\x89PNG") and len(png) > 10_000
+        shown = await tab.figures()
+        assert shown["records"] == str(first_count)
+        assert shown["in_flight"] == "1"
+        assert shown["hosts"] == "1"
+        drawn = await tab.drawn_charts("[id^=chart-]")
+        assert drawn["chart-statuses"] and drawn["chart-depths"] and drawn["chart-latency"]
+        hosts = await tab.evaluate("document.querySelector('#hosts tbody').rows.length")
+        assert hosts == 1
+        png = await tab.screenshot(tmp_path / "dashboard.png")
+        assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
-            release_slow.set()
-            second_count = first_count + 3  # /slow, /after1 and /after2; /slow2 is held
-            await tab.until(
-                f"document.querySelector('[data-figure=records]').textContent === '{second_count}'"
-            )
-            second = samples(await scrape(session, url))
-            assert len(read_records(output)) == second_count
-            before, after = counters(first), counters(second)
-            assert all(after.get(name, 0) >= value for name, value in before.items()), (
-                before,
-                after,
-            )
-            assert (
-                sum(v for (n, _), v in second.items() if n == "crawler_records_total")
-                == second_count
-            )
+        release_slow.set()
+        second_count = first_count + 3  # /slow, /after1 and /after2; /slow2 is held
+        await tab.until(
+            f"document.querySelector('[data-figure=records]').textContent === '{second_count}'"
+        )
+        second = samples(await scrape(session, url))
+        assert len(read_records(output)) == second_count
+        before, after = counters(first), counters(second)
+        assert all(after.get(name, 0) >= value for name, value in before.items()), (
+            before,
+            after,
+        )
+        assert (
+            sum(v for (n, _), v in second.items() if n == "crawler_records_total") == second_count
+        )
 
-            release_slow2.set()
-            await tab.until("document.getElementById('state').textContent === 'crawl finished'")
-            assert await process.wait() == 0
-            final = json.loads((tmp_path / "stats.json").read_text())
-            shown = await tab.figures()
-            assert shown["records"] == str(final["records"]) == str(second_count + 1)
-            assert shown["errors"] == str(sum(final["errors"].values()))
-            assert shown["queued"] == str(final["queued"])
-            assert shown["hosts"] == str(final["host_count"])
-            assert tab.errors == []
-            await tab.close()
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        release_slow2.set()
+        await tab.until("document.getElementById('state').textContent === 'crawl finished'")
+        assert await process.wait() == 0
+        final = json.loads((tmp_path / "stats.json").read_text())
+        shown = await tab.figures()
+        assert shown["records"] == str(final["records"]) == str(second_count + 1)
+        assert shown["errors"] == str(sum(final["errors"].values()))
+        assert shown["queued"] == str(final["queued"])
+        assert shown["hosts"] == str(final["host_count"])
+        assert tab.errors == []
+        await tab.close()
 
 
 async def test_a_plain_crawl_imports_nothing_of_the_dashboard(site: Site, tmp_path: Path) -> None:
@@ -239,17 +242,8 @@ def test_a_dashboard_address_that_is_not_host_port_is_refused() -> None:
 
 async def test_a_busy_dashboard_port_is_one_line_and_exit_2(site: Site, tmp_path: Path) -> None:
     site.page("/", "home")
-    seeds = tmp_path / "seeds.txt"
-    seeds.write_text(f"{site.url}/\n")
-    process = await asyncio.create_subprocess_exec(
-        *CLI,
-        str(seeds),
-        "-o",
-        str(tmp_path / "out.jsonl"),
-        "--dashboard",
-        str(site.port),
-        stderr=asyncio.subprocess.PIPE,
-    )
+    command = crawl_command(tmp_path, site, "--dashboard", str(site.port))
+    process = await asyncio.create_subprocess_exec(*command, stderr=asyncio.subprocess.PIPE)
     _, stderr = await process.communicate()
     assert process.returncode == 2
     (line,) = stderr.decode().splitlines()
@@ -263,8 +257,7 @@ async def test_the_dashboard_answers_only_to_a_loopback_host_name(
     site: Site, tmp_path: Path
 ) -> None:
     release = held_page(site, "/", [])
-    process, url = await start_crawl(tmp_path, site)
-    try:
+    async with dashboard_crawl(tmp_path, site) as (process, url):
         async with aiohttp.ClientSession() as session:
             async with session.get(url, headers={"Host": "attacker.example:80"}) as response:
                 assert response.status == 403
@@ -275,10 +268,6 @@ async def test_the_dashboard_answers_only_to_a_loopback_host_name(
                 assert "default-src 'self'" in response.headers["Content-Security-Policy"]
         release.set()
         assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 async def test_with_redis_every_metric_is_labelled_with_the_member_id(
@@ -288,8 +277,7 @@ async def test_with_redis_every_metric_is_labelled_with_the_member_id(
     redis = RedisServer(tmp_path / "redis").start()
     try:
         crawl_id = ["--redis", redis.url, "--crawl-id", f"dashboard-{os.getpid()}"]
-        process, url = await start_crawl(tmp_path, site, *crawl_id)
-        try:
+        async with dashboard_crawl(tmp_path, site, *crawl_id) as (process, url):
             await site.hits_reached(1).wait()  # the held page is in flight
             async with aiohttp.ClientSession() as session:
                 scraped = samples(await scrape(session, url))
@@ -299,9 +287,5 @@ async def test_with_redis_every_metric_is_labelled_with_the_member_id(
             assert scraped[("crawler_in_flight_requests", (("member", member),))] == 1
             release.set()
             assert await process.wait() == 0
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
     finally:
         redis.stop()
