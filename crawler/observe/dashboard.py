@@ -33,7 +33,7 @@ log = logging.getLogger("crawler")
 UPDATE_EVERY_S = 1.0
 END_WAIT_S = 1.0  # for the last figures to reach the watchers when the crawl ends
 STATIC = Path(__file__).parent / "static"
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 # The page and its script come from here and nowhere else, and nothing may frame it.
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
@@ -129,7 +129,7 @@ class Dashboard:
         name was rebound to 127.0.0.1 cannot read the crawl (DNS rebinding)."""
         if request.method not in ("GET", "HEAD"):
             raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"])
-        if self._loopback_only and request.host.rpartition(":")[0] not in LOOPBACK_NAMES:
+        if self._loopback_only and request.url.host not in LOOPBACK_NAMES:
             raise web.HTTPForbidden(text="the dashboard answers only to 127.0.0.1 or localhost")
         response: web.StreamResponse = await handler(request)
         response.headers.update(HEADERS)
