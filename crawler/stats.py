@@ -64,6 +64,7 @@ class Holding(Protocol):
     @property
     def held(self) -> int: ...
     def waiting_on(self) -> int: ...
+    def slow_pages(self, limit: int) -> list[str]: ...
 
 
 class Stats:
@@ -182,6 +183,10 @@ class Stats:
                 view |= self._scheduler.host_view(host)
             hosts.append(view)
         return hosts
+
+    def slow_pages(self, limit: int = BUSIEST_HOSTS) -> list[str]:
+        """URLs of the started pages that held pages wait for."""
+        return self._gate.slow_pages(limit) if self._gate is not None else []
 
     def as_dict(self) -> dict[str, Any]:
         return {

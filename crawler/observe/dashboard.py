@@ -59,6 +59,7 @@ class Figures:
             figures = stats.snapshot()
             figures["busiest_hosts"] = stats.busiest_hosts()
             figures["last_errors"] = list(stats.last_errors)
+            figures["slow_pages"] = stats.slow_pages()
             figures["max_pages"] = self._max_pages
             figures["member"] = stats.member
             self._figures, self._made_at = figures, made_at

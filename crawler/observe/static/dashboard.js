@@ -86,6 +86,13 @@ function update(f) {
     ["delay_s", "n"], ["backoff_s", "n"], ["wait_s", "n"], ["robots"],
   ]);
   fillTable("errors", [...f.last_errors].reverse(), [["at"], ["error"], ["status", "n"], ["url", "url"]]);
+  const slow = document.getElementById("slow-pages");
+  slow.replaceChildren(...f.slow_pages.map((url) => {
+    const item = document.createElement("li");
+    item.textContent = url;
+    return item;
+  }));
+  document.getElementById("slow-section").hidden = !f.slow_pages.length;
   const member = f.member ? `member ${f.member}, ` : "";
   document.getElementById("note").textContent = `${member}updated ${new Date().toLocaleTimeString()}`;
 }
