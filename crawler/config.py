@@ -106,7 +106,7 @@ class Settings:
             raise ConfigError("--redis and --state are two places for the crawl's state; pick one")
         if self.dashboard is not None and not self.dashboard_public:
             host, _ = dashboard_address(self.dashboard)
-            if not _is_loopback(host):
+            if not is_loopback(host):
                 raise ConfigError(
                     f"--dashboard {self.dashboard} is not a loopback address, and the page "
                     "shows the crawl's URLs; add --dashboard-public to serve it there"
@@ -250,7 +250,8 @@ def _dashboard_problem(value: str) -> str | None:
     return None
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Is `host` (a name or an address) this machine's loopback, for sure?"""
     if host == "localhost":
         return True
     try:

@@ -20,6 +20,7 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
+from crawler.config import ConfigError, Settings, dashboard_address
 from tests.browser import Chromium
 from tests.conftest import Site, html, read_records
 from tests.redis_server import RedisServer
@@ -289,3 +290,12 @@ async def test_with_redis_every_metric_is_labelled_with_the_member_id(
             assert await process.wait() == 0
     finally:
         redis.stop()
+
+
+def test_the_opt_in_lets_any_address_be_given() -> None:
+    settings = Settings(dashboard="0.0.0.0:8080", dashboard_public=True)
+    assert dashboard_address(settings.dashboard) == ("0.0.0.0", 8080)
+    assert dashboard_address("[::1]:9090") == ("::1", 9090)
+    assert dashboard_address("9090") == ("127.0.0.1", 9090)
+    with pytest.raises(ConfigError, match="only makes sense with --dashboard"):
+        Settings(dashboard_public=True)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from crawler.config import ConfigError, Settings, dashboard_address
+from crawler.config import ConfigError, Settings, dashboard_address, is_loopback
 from crawler.stats import Stats
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class Dashboard:
             ) from None
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
-        if not self._loopback_only:
+        if not is_loopback(self._host):
             log.warning(
                 "the dashboard listens on %s, beyond this machine, and shows the crawl's URLs",
                 self.url,
