@@ -1,8 +1,10 @@
 """A user's hooks, run in the crawl's loop: `follow` decides per link, `on_page` adds fields.
 
 Either may be a plain function or a coroutine function. A hook that raises costs
-the page its hook's work, never the crawl: the page's record says
-`error: "hook_failed"`, and the hook's first failure is logged with its traceback.
+what it was deciding, never the crawl: `follow` the one link it raised for (the
+page's other links are decided as usual), `on_page` the fields it would have
+added. The page's record says `error: "hook_failed"`, and each hook's first
+failure is logged with its traceback.
 """
 
 from __future__ import annotations
@@ -32,18 +34,18 @@ class Hooks:
         """Run the hooks on `page`; the links of `links` still to follow."""
         follow = self._follow
         if follow is not None and links:
-            try:
-                kept = []
-                for url in links:
+            kept = []
+            for url in links:
+                try:
                     verdict = follow(url, page)
                     if isawaitable(verdict):  # a coroutine a link only when the hook is async
                         verdict = await verdict
-                    if verdict:
-                        kept.append(url)
-                links = kept
-            except Exception:
-                self._failed("follow", page)
-                links = []
+                except Exception:  # costs this link; the hook still decides the others
+                    self._failed("follow", page)
+                    continue
+                if verdict:
+                    kept.append(url)
+            links = kept
         if self._on_page is not None:
             try:
                 fields = self._on_page(page)

@@ -144,17 +144,31 @@ async def test_a_hook_that_raises_marks_the_page_and_the_crawl_goes_on(site, cap
     assert len(failures) == 1 and "ZeroDivisionError" in failures[0].exc_text
 
 
-async def test_a_follow_hook_that_raises_follows_nothing_from_that_page(site):
-    site.page("/", "home", ["/a"])
-    site.page("/a", "A", [])
+@pytest.mark.parametrize("is_async", [False, True])
+async def test_a_follow_hook_that_raises_costs_that_link_not_the_pages_others(
+    site, caplog, is_async
+):
+    site.page("/", "home", ["/a", "/boom", "/b", "/skip", "/boom2"])
+    for path in ("/a", "/b", "/skip", "/boom", "/boom2"):
+        site.page(path, path, [])
 
-    def broken(url: str, page: Page) -> bool:
-        raise RuntimeError("no")
+    def decide(url: str, page: Page) -> bool:
+        if "/boom" in url:
+            raise RuntimeError(f"no {url}")
+        return not url.endswith("/skip")
 
-    async with Crawler([f"{site.url}/"], TEST_SETTINGS, follow=broken) as crawler:
-        records = [page.record() async for page in crawler]
-    assert [(r["url"], r["error"]) for r in records] == [(f"{site.url}/", "hook_failed")]
-    assert site.count("/a") == 0
+    async def decide_async(url: str, page: Page) -> bool:
+        return decide(url, page)
+
+    hook = decide_async if is_async else decide
+    with caplog.at_level(logging.ERROR, logger="crawler"):
+        async with Crawler([f"{site.url}/"], TEST_SETTINGS, follow=hook) as crawler:
+            records = by_url([page.record() async for page in crawler])
+    assert records[f"{site.url}/"]["error"] == "hook_failed"
+    assert sorted(records) == [f"{site.url}/", f"{site.url}/a", f"{site.url}/b"]
+    assert [site.count(p) for p in ("/a", "/b", "/skip", "/boom", "/boom2")] == [1, 1, 0, 0, 0]
+    failures = [r for r in caplog.records if "follow hook failed" in r.getMessage()]
+    assert len(failures) == 1 and "RuntimeError: no" in failures[0].exc_text
 
 
 async def test_on_page_may_not_replace_the_records_own_fields(site):
