@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from crawler.config import Settings
+from crawler.errors import ErrorKind
 from crawler.fetch import Fetcher, Hop, Response
 from crawler.frontier import PAGE, ROBOTS, Request
 from crawler.hooks import Hooks
@@ -374,7 +375,7 @@ class Crawl:
 
     def _internal_error(self, request: Request) -> Page:
         log.exception("internal error on %s", request.url)
-        return self._new_page(request, error="internal_error")
+        return self._new_page(request, error=ErrorKind.INTERNAL_ERROR)
 
     def _new_page(self, request: Request, **fields: Any) -> Page:
         page = Page(request.url, request.depth, request.referrer, kind=request.kind, **fields)
@@ -431,7 +432,7 @@ class Crawl:
             return False
         wait_s = (response.retry_after_s() if throttled else None) or backoff_s(request.attempt)
         if wait_s > self.settings.max_retry_after:
-            response.error = "retry_after_too_long"
+            response.error = ErrorKind.RETRY_AFTER_TOO_LONG
             return False
         request.location, request.redirects = response.url, response.redirects
         self.stats.retries += 1
@@ -538,7 +539,7 @@ class Crawl:
             self.gate.queued(new)
             self.scheduler.add(new)
 
-    async def _record_refused(self, request: Request, error: str) -> None:
+    async def _record_refused(self, request: Request, error: ErrorKind) -> None:
         page = None if request.kind == ROBOTS else self._new_page(request, error=error)
         await self._commit(request, page, [])
         await self._complete_held()

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from inspect import isawaitable
 from typing import Any
 
+from crawler.errors import ErrorKind
 from crawler.page import Page
 
 STANDARD_FIELDS = frozenset(Page("x", 0, None).record())
@@ -58,7 +59,7 @@ class Hooks:
         return links
 
     def _failed(self, hook: str, page: Page) -> None:
-        page.error = "hook_failed"
+        page.error = ErrorKind.HOOK_FAILED
         if hook not in self._logged:
             self._logged.add(hook)
             log.exception(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.charset import decode_html
+from crawler.errors import ErrorKind
 
 if TYPE_CHECKING:
     from crawler.fetch import Response
@@ -86,7 +87,7 @@ class Page:
     description: str | None = None  # <meta name=description>
     canonical: str | None = None  # <link rel=canonical>, absolute and canonical
     links: list[str] = field(default_factory=list)
-    error: str | None = None
+    error: ErrorKind | None = None
     truncated: bool = False
     kind: str = "page"  # or "sitemap" (--sitemaps)
     fields: dict[str, Any] = field(default_factory=dict)  # added by options and hooks
@@ -124,6 +125,8 @@ class Page:
     def from_record(cls, record: dict[str, Any]) -> Page:
         """The page a JSON record was made from (without its response)."""
         standard = {name: record[name] for name in RECORD_FIELDS if name in record}
+        if standard.get("error") is not None:
+            standard["error"] = ErrorKind(standard["error"])
         extra = {name: value for name, value in record.items() if name not in RECORD_FIELDS}
         return cls(**standard, fields=extra)
 

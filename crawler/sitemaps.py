@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from xml.parsers import expat
 
+from crawler.errors import ErrorKind
 from crawler.frontier import SITEMAP, Request
 from crawler.urls import canonicalize, origin_of
 
@@ -54,12 +55,12 @@ class Sitemap:
     url: str
     pages: list[tuple[str, str | None]] = field(default_factory=list)  # canonical URL, lastmod
     sitemaps: list[str] = field(default_factory=list)  # canonical URLs
-    error: str | None = None  # sitemap_too_large, sitemap_invalid or decoding_error
+    error: ErrorKind | None = None  # SITEMAP_TOO_LARGE, SITEMAP_INVALID or DECODING_ERROR
     entries: int = 0  # <url> and <sitemap> entries or text lines read, canonical or not
 
     @property
     def truncated(self) -> bool:
-        return self.error == "sitemap_too_large"
+        return self.error == ErrorKind.SITEMAP_TOO_LARGE
 
 
 def sitemaps_of(origin: str, robots_sitemaps: Iterable[str]) -> list[str]:
@@ -266,11 +267,11 @@ async def parse_sitemap(
         if reader is not None:
             reader.feed(b"", final=True)
     except _TooLarge:
-        sitemap.error = "sitemap_too_large"
+        sitemap.error = ErrorKind.SITEMAP_TOO_LARGE
     except _Invalid:
-        sitemap.error = "sitemap_invalid"
+        sitemap.error = ErrorKind.SITEMAP_INVALID
     except zlib.error:
-        sitemap.error = "decoding_error"
+        sitemap.error = ErrorKind.DECODING_ERROR
     return sitemap
 
 

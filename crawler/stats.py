@@ -36,7 +36,7 @@ class Stats:
         """One record was written."""
         self.records += 1
         if page.error:
-            self.errors[page.error] += 1
+            self.errors[str(page.error)] += 1  # a plain str, for any JSON encoder
         self.statuses["none" if page.status is None else str(page.status)] += 1
         self.depths[str(page.depth)] += 1
         self.hosts[host] += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -252,3 +253,18 @@ async def test_run_crawls_to_the_end_without_a_loop_of_its_own(site):
 
 def test_the_package_ships_py_typed():
     assert Path(crawler_package.__file__).with_name("py.typed").exists()
+
+
+def test_the_readme_documents_every_error_kind_and_no_other():
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Error kinds", 1)[1].split("\n## ", 1)[0]
+    table = section.split("|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines()]
+    documented = {kind for row in rows for kind in re.findall(r"`([a-z_]+)`", row)}
+    assert documented == {kind.value for kind in crawler_package.ErrorKind}
+
+
+def test_an_error_kind_is_written_as_its_text():
+    page = Page("http://a.test/", 0, None, error=crawler_package.ErrorKind.TIMEOUT)
+    assert orjson.loads(orjson.dumps(page.record()))["error"] == "timeout" == page.error
+    assert Page.from_record(page.record()).error is crawler_package.ErrorKind.TIMEOUT
