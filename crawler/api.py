@@ -134,7 +134,9 @@ class Crawler:
         assert self._outbox is not None and self._task is not None
         page = await self._outbox.get()
         if page is None:
-            await self._task  # a failure to write the sinks surfaces here
+            await (
+                self._task
+            )  # a failure to write the sinks, or a crawl broken by a bug, surfaces here
             raise StopAsyncIteration
         return page
 

@@ -205,7 +205,7 @@ class Crawl:
         self._gate_timer: asyncio.TimerHandle | None = None
         self._releasing: asyncio.Task[None] | None = None  # held pages let go past slow ones
         self._progress_at = time.monotonic()  # a page started or finished
-        self.failure: WriteFailed | None = None
+        self.failure: Exception | None = None
 
     async def run(self) -> None:
         settings = self.settings
@@ -291,13 +291,26 @@ class Crawl:
             await self.store.serve(self.scheduler)
         except WriteFailed as exc:
             self._fail(exc)
+        except Exception as exc:
+            self._broken(exc)
 
-    def _fail(self, failure: WriteFailed) -> None:
-        """Records or state have nowhere to go: the crawl cannot go on."""
+    def _broken(self, exc: Exception) -> None:
+        """A bug outside any one page's steps: the crawl stops, rather than hang."""
+        log.exception("internal error: the crawl stops")
+        self._fail(RuntimeError(f"internal error: {exc!r}"))
+
+    def _fail(self, failure: Exception) -> None:
+        """Records or state have nowhere to go, or a bug broke the loop: the crawl cannot go on."""
         self.failure = failure
         self.stop(drain=False)
 
     async def _worker(self) -> None:
+        try:
+            await self._work()
+        except Exception as exc:  # the scheduler or the consumer broke
+            self._broken(exc)
+
+    async def _work(self) -> None:
         scheduler = self.scheduler
         while (job := await scheduler.next_job()) is not None:
             try:
@@ -312,6 +325,8 @@ class Crawl:
             except WriteFailed as exc:
                 self._fail(exc)
                 return
+            except Exception:  # a bug past the guards of the job's own steps
+                log.exception("internal error on %s", _job_url(job))
             if self.consumer is not None:
                 await self.consumer.room()
 
@@ -326,16 +341,18 @@ class Crawl:
             page, follow = self._page(request, response, time.monotonic() - started)
         except Exception:  # a bug must cost one page, not the crawl
             page, follow = self._internal_error(request), []
-        if self.hooks is not None:
-            follow = await self.hooks.apply(page, follow)
-        if follow and self.gate.must_hold(request.depth):
-            page.release()
-            self.gate.hold(request, page, follow)
-        else:
-            await self._commit(request, page, follow)
-        await self._complete_held()
-        self._page_done()
-        self.scheduler.release(request, throttled=_throttled(response))
+        try:
+            if self.hooks is not None:
+                follow = await self.hooks.apply(page, follow)
+            if follow and self.gate.must_hold(request.depth):
+                page.release()
+                self.gate.hold(request, page, follow)
+            else:
+                await self._commit(request, page, follow)
+            await self._complete_held()
+            self._page_done()
+        finally:  # whatever went wrong, the host's slot must not stay taken
+            self.scheduler.release(request, throttled=_throttled(response))
 
     async def _crawl_sitemap(self, request: Request) -> None:
         """A sitemap, or robots.txt's list of them: its record, and what it lists queued."""
@@ -354,10 +371,12 @@ class Crawl:
                 page, listed = await self._sitemap(request, response, time.monotonic() - started)
         except Exception:  # a bug must cost one sitemap, not the crawl
             page, listed = self._internal_error(request), []
-        await self._commit(request, page, [], await self._followed(page, listed))
-        await self._complete_held()
-        self._page_done()
-        self.scheduler.release(request, throttled=_throttled(response))
+        try:
+            await self._commit(request, page, [], await self._followed(page, listed))
+            await self._complete_held()
+            self._page_done()
+        finally:
+            self.scheduler.release(request, throttled=_throttled(response))
 
     async def _fetch(self, request: Request, fetcher: Fetcher) -> Response | None:
         """Fetch `request`; None if the failure was worth another try and it went back
@@ -425,6 +444,8 @@ class Crawl:
             await self._complete_held()
         except WriteFailed as exc:
             self._fail(exc)
+        except Exception as exc:
+            self._broken(exc)
 
     def _retried(self, request: Request, response: Response, throttled: bool) -> bool:
         """Send `request` back to its host's line if the failure is worth another try."""
@@ -531,19 +552,29 @@ class Crawl:
         follow: list[str],
         listed: Sequence[Request] = (),
     ) -> None:
-        new = await self.store.commit(request, page, follow, request.hops, listed)
-        if page is not None and self.consumer is not None:
-            self.consumer.put(page)
-        self.gate.finished(request)
+        try:
+            try:
+                new = await self.store.commit(request, page, follow, request.hops, listed)
+            except WriteFailed:
+                raise
+            except Exception:  # a bug (a sink's encoder, the store) costs the page
+                page = None if page is None else self._internal_error(request)
+                new = await self.store.commit(request, page, [], request.hops)
+            if page is not None and self.consumer is not None:
+                self.consumer.put(page)
+        finally:  # pages held for this one must not wait for it forever
+            self.gate.finished(request)
         if new:
             self.gate.queued(new)
             self.scheduler.add(new)
 
     async def _record_refused(self, request: Request, error: ErrorKind) -> None:
         page = None if request.kind == ROBOTS else self._new_page(request, error=error)
-        await self._commit(request, page, [])
-        await self._complete_held()
-        self.scheduler.release(request)
+        try:
+            await self._commit(request, page, [])
+            await self._complete_held()
+        finally:
+            self.scheduler.release(request)
 
     async def _admit_hop(self, target: str) -> Hop:
         """May a redirect go on to `target`? Same checks as a link, plus robots.txt."""
@@ -553,6 +584,12 @@ class Crawl:
         if refusal is not None:
             return Hop(follow=False, error=refusal)
         return Hop(follow=await self.store.claim(target))
+
+
+def _job_url(job: Request | RobotsFetch | Refused) -> str:
+    if isinstance(job, RobotsFetch):
+        return f"{job.origin}/robots.txt"
+    return job.request.url if isinstance(job, Refused) else job.url
 
 
 def _throttled(response: Response | None) -> bool:

@@ -3,7 +3,8 @@
 Either may be a plain function or a coroutine function. A hook that raises costs
 what it was deciding, never the crawl: `follow` the one link it raised for (the
 page's other links are decided as usual), `on_page` the fields it would have
-added. The page's record says `error: "hook_failed"`, and each hook's first
+added; so does an `on_page` that returns what a record cannot hold (not a dict,
+one of the record's own fields, a value JSON cannot encode). The page's record says `error: "hook_failed"`, and each hook's first
 failure is logged with its traceback.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from crawler.errors import ErrorKind
 from crawler.page import Page
+from crawler.sinks.jsonl import encode
 
 STANDARD_FIELDS = frozenset(Page("x", 0, None).record())
 
@@ -73,4 +75,5 @@ def _extra_fields(fields: Any) -> dict[str, Any]:
     taken = STANDARD_FIELDS.intersection(fields)
     if taken:
         raise ValueError(f"on_page may not replace the record's own fields: {sorted(taken)}")
+    encode(fields)  # a record is JSON: what it cannot hold fails here, not in a sink
     return fields

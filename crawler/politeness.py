@@ -126,7 +126,14 @@ class Robots:
         future = self._pending[origin] = asyncio.get_running_loop().create_future()
         rules = None
         try:
-            rules = await self._fetch(origin)
+            try:
+                rules = await self._fetch(origin)
+            except Exception:  # a bug: the host's URLs get records saying so, for a while
+                log.exception("internal error on %s/robots.txt", origin)
+                rules = RobotsRules(
+                    denied=ErrorKind.INTERNAL_ERROR,
+                    expires_at=time.monotonic() + UNREACHABLE_HOLD_S,
+                )
             if rules is not None:
                 self._rules[origin] = rules
         finally:
