@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import platform
 import re
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -268,3 +270,53 @@ def test_an_error_kind_is_written_as_its_text():
     page = Page("http://a.test/", 0, None, error=crawler_package.ErrorKind.TIMEOUT)
     assert orjson.loads(orjson.dumps(page.record()))["error"] == "timeout" == page.error
     assert Page.from_record(page.record()).error is crawler_package.ErrorKind.TIMEOUT
+
+
+async def test_the_api_shows_the_crawl_not_the_engine(site, tmp_path):
+    chain_site(site, 3)
+    settings = replace(TEST_SETTINGS, state=str(tmp_path / "state"))
+    crawler = Crawler([f"{site.url}/"], settings)
+    public = {name for name in dir(crawler) if not name.startswith("_")}
+    assert public == {
+        "close", "complete", "crawl", "failure", "figures", "open", "run", "seeds", "settings",
+        "stats", "stop",
+    }  # fmt: skip
+    assert crawler.open() is None
+    assert crawler.complete is False and crawler.failure is None
+    async with crawler:
+        await crawler.crawl()
+    stats = crawler.stats
+    assert stats["records"] == 4 and stats["visited"]["urls"] == 4
+    assert stats["rate_history"][-1]["records"] == 4
+    again = Crawler([f"{site.url}/"], settings)
+    assert again.complete is True
+    await again.close()
+
+
+async def test_a_crawl_that_cannot_write_says_why_in_failure(site):
+    chain_site(site, 3)
+    crawler = Crawler([f"{site.url}/"], replace(TEST_SETTINGS, output="/dev/full"))
+    with pytest.raises(crawler_package.sinks.WriteFailed, match="cannot write /dev/full"):
+        async with crawler:
+            await crawler.crawl()
+    assert "No space left" in str(crawler.failure)
+
+
+MALLOC_PROBE = """
+import sys
+import crawler
+from crawler import Crawler, Settings
+stats = Crawler([sys.argv[1]], Settings(ignore_robots=True, uvloop=False)).run()
+print(stats["records"], crawler.keep_freed_memory.cache_info().currsize)
+"""
+
+
+async def test_the_library_leaves_the_processs_malloc_alone_unless_asked(site):
+    chain_site(site, 2)
+    probe = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", MALLOC_PROBE, f"{site.url}/", stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await probe.communicate()
+    assert out.split() == [b"3", b"0"]  # crawled, and mallopt never called
+    glibc = platform.libc_ver()[0] == "glibc"
+    assert crawler_package.keep_freed_memory() is glibc  # the opt-in, where there is mallopt
