@@ -150,9 +150,9 @@ def summary_table(figures: CrawlStats) -> str:
             f"FP rate now {visited['fp_rate']:.2g} (target {visited['target_fp_rate']:g})",
         ),
         (
-            "missed",
-            f"{visited['expected_missed_urls']:.2g}",
-            "new URLs expected to be taken for seen ones and skipped",
+            "false positives",
+            _about(visited["expected_missed_urls"]),
+            "URLs the visited set may have wrongly skipped",
         ),
     ]
     width = max(len(label) for label, _, _ in rows)
@@ -162,6 +162,13 @@ def summary_table(figures: CrawlStats) -> str:
         for label, value, note in rows
     ]
     return "crawler: summary\n" + "\n".join(lines)
+
+
+def _about(expected: float) -> str:
+    """An expected count, as plainly as its size allows: ≈ 0, ≈ 0.37, ≈ 12."""
+    if expected < 0.005:
+        return "≈ 0"
+    return f"≈ {expected:.2g}" if expected < 10 else f"≈ {expected:,.0f}"
 
 
 def _size(n: float) -> str:
