@@ -23,9 +23,10 @@ def keep_freed_memory() -> bool:
     Each page parsed allocates and frees a Lexbor document at the top of the heap.
     With glibc's default trim threshold the heap shrank and grew around each one,
     with fresh zeroed memory pages every time: through `Crawler.run()` on the
-    20,000-page benchmark site, 100,000-370,000 minor page faults against 10,000,
-    and 6-12% more CPU (three alternating runs). Keeping up to 32 MiB costs 1.5 MB
-    more peak RSS. The setting stays for the life of the process.
+    5,000-page benchmark site, 89,000 minor page faults against 9,100 and 2.40 s
+    of CPU against 2.00 (benchmarks/malloc_bench.py, median of three alternating
+    runs). Keeping up to 32 MiB costs 1.1 MiB more peak RSS. The setting stays
+    for the life of the process.
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the process's own symbols include libc's
