@@ -52,18 +52,19 @@ def _check_output_paths(settings: Settings) -> None:
     """-o and --stats must be writable, and -o must not overwrite the files the crawl reads."""
     if settings.stats:
         _check_writable(settings.stats)
-    if settings.output == STDOUT:
+    output = settings.output
+    if output is None or output == STDOUT:
         return
     for label, path in (("seeds file", settings.seeds), ("config file", settings.config)):
         if (
             path
             and path != "-"
             and os.path.exists(path)
-            and os.path.exists(settings.output)
-            and os.path.samefile(path, settings.output)
+            and os.path.exists(output)
+            and os.path.samefile(path, output)
         ):
-            raise ConfigError(f"-o {settings.output} is the {label}; refusing to overwrite it")
-    _check_writable(settings.output)
+            raise ConfigError(f"-o {output} is the {label}; refusing to overwrite it")
+    _check_writable(output)
 
 
 def _check_writable(path: str) -> None:
@@ -79,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging()
     try:
         settings = load_settings(argv)
+        assert settings.seeds is not None  # load_settings asks for it
         seeds = read_seeds(settings.seeds)
         _check_output_paths(settings)
         crawler = Crawler(seeds, settings)
@@ -108,20 +110,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(settings: Settings, crawler: Crawler) -> int:
-    received: list[int] = []
+    received: list[signal.Signals] = []
     reporter = Reporter(crawler.figures, settings)
 
     async def supervise() -> None:
         loop = asyncio.get_running_loop()
 
-        def on_signal(signum: int) -> None:
+        def on_signal(signum: signal.Signals) -> None:
             if received:  # second signal: the state is consistent after every commit
                 reporter.clear()
                 os._exit(SIGNAL_EXIT_CODES[signum])
             received.append(signum)
             log.warning(
                 "interrupted: finishing requests in flight (%s again to quit now)",
-                signal.Signals(signum).name,
+                signum.name,
             )
             crawler.stop()
 

@@ -236,5 +236,6 @@ def event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, None]],
         except ImportError:
             pass
         else:
-            return uvloop.run
+            run: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
+            return run
     return asyncio.run

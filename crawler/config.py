@@ -16,7 +16,7 @@ import sys
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from crawler import __version__
 from crawler.urls import canonicalize, is_host_pattern
@@ -576,7 +576,7 @@ _TOML_ONLY = {"seeds"}  # the positional argument, also settable in the config f
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
         raise ConfigError(message)
 
 

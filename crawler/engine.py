@@ -198,7 +198,37 @@ class Crawl:
             settings.max_url_length,
         )
         self._is_trap = trap_check(settings, self.stats)
-        self.scheduler: HostScheduler | None = None
+        archive = store.sinks.archive
+        keep = archive is not None
+        self._fetcher = Fetcher(
+            client, settings.timeout, settings.max_bytes, settings.max_redirects, keep
+        )
+        self._sitemap_fetcher = Fetcher(
+            client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects, keep
+        )
+        robots_fetcher = Fetcher(
+            client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep
+        )
+        self._robots = Robots(
+            robots_fetcher,
+            settings.user_agent,
+            enabled=not settings.ignore_robots,
+            retries=settings.retries,
+            archive=archive,
+        )
+        self._remaining = settings.max_pages - self.stats.records if settings.max_pages else None
+        self.scheduler = HostScheduler(
+            store.frontier,
+            self._robots,
+            per_host=settings.per_host,
+            delay_s=settings.delay,
+            max_crawl_delay_s=settings.max_crawl_delay,
+            max_retry_after_s=settings.max_retry_after,
+            max_pages=self._remaining or 0,
+            open_ended=store.shared,
+        )
+        self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared)
+        store.gate = self.gate
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._warned_held = False
@@ -209,44 +239,11 @@ class Crawl:
 
     async def run(self) -> None:
         settings = self.settings
-        archive = self.store.sinks.archive
         async with self.client as client:
             if client.cookie_jar is not None:
                 self.store.keep_cookies(client.cookie_jar)
-            keep = archive is not None
-            self._fetcher = Fetcher(
-                client, settings.timeout, settings.max_bytes, settings.max_redirects, keep
-            )
-            self._sitemap_fetcher = Fetcher(
-                client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects, keep
-            )
-            robots_fetcher = Fetcher(
-                client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep
-            )
-            self._robots = Robots(
-                robots_fetcher,
-                settings.user_agent,
-                enabled=not settings.ignore_robots,
-                retries=settings.retries,
-                archive=archive,
-            )
-            remaining = settings.max_pages - self.stats.records if settings.max_pages else None
-            if remaining is not None and remaining <= 0:
+            if self._remaining is not None and self._remaining <= 0:
                 return
-            self.scheduler = HostScheduler(
-                self.store.frontier,
-                self._robots,
-                per_host=settings.per_host,
-                delay_s=settings.delay,
-                max_crawl_delay_s=settings.max_crawl_delay,
-                max_retry_after_s=settings.max_retry_after,
-                max_pages=remaining or 0,
-                open_ended=self.store.shared,
-            )
-            if self._stopping:  # stopped before it started
-                self.scheduler.stop()
-            self.gate = BreadthFirstGate(self.store.frontier.depths(), not self.store.shared)
-            self.store.gate = self.gate
             if not self.store.resumed:
                 await self._enqueue_seeds()
             self._workers = [
@@ -265,8 +262,7 @@ class Crawl:
 
     def stop(self, drain: bool = True) -> None:
         """Take no new URLs; in-flight requests get --drain-timeout seconds to finish."""
-        if self.scheduler is not None:
-            self.scheduler.stop()
+        self.scheduler.stop()
         if not drain:
             self._cancel_workers()
         elif not self._stopping:
@@ -362,7 +358,8 @@ class Crawl:
         try:
             if request.kind == ROBOTS:  # read before this request was handed out
                 rules = self._robots.cached(origin_of(request.url))
-                lines = list(rules.parser.sitemaps) if rules.parser is not None else []
+                parser = rules.parser if rules is not None else None  # None: expired since
+                lines = list(parser.sitemaps) if parser is not None else []
                 page, listed = None, in_robots(request, lines)
             else:
                 response = await self._fetch(request, self._sitemap_fetcher)
@@ -468,7 +465,9 @@ class Crawl:
         status = response.status or 0
         if response.error is not None or 300 <= status < 400 or not response.is_html:
             return page, []
-        parsed = parse_html(page.tree)
+        tree = page.tree
+        assert tree is not None  # an HTML response has one
+        parsed = parse_html(tree)
         base = response.url
         if parsed.base_href:
             base = canonicalize(parsed.base_href, base) or base
@@ -479,8 +478,8 @@ class Crawl:
         if self.settings.text:
             # Only hooks and a consumer see the tree after this: without them, no copy.
             seen = self.hooks is not None or self.consumer is not None
-            page.fields["text"] = visible_text(page.tree, keep_tree=seen)
-            page.fields["lang"] = language(page.tree)
+            page.fields["text"] = visible_text(tree, keep_tree=seen)
+            page.fields["lang"] = language(tree)
         page.links = links = canonical_links(parsed.hrefs, base)
         robots_header = response.headers.get("X-Robots-Tag", "")
         if (
@@ -543,7 +542,9 @@ class Crawl:
                     f"{MAX_HELD_PAGES:,}",
                     MAX_HELD_BYTES // 2**20,
                 )
-            await self._commit(*gate.next_ready(everything=True))
+            held = gate.next_ready(everything=True)
+            assert held is not None  # some are held
+            await self._commit(*held)
 
     async def _commit(
         self,

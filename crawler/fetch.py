@@ -139,7 +139,7 @@ class _Decoder:
 
     def decompress(self, data: bytes, limit: int) -> bytes:
         if self.encoding == "br":
-            out = self._brotli.process(data, output_buffer_limit=limit)
+            out: bytes = self._brotli.process(data, output_buffer_limit=limit)
             while len(out) < limit and not self._brotli.can_accept_more_data():
                 out += self._brotli.process(b"", output_buffer_limit=limit - len(out))
             return out
@@ -294,7 +294,7 @@ def _exchange(
     r: aiohttp.ClientResponse, fetched_at: float, payload: bytes, response: Response
 ) -> Exchange:
     """`response`'s exchange, its digest already taken."""
-    version = r.version
+    version = r.version or aiohttp.HttpVersion11  # set once the status line was read
     status_line = f"HTTP/{version.major}.{version.minor} {r.status} {r.reason or ''}".rstrip()
     return Exchange(
         url=response.url,
@@ -387,6 +387,6 @@ class Fetcher:
             ValueError,
             BadContentEncoding,
             *_proxy_errors(),  # evaluated only when something was raised
-        ) as exc:
+        ) as exc:  # type: ignore[misc]  # mypy cannot read a starred tuple of classes here
             response.error = _error_kind(exc)
         return response

@@ -7,6 +7,7 @@ record the CLI writes: every sink and every API user sees the same object.
 
 from __future__ import annotations
 
+import builtins
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -96,7 +97,7 @@ class Page:
     _text: str | None = field(default=None, repr=False)
 
     @property
-    def body(self) -> bytes:
+    def body(self) -> builtins.bytes:  # `bytes` in here is the field
         """The body as read, after Content-Encoding; b"" when nothing was read."""
         return self.response.body if self.response is not None else b""
 
@@ -114,7 +115,7 @@ class Page:
     def tree(self) -> LexborHTMLParser | None:
         """The selectolax (Lexbor) tree of an HTML page, parsed once, on first use."""
         if self._tree is None and self.is_html:
-            self._tree = LexborHTMLParser(self.text())
+            self._tree = LexborHTMLParser(self.text() or "")
         return self._tree
 
     def release(self) -> None:

@@ -78,7 +78,7 @@ def product_token(user_agent: str) -> str:
 
 def backoff_s(attempt: int) -> float:
     """Exponential backoff with jitter: about 0.5 s, 1 s, 2 s, ..."""
-    return BACKOFF_BASE_S * 2**attempt * random.uniform(0.5, 1.5)
+    return BACKOFF_BASE_S * 2.0**attempt * random.uniform(0.5, 1.5)
 
 
 class Robots:

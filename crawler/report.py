@@ -36,16 +36,15 @@ Figures = Callable[[bool], CrawlStats]
 def snapshot(crawl: Crawl, exact: bool = False) -> CrawlStats:
     """The crawl's figures now. `exact` measures the visited set's fill (slower), and
     samples the rate for the history."""
-    stats, bloom, scheduler = crawl.stats, crawl.store.bloom, crawl.scheduler
+    stats, bloom, scheduler, gate = crawl.stats, crawl.store.bloom, crawl.scheduler, crawl.gate
     if exact:
         stats.sample_rate()
-    gate = getattr(crawl, "gate", None)
     return CrawlStats(
         **stats.as_dict(),
-        queued=scheduler.queued if scheduler else len(crawl.store.frontier),
-        in_flight=scheduler.in_flight if scheduler else 0,
-        held=gate.held if gate else 0,
-        held_for=gate.waiting_on() if gate else 0,
+        queued=scheduler.queued,
+        in_flight=scheduler.in_flight,
+        held=gate.held,
+        held_for=gate.waiting_on(),
         visited={
             "urls": len(bloom),
             "bytes": bloom.nbytes,

@@ -30,6 +30,7 @@ import re
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NoReturn
 from xml.parsers import expat
 
 from crawler.errors import ErrorKind
@@ -164,7 +165,7 @@ class _XmlReader:
             self._text_parts.append(text)
 
 
-def _refuse(*_args: object) -> None:
+def _refuse(*_args: object) -> NoReturn:
     raise _Invalid("entity declarations and external entities are not allowed")
 
 

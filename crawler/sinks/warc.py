@@ -58,7 +58,7 @@ from crawler.sinks import WriteFailed
 try:
     from isal import isal_zlib as _deflate
 except ImportError:  # isal has wheels for the common platforms; zlib is 5x slower
-    import zlib as _deflate
+    import zlib as _deflate  # type: ignore[no-redef]  # the same functions, slower
 
 WARC_VERSION = b"WARC/1.1"
 REVISIT_PROFILE = b"http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
@@ -206,9 +206,9 @@ class WarcSink:
     def write(self, page: Page) -> None:
         """Archive `page`'s exchanges; note where its final response record went."""
         response = page.response
-        if response is None or not response.exchanges:
+        location = self.write_exchanges(response.exchanges) if response is not None else None
+        if location is None:  # nothing was fetched
             return
-        location = self.write_exchanges(response.exchanges)
         page.fields["warc_file"] = location.file
         page.fields["warc_offset"] = location.offset
         page.fields["warc_length"] = location.length
