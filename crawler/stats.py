@@ -11,14 +11,69 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections import Counter, deque
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from crawler.page import Page
 
+# Rate samples closer together than this replace each other: reading the figures
+# often (an API user polling `stats`) keeps the history short and the last one current.
+RATE_SAMPLE_MIN_S = 1.0
 # Upper bounds of the fetch-time histogram (ms): a Prometheus histogram's `le` buckets.
 LATENCY_BUCKETS_MS = (10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 LAST_ERRORS = 20  # the most recent error records kept for the dashboard
 BUSIEST_HOSTS = 10
+
+
+class RatePoint(TypedDict):
+    t_s: float  # seconds since this run started
+    records: int
+
+
+class VisitedFigures(TypedDict):
+    """The visited set (a Bloom filter, crawler/bloom.py)."""
+
+    urls: int
+    bytes: int
+    slices: int
+    capacity: int
+    target_fp_rate: float
+    fp_rate: float  # now: measured from the fill, or predicted from the counts if not exact
+    expected_missed_urls: float  # new URLs the filter may have taken for seen ones
+
+
+class CounterFigures(TypedDict):
+    """What `Stats.as_dict()` gives: the crawl's counters, saved with a --state crawl."""
+
+    records: int
+    statuses: dict[str, int]  # by status code, "none" for no response
+    errors: dict[str, int]  # by error kind (crawler.ErrorKind)
+    bytes: int
+    truncated: int
+    retries: int
+    sitemaps: int
+    dropped: dict[str, int]  # URLs not followed, by trap rule or limit
+    depth_inexact: int
+    depths: dict[str, int]
+    hosts_top: dict[str, int]  # the 20 hosts with most records
+    host_count: int
+    elapsed_s: float  # every run of the crawl, resumed ones included
+    pages_per_s: float  # this run
+    fetch_ms_sum: float
+    mean_fetch_ms: float | None
+    fetch_ms_percentiles: dict[str, float | None]  # p50, p90, p99, from the histogram
+    fetch_ms_buckets: dict[str, int]  # by upper bound in ms (LATENCY_BUCKETS_MS), and "+Inf"
+    rate_history: list[RatePoint]
+    claims_per_host: NotRequired[dict[str, int]]  # with --max-pages-per-host
+
+
+class CrawlStats(CounterFigures):
+    """A crawl's figures, as the summary, the --stats file and `Crawler.stats` give them."""
+
+    queued: int
+    in_flight: int
+    held: int  # pages waiting for shallower ones (breadth-first order)
+    held_for: int  # the pages they wait for
+    visited: VisitedFigures
 
 
 class VisitedSet(Protocol):
@@ -102,9 +157,14 @@ class Stats:
         """One record was written."""
         self.records += 1
         if page.error:
-            self.errors[page.error] += 1
+            self.errors[str(page.error)] += 1  # a plain str, for any JSON encoder
             self.last_errors.append(
-                {"at": page.fetched_at, "url": page.url, "error": page.error, "status": page.status}
+                {
+                    "at": page.fetched_at,
+                    "url": page.url,
+                    "error": str(page.error),
+                    "status": page.status,
+                }
             )
         self.statuses["none" if page.status is None else str(page.status)] += 1
         self.depths[str(page.depth)] += 1
@@ -115,12 +175,11 @@ class Stats:
             self.fetch_ms += page.elapsed_ms
             self.latency_counts[bisect_left(LATENCY_BUCKETS_MS, page.elapsed_ms)] += 1
 
-    def watch(self, visited: VisitedSet, frontier: Queued) -> None:
-        """The visited set and the frontier, whose sizes are part of every snapshot."""
+    def watch(
+        self, visited: VisitedSet, frontier: Queued, scheduler: Scheduling, gate: Holding
+    ) -> None:
+        """The parts of the crawl whose figures are part of every snapshot."""
         self._visited, self._frontier = visited, frontier
-
-    def watch_scheduling(self, scheduler: Scheduling, gate: Holding) -> None:
-        """The crawl has started: its scheduler and gate say what is in flight and held."""
         self._scheduler, self._gate = scheduler, gate
 
     @property
@@ -132,7 +191,12 @@ class Stats:
         return (self.records - self.restored_records) / elapsed if elapsed > 0 else 0.0
 
     def sample_rate(self) -> None:
-        self.rate_history.append((round(self.elapsed_s, 1), self.records))
+        sample = (round(self.elapsed_s, 1), self.records)
+        history = self.rate_history
+        if history and sample[0] - history[-1][0] < RATE_SAMPLE_MIN_S:
+            history[-1] = sample
+        else:
+            history.append(sample)
 
     def latency_percentile_ms(self, fraction: float) -> float | None:
         """The fetch time under which `fraction` of fetches took, interpolated within its
@@ -148,17 +212,20 @@ class Stats:
             seen, lower = seen + count, bound
         return float(LATENCY_BUCKETS_MS[-1])
 
-    def snapshot(self, exact: bool = False) -> dict[str, Any]:
-        """The crawl's figures now. `exact` measures the visited set's fill (slower)."""
-        figures = self.as_dict()
-        scheduler, gate, frontier = self._scheduler, self._gate, self._frontier
-        figures["queued"] = scheduler.queued if scheduler else len(frontier or ())
-        figures["in_flight"] = scheduler.in_flight if scheduler else 0
-        figures["held"] = gate.held if gate else 0
-        figures["held_for"] = gate.waiting_on() if gate else 0
-        visited = self._visited
-        if visited is not None:
-            figures["visited"] = {
+    def snapshot(self, exact: bool = False) -> CrawlStats:
+        """The crawl's figures now. `exact` measures the visited set's fill (slower), and
+        samples the rate for the history."""
+        visited, scheduler, gate = self._visited, self._scheduler, self._gate
+        assert visited is not None and scheduler is not None and gate is not None, "not watched"
+        if exact:
+            self.sample_rate()
+        return CrawlStats(
+            **self.as_dict(),
+            queued=scheduler.queued,
+            in_flight=scheduler.in_flight,
+            held=gate.held,
+            held_for=gate.waiting_on(),
+            visited={
                 "urls": len(visited),
                 "bytes": visited.nbytes,
                 "slices": visited.slice_count,
@@ -168,8 +235,8 @@ class Stats:
                 if exact
                 else visited.predicted_false_positive_rate,
                 "expected_missed_urls": visited.expected_missed_urls,
-            }
-        return figures
+            },
+        )
 
     def busiest_hosts(self, n: int = BUSIEST_HOSTS) -> list[dict[str, Any]]:
         """The hosts with the most records, each with its queue, requests in flight,
@@ -188,8 +255,8 @@ class Stats:
         """URLs of the started pages that held pages wait for."""
         return self._gate.slow_pages(limit) if self._gate is not None else []
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
+    def as_dict(self) -> CounterFigures:
+        figures: CounterFigures = {
             "records": self.records,
             "statuses": dict(self.statuses),
             "errors": dict(self.errors),
@@ -205,15 +272,18 @@ class Stats:
             "elapsed_s": round(self.elapsed_s + self.previous_runs_s, 3),
             "pages_per_s": round(self.pages_per_s(), 2),
             "fetch_ms_sum": round(self.fetch_ms, 1),
-            "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
             "fetch_ms_percentiles": {
                 f"p{round(q * 100)}": self.latency_percentile_ms(q) for q in (0.5, 0.9, 0.99)
             },
             "fetch_ms_buckets": dict(
                 zip([*map(str, LATENCY_BUCKETS_MS), "+Inf"], self.latency_counts, strict=True)
             ),
+            "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
             "rate_history": [{"t_s": t, "records": n} for t, n in self.rate_history],
-        } | ({"claims_per_host": dict(self.claims_per_host)} if self.claims_per_host else {})
+        }
+        if self.claims_per_host:
+            figures["claims_per_host"] = dict(self.claims_per_host)
+        return figures
 
     def _restore(self, saved: dict[str, Any]) -> None:
         self.records = self.restored_records = saved.get("records", 0)

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ import orjson
 from aiohttp import web
 
 from crawler.config import ConfigError, Settings, dashboard_address, is_loopback
-from crawler.stats import Stats
+from crawler.stats import CrawlStats, Stats
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -42,27 +43,39 @@ HEADERS = {
 }
 
 
+class WatchedFigures(CrawlStats):
+    """What the page gets: the crawl's figures, and what only a watcher needs."""
+
+    busiest_hosts: list[dict[str, Any]]
+    last_errors: list[dict[str, Any]]
+    slow_pages: list[str]
+    max_pages: int
+    member: str | None
+
+
 class Figures:
-    """The crawl's figures for watchers, made at most once per `every_s`."""
+    """The crawl's figures for watchers and scrapes, made at most once per `every_s`."""
 
     def __init__(self, stats: Stats, settings: Settings, every_s: float = UPDATE_EVERY_S) -> None:
         self._stats = stats
         self._every_s = every_s
         self._max_pages = settings.max_pages
         self._made_at = -float("inf")
-        self._figures: dict[str, Any] = {}
+        self._figures: WatchedFigures | None = None
 
-    def now(self, fresh: bool = False) -> dict[str, Any]:
+    def now(self, fresh: bool = False) -> WatchedFigures:
         made_at = time.monotonic()
-        if fresh or made_at - self._made_at >= self._every_s:
+        if self._figures is None or fresh or made_at - self._made_at >= self._every_s:
             stats = self._stats
-            figures = stats.snapshot()
-            figures["busiest_hosts"] = stats.busiest_hosts()
-            figures["last_errors"] = list(stats.last_errors)
-            figures["slow_pages"] = stats.slow_pages()
-            figures["max_pages"] = self._max_pages
-            figures["member"] = stats.member
-            self._figures, self._made_at = figures, made_at
+            self._figures = WatchedFigures(
+                **stats.snapshot(),
+                busiest_hosts=stats.busiest_hosts(),
+                last_errors=list(stats.last_errors),
+                slow_pages=stats.slow_pages(),
+                max_pages=self._max_pages,
+                member=stats.member,
+            )
+            self._made_at = made_at
         return self._figures
 
 
@@ -117,7 +130,7 @@ class Dashboard:
             self._broadcast.cancel()
         self._ending = True
         if self._streams:  # the last figures, so that the page shows how the crawl ended
-            self._send(self._event(self._figures.now(fresh=True) | {"done": True}))
+            self._send(self._event({**self._figures.now(fresh=True), "done": True}))
             await asyncio.wait(self._streams, timeout=END_WAIT_S)
         for stream in self._streams:
             stream.cancel()
@@ -186,5 +199,5 @@ class Dashboard:
             queue.put_nowait(event)
 
     @staticmethod
-    def _event(figures: dict[str, Any]) -> bytes:
+    def _event(figures: Mapping[str, Any]) -> bytes:
         return b"data: " + orjson.dumps(figures) + b"\n\n"

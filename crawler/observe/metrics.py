@@ -22,7 +22,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-Figures = Callable[[], dict[str, Any]]
+from crawler.stats import CrawlStats
+
+Figures = Callable[[], CrawlStats]
 
 
 class CrawlCollector(Collector):
@@ -111,7 +113,7 @@ class CrawlCollector(Collector):
         )
         yield self._fetch_duration(f)
 
-    def _fetch_duration(self, f: dict[str, Any]) -> HistogramMetricFamily:
+    def _fetch_duration(self, f: CrawlStats) -> HistogramMetricFamily:
         family = HistogramMetricFamily(
             "crawler_fetch_duration_seconds",
             "Time from a request's start to its page, redirects included",

@@ -13,11 +13,12 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from crawler.config import Settings
-from crawler.stats import Stats
+from crawler.stats import CrawlStats
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
 LIVE_REFRESH_S = 0.25
 PLAIN_EVERY_S = 10.0
 STATS_EVERY_S = 10.0
+
+
+# The figures now; exact=True measures the visited set's fill (slower) and samples the rate.
+Figures = Callable[[bool], CrawlStats]
 
 
 def _count(n: int, noun: str) -> str:
@@ -37,7 +42,7 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
 
 
-def _status_fields(figures: dict[str, Any], max_pages: int) -> list[tuple[int, str]]:
+def _status_fields(figures: CrawlStats, max_pages: int) -> list[tuple[int, str]]:
     """The status line's fields in display order, each with its priority (0 is kept longest)."""
     records, rate = figures["records"], figures["pages_per_s"]
     fields = [(0, _count(records, "page"))]
@@ -63,7 +68,7 @@ def _status_fields(figures: dict[str, Any], max_pages: int) -> list[tuple[int, s
     return fields
 
 
-def status_line(figures: dict[str, Any], max_pages: int = 0, width: int | None = None) -> str:
+def status_line(figures: CrawlStats, max_pages: int = 0, width: int | None = None) -> str:
     """The crawl's progress in one line of at most `width` characters, if given: the
     fields that do not fit are left out, least important first."""
     fields = _status_fields(figures, max_pages)
@@ -72,7 +77,7 @@ def status_line(figures: dict[str, Any], max_pages: int = 0, width: int | None =
     return ", ".join(text for _, text in fields)[: width or None]
 
 
-def summary_table(figures: dict[str, Any]) -> str:
+def summary_table(figures: CrawlStats) -> str:
     visited = figures["visited"]
     errors = figures["errors"]
     rows = [
@@ -119,9 +124,9 @@ def summary_table(figures: dict[str, Any]) -> str:
             f"FP rate now {visited['fp_rate']:.2g} (target {visited['target_fp_rate']:g})",
         ),
         (
-            "missed",
-            f"{visited['expected_missed_urls']:.2g}",
-            "new URLs expected to be taken for seen ones and skipped",
+            "false positives",
+            _about(visited["expected_missed_urls"]),
+            "URLs the visited set may have wrongly skipped",
         ),
     ]
     width = max(len(label) for label, _, _ in rows)
@@ -133,6 +138,13 @@ def summary_table(figures: dict[str, Any]) -> str:
     return "crawler: summary\n" + "\n".join(lines)
 
 
+def _about(expected: float) -> str:
+    """An expected count, as plainly as its size allows: ≈ 0, ≈ 0.37, ≈ 12."""
+    if expected < 0.005:
+        return "≈ 0"
+    return f"≈ {expected:.2g}" if expected < 10 else f"≈ {expected:,.0f}"
+
+
 def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB"):
         if n < 1024:
@@ -141,7 +153,7 @@ def _size(n: float) -> str:
     return f"{n:,.2f} GiB"
 
 
-def write_json_atomically(path: str, figures: dict[str, Any]) -> None:
+def write_json_atomically(path: str, figures: CrawlStats) -> None:
     temporary = f"{path}.tmp"
     with open(temporary, "w", encoding="utf-8") as f:
         json.dump(figures, f, indent=2, ensure_ascii=False)
@@ -151,8 +163,8 @@ def write_json_atomically(path: str, figures: dict[str, Any]) -> None:
 class Reporter:
     """Runs beside the crawl: progress on stderr and the --stats file."""
 
-    def __init__(self, stats: Stats, settings: Settings, stream: IO[str] = sys.stderr) -> None:
-        self._stats = stats
+    def __init__(self, figures: Figures, settings: Settings, stream: IO[str] = sys.stderr) -> None:
+        self._figures = figures
         self._settings = settings
         self._stream = stream
         self._task: asyncio.Task[None] | None = None
@@ -183,13 +195,12 @@ class Reporter:
                 await asyncio.sleep(LIVE_REFRESH_S if live else 1.0)
                 now = loop.time()
                 if live:
-                    live.show(self._stats.snapshot())
+                    live.show(self._figures(False))
                 elif not self._settings.quiet and now >= next_plain:
-                    line = status_line(self._stats.snapshot(), self._settings.max_pages)
+                    line = status_line(self._figures(False), self._settings.max_pages)
                     print(f"crawler: {line}", file=self._stream)
                     next_plain = now + PLAIN_EVERY_S
                 if now >= next_stats:
-                    self._stats.sample_rate()
                     self._write_stats()
                     next_stats = now + STATS_EVERY_S
         finally:
@@ -201,10 +212,10 @@ class Reporter:
             self._live.stop()
             self._live = None
 
-    def _write_stats(self) -> None:
+    def _write_stats(self, figures: CrawlStats | None = None) -> None:
         if self._settings.stats:
             try:
-                write_json_atomically(self._settings.stats, self._stats.snapshot(exact=True))
+                write_json_atomically(self._settings.stats, figures or self._figures(True))
             except OSError as exc:
                 print(
                     f"crawler: warning: cannot write {self._settings.stats}: {exc.strerror}",
@@ -213,13 +224,13 @@ class Reporter:
 
     def finish(self) -> None:
         """The crawl is over: final stats file and summary."""
-        self._stats.sample_rate()
-        self._write_stats()
+        figures = self._figures(True)
+        self._write_stats(figures)
         if not self._settings.quiet:
-            print(summary_table(self._stats.snapshot(exact=True)), file=self._stream)
+            print(summary_table(figures), file=self._stream)
 
 
-def render_status(figures: dict[str, Any], max_pages: int, width: int) -> RenderableType:
+def render_status(figures: CrawlStats, max_pages: int, width: int) -> RenderableType:
     """The live status line for a terminal `width` columns wide."""
     from rich.progress_bar import ProgressBar
     from rich.table import Table
@@ -249,10 +260,10 @@ class LiveStatus:
         self._live = Live(console=console, auto_refresh=False, transient=True)
         self._live.start()
 
-    def show(self, figures: dict[str, Any]) -> None:
+    def show(self, figures: CrawlStats) -> None:
         self._live.update(self.render(figures), refresh=True)
 
-    def render(self, figures: dict[str, Any]) -> RenderableType:
+    def render(self, figures: CrawlStats) -> RenderableType:
         return render_status(figures, self._max_pages, self._console.width)
 
     def stop(self) -> None:

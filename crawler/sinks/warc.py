@@ -58,7 +58,7 @@ from crawler.sinks import WriteFailed
 try:
     from isal import isal_zlib as _deflate
 except ImportError:  # isal has wheels for the common platforms; zlib is 5x slower
-    import zlib as _deflate
+    import zlib as _deflate  # type: ignore[no-redef]  # the same functions, slower
 
 WARC_VERSION = b"WARC/1.1"
 REVISIT_PROFILE = b"http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
@@ -109,11 +109,17 @@ warc_date = _WarcClock().date
 
 class _RecordIds:
     """Random (version 4) UUID URNs, made without uuid.UUID's slow constructor, from
-    random bytes read 256 ids at a time (a system call an id took 2 us)."""
+    random bytes read 256 ids at a time (a system call an id took 2 us).
+
+    A process forked with some of those bytes unread would draw the same ids as
+    its parent: the child forgets them, and reads its own."""
 
     def __init__(self) -> None:
         self._random = b""
         self._used = 0
+
+    def forget(self) -> None:
+        self._random, self._used = b"", 0
 
     def next(self) -> bytes:
         if self._used == len(self._random):
@@ -126,7 +132,9 @@ class _RecordIds:
         return b"<urn:uuid:%s-%s-%s-%s-%s>" % (x[:8], x[8:12], x[12:16], x[16:20], x[20:])
 
 
-_record_id = _RecordIds().next
+_record_ids = _RecordIds()
+_record_id = _record_ids.next
+os.register_at_fork(after_in_child=_record_ids.forget)
 
 
 def _header_value(value: str) -> bytes:
@@ -198,9 +206,9 @@ class WarcSink:
     def write(self, page: Page) -> None:
         """Archive `page`'s exchanges; note where its final response record went."""
         response = page.response
-        if response is None or not response.exchanges:
+        location = self.write_exchanges(response.exchanges) if response is not None else None
+        if location is None:  # nothing was fetched
             return
-        location = self.write_exchanges(response.exchanges)
         page.fields["warc_file"] = location.file
         page.fields["warc_offset"] = location.offset
         page.fields["warc_length"] = location.length
