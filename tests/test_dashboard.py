@@ -189,6 +189,8 @@ async def test_dashboard_during_a_crawl_shows_the_records_written_and_metrics_on
 
         release_slow2.set()
         await tab.until("document.getElementById('state').textContent === 'crawl finished'")
+        # Two updates at least came since the page opened: pages/s has a line.
+        assert (await tab.drawn_charts("#chart-rate"))["chart-rate"]
         assert await process.wait() == 0
         final = json.loads((tmp_path / "stats.json").read_text())
         shown = await tab.figures()
