@@ -155,7 +155,11 @@ class CdxjSink:
         for path in self.directory.glob(f"{glob.escape(warc.prefix)}-*{INDEX_SUFFIX}"):
             warc_name = path.name.removesuffix(INDEX_SUFFIX) + _WARC_SUFFIX
             match = FILE_NAME.fullmatch(warc_name)
-            if match and match["prefix"] == warc.prefix and not (self.directory / warc_name).exists():
+            if (
+                match
+                and match["prefix"] == warc.prefix
+                and not (self.directory / warc_name).exists()
+            ):
                 path.unlink()  # its WARC file, begun after the last commit, is gone
 
 

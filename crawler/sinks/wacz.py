@@ -183,7 +183,12 @@ def _add(
             digest.update(chunk)
             size += len(chunk)
     base = name.rsplit("/", 1)[-1]
-    return {"name": base.lower(), "path": name, "hash": "sha256:" + digest.hexdigest(), "bytes": size}
+    return {
+        "name": base.lower(),
+        "path": name,
+        "hash": "sha256:" + digest.hexdigest(),
+        "bytes": size,
+    }
 
 
 def _chunks(path: Path) -> Iterator[bytes]:
@@ -192,7 +197,9 @@ def _chunks(path: Path) -> Iterator[bytes]:
             yield chunk
 
 
-def _compressed(lines: Iterator[bytes], lines_per_block: int, blocks: list[bytes]) -> Iterator[bytes]:
+def _compressed(
+    lines: Iterator[bytes], lines_per_block: int, blocks: list[bytes]
+) -> Iterator[bytes]:
     """The index as gzip members of `lines_per_block` lines; each member's .idx line
     (its first line's key and timestamp, offset, length, sha256) appended to `blocks`."""
     offset = 0
