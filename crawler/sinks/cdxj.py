@@ -117,9 +117,7 @@ class CdxjSink:
         """Index the record the WARC sink just wrote at `location`."""
         if location.file != self._file:
             self._finish()
-            self._file = location.file
-            path = index_path(self.directory, self._file)
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._open(location.file)
         view = memoryview(cdxj_line(exchange, revisit, location))
         try:
             while view:
@@ -131,6 +129,15 @@ class CdxjSink:
 
     def close(self) -> None:
         self._finish()
+
+    def _open(self, warc_file: str) -> None:
+        """Open the index of `warc_file`, to append to it until the file is finished."""
+        self._file = warc_file
+        path = index_path(self.directory, warc_file)
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise WriteFailed(f"cannot write {path}: {exc.strerror}") from None
 
     def _finish(self) -> None:
         """Close the open index, its WARC file finished, and sort it."""
@@ -147,6 +154,7 @@ class CdxjSink:
         if current.exists():
             lines = current.read_bytes().splitlines(keepends=True)
             _replace(current, [line for line in lines if _committed(line, warc.offset)])
+        self._open(warc.file)  # so that it is sorted when finished, even with no new line
         # The index of the file before was being sorted when the crawl stopped, or not yet.
         if len(warc.files) > 1:
             previous = index_path(self.directory, warc.files[-2])

@@ -22,6 +22,8 @@ Each page's exchanges (its earlier attempts', its redirect hops, its own) are
 written when the page is committed; the place of its final response (or revisit)
 record goes into the page's fields as `warc_file`, `warc_offset`, `warc_length`.
 robots.txt exchanges, which no page carries, are written as they are fetched.
+Each response or revisit record, once written, is told to `on_record`: the CDXJ
+index (crawler/sinks/cdxj.py) writes its line then.
 
 `position` is what a state directory commits: the current file and its length.
 `WarcSink.resume` cuts that file back to it, deletes the files begun after it,
