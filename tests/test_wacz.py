@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 import surt
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
@@ -330,7 +331,7 @@ class ReplayWebPageReader:
 
 
 async def test_replaywebpage_finds_every_capture_and_page_through_the_idx(
-    site: Site, tmp_path: Path
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     served = archive_site(site)
     warc = tmp_path / "warc"
@@ -338,10 +339,22 @@ async def test_replaywebpage_finds_every_capture_and_page_through_the_idx(
     await crawl(
         tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz), text=True, ignore_robots=False
     )
-    # The same crawl in index blocks of 2 lines, so that a lookup has blocks to choose from.
+    # The same crawl in index blocks of 2 lines, so that a lookup has blocks to choose from,
+    # and as ZIP64, as a crawl past 4 GiB is written (the limit lowered to 1,000 bytes).
+    pages = next(warc.glob("*.pages.jsonl"))
     small_blocks = tmp_path / "blocks.wacz"
-    write_wacz(small_blocks, warc_files(warc), next(warc.glob("*.pages.jsonl")), lines_per_block=2)
-    for path in (wacz, small_blocks):
+    write_wacz(small_blocks, warc_files(warc), pages, lines_per_block=2)
+    zip64 = tmp_path / "zip64.wacz"
+    with monkeypatch.context() as patch:
+        patch.setattr(zipfile, "ZIP64_LIMIT", 1000)
+        write_wacz(zip64, warc_files(warc), pages)
+    assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(zip64))
+    with zipfile.ZipFile(zip64) as package:
+        with open(zip64, "rb") as raw:
+            raw.seek(package.getinfo("pages/pages.jsonl").header_offset + 30)
+            extra = raw.read(len("pages/pages.jsonl") + 4)[-4:]
+        assert struct.unpack("<H", extra[:2])[0] == 1, "the ZIP64 extra field is there"
+    for path in (wacz, small_blocks, zip64):
         reader = ReplayWebPageReader(path)
         assert reader.package["wacz_version"] == "1.1.1"
         resources = {r["path"]: r for r in reader.package["resources"]}

@@ -148,7 +148,10 @@ def _write_entries(
     meta = {"format": "cdxj-gzip-1.0", "filename": "index.cdx.gz"}
     idx = [f"!meta 0 {json.dumps(meta)}\n".encode(), *blocks]
     resources.append(_add(wacz, "indexes/index.idx", idx, zipfile.ZIP_DEFLATED))
-    resources.append(_add(wacz, "pages/pages.jsonl", _pages(pages), zipfile.ZIP_DEFLATED))
+    pages_bytes = pages.stat().st_size
+    resources.append(
+        _add(wacz, "pages/pages.jsonl", _pages(pages), zipfile.ZIP_DEFLATED, pages_bytes)
+    )
     package = {
         "profile": "data-package",
         "wacz_version": WACZ_VERSION,
@@ -176,7 +179,9 @@ def _add(
     info.external_attr = _MODE
     digest = hashlib.sha256()
     size = 0
-    # A ZIP64 entry must be declared so before its data; only an entry near 4 GiB needs it.
+    # An entry that may pass 4 GiB must be declared ZIP64 before its data is written;
+    # `size_bytes` is the size of what it is made from (a gzip member or a deflated
+    # file is never much larger than that).
     with wacz.open(info, "w", force_zip64=size_bytes >= zipfile.ZIP64_LIMIT // 2) as out:
         for chunk in chunks:
             out.write(chunk)
