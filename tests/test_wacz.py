@@ -86,6 +86,11 @@ def archive_site(site: Site) -> dict[str, tuple[int, bytes | str]]:
     return served
 
 
+def archive_paths(tmp_path: Path) -> tuple[Path, Path]:
+    """Where a test's crawl writes its WARC files, and its WACZ."""
+    return tmp_path / "warc", tmp_path / "crawl.wacz"
+
+
 def as_bytes(body: str | bytes) -> bytes:
     return body.encode() if isinstance(body, str) else body
 
@@ -148,8 +153,7 @@ async def test_kills_and_a_stop_then_resume_leave_an_index_that_matches_the_warc
     site: Site, tmp_path: Path
 ) -> None:
     urls = build_graph_site(site)
-    warc = tmp_path / "warc"
-    wacz = tmp_path / "crawl.wacz"
+    warc, wacz = archive_paths(tmp_path)
     run = Run(site, tmp_path, "--warc", str(warc), "--warc-max-size", "20000", "--wacz", str(wacz))
     rng = random.Random(int(os.environ.get("KILL_SEED", "2026")))  # vary it to stress
     for _ in range(3):
@@ -180,8 +184,7 @@ async def test_a_finished_crawl_that_lost_its_wacz_packages_it_again_without_fet
 ) -> None:
     site.page("/p/0", "Zero", ["/p/1"])
     site.page("/p/1", "One")
-    warc = tmp_path / "warc"
-    wacz = tmp_path / "crawl.wacz"
+    warc, wacz = archive_paths(tmp_path)
     run = Run(site, tmp_path, "--warc", str(warc), "--wacz", str(wacz))
     code, err = await run.until_done()
     assert code == 0, err
@@ -242,8 +245,7 @@ async def test_pywb_replays_the_wacz_and_the_warc_directory_byte_for_byte(
     site: Site, tmp_path: Path
 ) -> None:
     served = archive_site(site)
-    warc = tmp_path / "warc"
-    wacz = tmp_path / "crawl.wacz"
+    warc, wacz = archive_paths(tmp_path)
     await crawl(tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz), ignore_robots=False)
     assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(wacz))
     for path in warc_files(warc):
@@ -334,8 +336,7 @@ async def test_replaywebpage_finds_every_capture_and_page_through_the_idx(
     site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     served = archive_site(site)
-    warc = tmp_path / "warc"
-    wacz = tmp_path / "crawl.wacz"
+    warc, wacz = archive_paths(tmp_path)
     await crawl(
         tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz), text=True, ignore_robots=False
     )

@@ -31,6 +31,16 @@ class OutputClosed(WriteFailed):
     """The reader of stdout went away (e.g. `| head`)."""
 
 
+def write_all(fd: int, data: bytes, name: object) -> None:
+    """Write all of `data` to `fd`; WriteFailed naming the file `name` if it cannot be."""
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as exc:
+        raise WriteFailed(f"cannot write {name}: {exc.strerror}") from None
+
+
 class Sink(Protocol):
     @property
     def position(self) -> Any:

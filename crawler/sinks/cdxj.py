@@ -36,7 +36,7 @@ import surt  # type: ignore[import-untyped]  # pywb's SURT keys, so that ours ar
 
 from crawler.fetch import Exchange
 from crawler.page import Page
-from crawler.sinks import WriteFailed
+from crawler.sinks import WriteFailed, write_all
 from crawler.sinks.warc import FILE_NAME, RecordLocation, WarcSink
 
 INDEX_SUFFIX = ".cdxj"
@@ -118,14 +118,8 @@ class CdxjSink:
         if location.file != self._file:
             self._finish()
             self._open(location.file)
-        view = memoryview(cdxj_line(exchange, revisit, location))
-        try:
-            while view:
-                view = view[os.write(self._fd, view) :]
-        except OSError as exc:
-            raise WriteFailed(
-                f"cannot write {index_path(self.directory, self._file)}: {exc.strerror}"
-            ) from None
+        line = cdxj_line(exchange, revisit, location)
+        write_all(self._fd, line, index_path(self.directory, self._file))
 
     def close(self) -> None:
         self._finish()

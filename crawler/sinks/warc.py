@@ -55,7 +55,7 @@ from crawler import __version__
 from crawler.config import ConfigError, Settings
 from crawler.fetch import Exchange, payload_digest, sha1_base32
 from crawler.page import Page
-from crawler.sinks import WriteFailed
+from crawler.sinks import write_all
 
 try:
     from isal import isal_zlib as _deflate
@@ -347,14 +347,7 @@ class WarcSink:
         self._info_length = self.offset
 
     def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(self._fd, view) :]
-        except OSError as exc:
-            raise WriteFailed(
-                f"cannot write {self.directory / self.file}: {exc.strerror}"
-            ) from None
+        write_all(self._fd, data, self.directory / self.file)
         self.offset += len(data)
 
     def _own_files(self) -> Iterator[tuple[Path, str, int]]:
