@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import logging
 import os
 import time
 import uuid
@@ -45,6 +46,8 @@ from crawler.sinks import WriteFailed
 from crawler.sinks.cdxj import index_path
 from crawler.sinks.jsonl import JsonlSink
 from crawler.sinks.warc import WarcSink
+
+log = logging.getLogger(__name__)
 
 WACZ_VERSION = "1.1.1"
 PAGES_SUFFIX = ".pages.jsonl"
@@ -107,6 +110,7 @@ class WaczSink:
         self._pages.close()
         warc = self._warc
         write_wacz(self.path, [warc.directory / name for name in warc.files], self.pages_path)
+        log.info("packaged the crawl as %s (%s bytes)", self.path, f"{self.path.stat().st_size:,}")
 
 
 def write_wacz(
