@@ -404,6 +404,7 @@ def test_wacz_needs_warc_and_a_wacz_name_and_no_redis(tmp_path: Path) -> None:
     for args, says in (
         (["--wacz", "x.wacz"], "--wacz needs --warc DIR"),
         (["--warc", "w", "--wacz", "x.zip"], "must end in .wacz"),
+        (["--warc", "w", "--wacz", "no/such/x.wacz"], "does not exist"),
         (
             [
                 "--warc",

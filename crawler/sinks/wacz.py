@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler import __version__
+from crawler.config import ConfigError
 from crawler.page import Page
 from crawler.sinks import WriteFailed
 from crawler.sinks.cdxj import index_path
@@ -89,6 +90,7 @@ class WaczSink:
 
     def __init__(self, path: str, warc: WarcSink, resume_at: int | None = None) -> None:
         self.path = Path(path)
+        _check_writable(self.path)  # now, not when the crawl is over
         self._warc = warc
         self.pages_path = warc.directory / f"{warc.prefix}{PAGES_SUFFIX}"
         self._pages = JsonlSink(str(self.pages_path), resume_at)
@@ -111,6 +113,16 @@ class WaczSink:
         warc = self._warc
         write_wacz(self.path, [warc.directory / name for name in warc.files], self.pages_path)
         log.info("packaged the crawl as %s (%s bytes)", self.path, f"{self.path.stat().st_size:,}")
+
+
+def _check_writable(path: Path) -> None:
+    directory = path.absolute().parent
+    if not directory.is_dir():
+        raise ConfigError(f"cannot write --wacz {path}: directory {directory} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"cannot write --wacz {path}: it is a directory")
+    if not os.access(directory, os.W_OK):
+        raise ConfigError(f"cannot write --wacz {path}: {directory} is not writable")
 
 
 def write_wacz(
