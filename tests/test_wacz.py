@@ -20,7 +20,7 @@ import subprocess
 import sys
 import zipfile
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler.sinks.cdxj import index_path
 from crawler.sinks.wacz import write_wacz
-from tests.archive_tools import run_tool, tool
+from tests.archive_tools import chromium, replaywebpage, run_tool, tool
 from tests.conftest import Site, crawl, html
 from tests.test_state import Run, build_graph_site
 from tests.test_warc import warc_files
@@ -451,3 +451,118 @@ async def test_without_warc_nothing_of_the_index_is_imported(site: Site, tmp_pat
     imported = {line.rsplit("|", 1)[-1].strip() for line in err.decode().splitlines()}
     assert "crawler.sinks.cdxj" not in imported and "surt" not in imported
     assert "crawler.sinks.jsonl" in imported
+
+
+@asynccontextmanager
+async def devtools(browser: str, profile: Path) -> AsyncIterator[Any]:
+    """A headless Chromium, and a call(method, **params) to its page over DevTools."""
+    process = await asyncio.create_subprocess_exec(
+        browser,
+        "--headless=new",
+        "--no-sandbox",  # as root, in a container
+        "--disable-gpu",
+        f"--user-data-dir={profile}",
+        "--remote-debugging-port=0",
+        "about:blank",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    port_file = profile / "DevToolsActivePort"  # Chromium writes its port there
+    try:
+        async with asyncio.timeout(30):
+            while not (port_file.exists() and port_file.read_text().strip()):
+                assert process.returncode is None, "chromium exited"
+                await asyncio.sleep(0.05)
+        port = port_file.read_text().split()[0]
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{port}/json") as response:
+                targets = await response.json()
+            page = next(t for t in targets if t["type"] == "page")
+            async with session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+                ids = iter(range(1, 1_000_000))
+
+                async def call(method: str, **params: Any) -> Any:
+                    sent = next(ids)
+                    await ws.send_json({"id": sent, "method": method, "params": params})
+                    while (message := await ws.receive_json()).get("id") != sent:
+                        pass
+                    return message["result"]
+
+                yield call
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+def frames(tree: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield tree["frame"]
+    for child in tree.get("childFrames", []):
+        yield from frames(child)
+
+
+def file_handler(path: Path) -> Callable[[web.Request], Awaitable[web.FileResponse]]:
+    async def handler(_request: web.Request) -> web.FileResponse:
+        return web.FileResponse(path)
+
+    return handler
+
+
+async def test_replaywebpage_itself_replays_the_wacz_in_chromium(
+    site: Site, tmp_path: Path
+) -> None:
+    browser, player = chromium(), replaywebpage()
+    archive_site(site)
+    warc, wacz = archive_paths(tmp_path)
+    await crawl(tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz), ignore_robots=False)
+
+    async def embed(request: web.Request) -> web.Response:
+        url = json.dumps(request.query["url"])
+        return web.Response(
+            content_type="text/html",
+            text='<script src="/ui.js"></script><replay-web-page source="/crawl.wacz" '
+            f'replayBase="/replay/" embed="replayonly" url={url}></replay-web-page>',
+        )
+
+    # aiohttp's FileResponse answers Range requests, which ReplayWeb.page reads the WACZ by.
+    app = web.Application()
+    app.router.add_get("/embed", embed)
+    app.router.add_get("/ui.js", file_handler(player / "ui.js"))
+    app.router.add_get("/replay/sw.js", file_handler(player / "sw.js"))
+    app.router.add_get("/crawl.wacz", file_handler(wacz))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    server = web.TCPSite(runner, "127.0.0.1", 0)
+    await server.start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    expected = {  # a page, a gzip-encoded one, a chunked one, a revisit, a redirect's target
+        "/a": "A|Alpha text",
+        "/gz": "Zipped|squeezed",
+        "/chunked": "Chunked|more",
+        "/same2": "Same|/",
+        "/moved": "B|",
+    }
+    try:
+        async with devtools(browser, tmp_path / "chromium") as call:
+            await call("Page.enable")
+            for path, shows in expected.items():
+                await call("Page.navigate", url=f"{base}/embed?url={site.url}{path}")
+                async with asyncio.timeout(30):
+                    while (seen := await replayed(call)) is None or not seen.startswith(shows):
+                        await asyncio.sleep(0.05)
+    finally:
+        await runner.cleanup()
+
+
+async def replayed(call: Any) -> str | None:
+    """The title and text of the page ReplayWeb.page replays (its frame at .../mp_/URL)."""
+    tree = (await call("Page.getFrameTree"))["frameTree"]
+    for frame in frames(tree):
+        if "mp_/" in frame["url"]:
+            world = await call("Page.createIsolatedWorld", frameId=frame["id"])
+            result = await call(
+                "Runtime.evaluate",
+                expression="document.title + '|' + (document.body ? document.body.innerText : '')",
+                contextId=world["executionContextId"],
+            )
+            return result["result"].get("value")
+    return None
