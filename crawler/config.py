@@ -79,6 +79,7 @@ class Settings:
     warc: str | None = None
     warc_prefix: str = "crawl"
     warc_max_size: int = 2**30
+    wacz: str | None = None
     text: bool = False
     quiet: bool = False
     uvloop: bool = False
@@ -101,6 +102,8 @@ class Settings:
             raise ConfigError("--crawl-id only makes sense with --redis URL")
         if self.redis is not None and self.state is not None:
             raise ConfigError("--redis and --state are two places for the crawl's state; pick one")
+        if self.wacz is not None:
+            _check_wacz(self)
         if self.per_host > self.concurrency:
             object.__setattr__(self, "per_host", self.concurrency)
 
@@ -118,6 +121,18 @@ class Settings:
                 (name, "<redacted>" if _SECRET_HEADER.search(name) else value)
                 for name, value in self.header
             ),
+        )
+
+
+def _check_wacz(settings: Settings) -> None:
+    if not str(settings.wacz).endswith(".wacz"):
+        raise ConfigError(f"--wacz {settings.wacz}: a WACZ file's name must end in .wacz")
+    if settings.warc is None:
+        raise ConfigError("--wacz needs --warc DIR, where the WARC files it packages are written")
+    if settings.redis is not None:
+        raise ConfigError(
+            "--wacz packages one process's crawl; with --redis, give each process --warc "
+            "and package the WARC files afterwards"
         )
 
 
@@ -544,6 +559,13 @@ OPTIONS: tuple[Option, ...] = (
         "run on uvloop's event loop instead of asyncio's, if uvloop is installed "
         "(pip install uvloop)",
         group="network",
+    ),
+    Option(
+        "wacz",
+        "path",
+        "also package the crawl as a WACZ file (with --warc DIR), made when the crawl ends",
+        metavar="FILE",
+        group="output",
     ),
     Option(
         "header",

@@ -44,7 +44,7 @@ from crawler.config import ConfigError, Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import Request, SqliteFrontier
 from crawler.page import Page
-from crawler.sinks import Sinks, WriteFailed, open_sinks
+from crawler.sinks import WriteFailed, open_sinks
 from crawler.state import LocalStore
 from crawler.stats import Stats
 from crawler.urls import host_of, visit_keys
@@ -199,7 +199,7 @@ class DiskStore(LocalStore):
         self.complete = self.resumed and (
             not len(self.frontier) or 0 < settings.max_pages <= self.stats.records
         )
-        self.sinks = Sinks({}) if self.complete else open_sinks(settings, positions)
+        self.sinks = open_sinks(settings, positions, finished=self.complete)
         self._checkpointed_at = time.monotonic()
         if self.resumed and not self.complete:
             log.info(
