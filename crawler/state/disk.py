@@ -44,7 +44,7 @@ from crawler.config import ConfigError, Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import Request, SqliteFrontier
 from crawler.page import Page
-from crawler.sinks import WriteFailed, open_sinks
+from crawler.sinks import Sinks, WriteFailed, open_sinks
 from crawler.state import LocalStore
 from crawler.stats import Stats
 from crawler.urls import host_of, visit_keys
