@@ -82,6 +82,7 @@ class Settings:
     warc: str | None = None
     warc_prefix: str = "crawl"
     warc_max_size: int = 2**30
+    wacz: str | None = None
     text: bool = False
     quiet: bool = False
     uvloop: bool = False
@@ -113,6 +114,8 @@ class Settings:
                 )
         if self.dashboard_public and self.dashboard is None:
             raise ConfigError("--dashboard-public only makes sense with --dashboard [HOST:]PORT")
+        if self.wacz is not None:
+            _check_wacz(self)
         if self.per_host > self.concurrency:
             object.__setattr__(self, "per_host", self.concurrency)
 
@@ -130,6 +133,18 @@ class Settings:
                 (name, "<redacted>" if _SECRET_HEADER.search(name) else value)
                 for name, value in self.header
             ),
+        )
+
+
+def _check_wacz(settings: Settings) -> None:
+    if not str(settings.wacz).endswith(".wacz"):
+        raise ConfigError(f"--wacz {settings.wacz}: a WACZ file's name must end in .wacz")
+    if settings.warc is None:
+        raise ConfigError("--wacz needs --warc DIR, where the WARC files it packages are written")
+    if settings.redis is not None:
+        raise ConfigError(
+            "--wacz packages one process's crawl; with --redis, give each process --warc "
+            "and package the WARC files afterwards"
         )
 
 
@@ -604,6 +619,13 @@ OPTIONS: tuple[Option, ...] = (
         "run on uvloop's event loop instead of asyncio's, if uvloop is installed "
         "(pip install uvloop)",
         group="network",
+    ),
+    Option(
+        "wacz",
+        "path",
+        "also package the crawl as a WACZ file (with --warc DIR), made when the crawl ends",
+        metavar="FILE",
+        group="output",
     ),
     Option(
         "header",

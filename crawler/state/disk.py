@@ -199,7 +199,7 @@ class DiskStore(LocalStore):
         self.complete = self.resumed and (
             not len(self.frontier) or 0 < settings.max_pages <= self.stats.records
         )
-        self.sinks = Sinks({}) if self.complete else open_sinks(settings, positions)
+        self.sinks = open_sinks(settings, positions, finished=self.complete)
         self._checkpointed_at = time.monotonic()
         if self.resumed and not self.complete:
             log.info(
