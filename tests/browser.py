@@ -1,5 +1,5 @@
 """Debian's chromium, headless, driven through the DevTools protocol (aiohttp's
-websocket client), for the tests of the dashboard and the report."""
+websocket client): the dashboard's, the report's and the WACZ replay's tests."""
 
 from __future__ import annotations
 
@@ -7,17 +7,15 @@ import asyncio
 import base64
 import itertools
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import aiohttp
-import pytest
 
-CHROMIUM = "/usr/bin/chromium"
+from tests.archive_tools import chromium
+
 FLAGS = (
     "--headless",
     "--no-sandbox",  # the tests run as root
@@ -32,16 +30,6 @@ FLAGS = (
     "--remote-debugging-port=0",
     "--window-size=1280,2000",
 )
-
-
-def chromium_path() -> str:
-    """The browser; a skip only where it is missing and CI is not set, else a failure."""
-    path = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (apt-get install -y chromium)")
-        pytest.skip("chromium is not installed")
-    return path
 
 
 class Tab:
@@ -157,7 +145,7 @@ class Chromium:
 
     async def __aenter__(self) -> Chromium:
         self._process = await asyncio.create_subprocess_exec(
-            chromium_path(),
+            chromium(),
             *FLAGS,
             f"--user-data-dir={self._profile}",
             "about:blank",
