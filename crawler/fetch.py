@@ -69,6 +69,11 @@ class Exchange:
     truncated: bool
     ip_address: str | None
 
+    @property
+    def ok(self) -> bool:
+        """A 2xx response: the only kind whose payload may stand for another's."""
+        return status_is_2xx(self.status_line)
+
 
 @dataclass(slots=True)
 class Response:
@@ -306,6 +311,12 @@ def _exchange(
         truncated=response.truncated,
         ip_address=getattr(r, "ip_address", None),
     )
+
+
+def status_is_2xx(status_line: bytes) -> bool:
+    """Whether an HTTP status line (b"HTTP/1.1 200 OK") says 2xx."""
+    parts = status_line.split(None, 2)
+    return len(parts) > 1 and len(parts[1]) == 3 and parts[1].startswith(b"2")
 
 
 class Client(Protocol):

@@ -25,6 +25,7 @@ from crawler import Crawler
 from crawler.fetch import sha1_base32
 from crawler.sinks.warc import REVISIT_PROFILE
 from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, html, read_records
+from tests.pywb import cdxj
 from tests.test_state import Run, build_graph_site
 
 REVISIT = REVISIT_PROFILE.decode()
@@ -380,3 +381,27 @@ async def test_a_state_directory_of_an_older_format_is_refused_in_one_line(
 @given(st.binary(min_size=20, max_size=20))
 def test_sha1_base32_is_the_standard_base32_of_the_digest(digest):
     assert sha1_base32(digest) == "sha1:" + base64.b32encode(digest).decode("ascii")
+
+
+async def test_an_error_page_is_stored_whole_so_pywb_indexes_its_status(
+    site: Site, tmp_path: Path
+) -> None:
+    same = html("Same", ["/"])
+    site.page("/", "Home", ["/gone1", "/gone2", "/ok1", "/ok2"])
+    site.page("/gone1", status=404, body="<title>Not found</title>")
+    site.page("/gone2", status=404, body="<title>Not found</title>")
+    site.page("/ok1", body=same)
+    site.page("/ok2", body=same)
+    warc = tmp_path / "warc"
+    await crawl(tmp_path, [site.url + "/"], warc=str(warc))
+    archive = read_archive(warc)
+    kinds = {r["uri"]: r["type"] for r in archive if r["type"] in ("response", "revisit")}
+    assert kinds[site.url + "/gone1"] == kinds[site.url + "/gone2"] == "response"
+    assert sorted([kinds[site.url + "/ok1"], kinds[site.url + "/ok2"]]) == ["response", "revisit"]
+    index = {line["url"]: line for line in cdxj(warc_files(warc))}
+    assert index[site.url + "/gone1"]["status"] == index[site.url + "/gone2"]["status"] == "404"
+    # pywb indexes a 2xx revisit without its status, and takes it from the original
+    assert {index[site.url + "/ok1"]["mime"], index[site.url + "/ok2"]["mime"]} == {
+        "text/html",
+        "warc/revisit",
+    }

@@ -1,8 +1,10 @@
 """The --warc sink: WARC/1.1 archives, DIR/<prefix>-<UTC timestamp>-<serial>.warc.gz.
 
 Each file starts with a `warcinfo` record; every HTTP exchange becomes a `request`
-record and a `response` record, or a `revisit` record when its payload already
-is in the crawl's archive. Each record is its own gzip member, so a reader can
+record and a `response` record, or a `revisit` record when it is a 2xx whose
+payload already is in the crawl's archive as a 2xx. An error page is always
+stored whole: pywb indexes a revisit without its status, and the status of an
+error page is the point of it. Each record is its own gzip member, so a reader can
 seek to a record's offset and inflate just that record.
 
 The block of a response is the HTTP message as received, status line and raw
@@ -51,7 +53,7 @@ from typing import Any
 
 from crawler import __version__
 from crawler.config import ConfigError, Settings
-from crawler.fetch import Exchange, payload_digest, sha1_base32
+from crawler.fetch import Exchange, payload_digest, sha1_base32, status_is_2xx
 from crawler.page import Page
 from crawler.sinks import WriteFailed
 
@@ -68,6 +70,7 @@ REQUEST_GZIP_LEVEL = 0
 _GZIP_WBITS = 31
 _CRLF = b"\r\n"
 _READ_BYTES = 1 << 20
+_MAX_HEAD_BYTES = 1 << 16  # a WARC header and an HTTP status line fit
 _FILE_NAME = re.compile(r"(?P<prefix>.+)-(?P<time>\d{17})-(?P<serial>\d{5,})\.warc\.gz")
 
 
@@ -240,8 +243,8 @@ class WarcSink:
         os.ftruncate(self._fd, offset)
         os.lseek(self._fd, offset, os.SEEK_SET)
         self.file, self.offset, self._serial = file, offset, serial
-        header = next(read_record_headers(path, offset))
-        self._warcinfo_id = header[b"WARC-Record-ID"]
+        warcinfo = next(read_record_heads(path, offset))
+        self._warcinfo_id = warcinfo.fields[b"WARC-Record-ID"]
 
     def write_exchange(self, exchange: Exchange) -> RecordLocation:
         """Write `exchange`'s request and response (or revisit); where the latter went."""
@@ -254,7 +257,9 @@ class WarcSink:
         head = http_response_head(exchange)
         digest = exchange.payload_digest
         block_digest = hashlib.sha1(head)
-        first = self._first_captures.get(digest)
+        # An error page is stored whole: its status must survive every reader (pywb
+        # indexes an identical-payload revisit without one).
+        first = self._first_captures.get(digest) if exchange.ok else None
         fields = [(b"WARC-Record-ID", response_id), *common]
         if first is not None:
             self.revisits += 1
@@ -270,8 +275,8 @@ class WarcSink:
             block = head + exchange.payload
             block_digest.update(exchange.payload)
             fields[:0] = [(b"WARC-Type", b"response")]
-            # An empty or cut payload is no original to point back to.
-            if exchange.payload and not exchange.truncated:
+            # An empty or cut payload, or an error page, is no original to point back to.
+            if exchange.payload and not exchange.truncated and exchange.ok:
                 self._first_captures[digest] = FirstCapture(response_id, uri, date)
         fields += [
             (b"WARC-Concurrent-To", request_id),
@@ -354,8 +359,13 @@ class WarcSink:
 
     def _learn_captures(self, path: Path, end: int | None) -> None:
         """Note the payload digests of `path`'s response records (up to byte `end`)."""
-        for fields in read_record_headers(path, end):
-            if fields.get(b"WARC-Type") != b"response" or b"WARC-Truncated" in fields:
+        for head in read_record_heads(path, end):
+            fields = head.fields
+            if (
+                fields.get(b"WARC-Type") != b"response"
+                or b"WARC-Truncated" in fields
+                or not status_is_2xx(head.http_status_line)
+            ):
                 continue
             digest = fields.get(b"WARC-Payload-Digest", b"").decode("ascii")
             if digest and fields.get(b"Content-Length") and digest not in self._first_captures:
@@ -364,13 +374,25 @@ class WarcSink:
                 )
 
 
-def read_record_headers(path: Path, end: int | None) -> Iterator[dict[bytes, bytes]]:
-    """The WARC header fields of each record in a file (up to byte `end`), streamed."""
+@dataclass(frozen=True, slots=True)
+class RecordHead:
+    """One record of a file as read back: where its gzip member is, its WARC fields,
+    and the first line of its block (an HTTP status line, for a response)."""
+
+    offset: int
+    length: int
+    fields: dict[bytes, bytes]
+    http_status_line: bytes
+
+
+def read_record_heads(path: Path, end: int | None = None) -> Iterator[RecordHead]:
+    """The head of each record in a file (up to byte `end`), streamed."""
     with open(path, "rb") as f:
         left = os.fstat(f.fileno()).st_size if end is None else end
         inflater = _deflate.decompressobj(_GZIP_WBITS)
         head = b""
         data = b""
+        offset = fed = 0  # where the member starts; compressed bytes given to its inflater
         while data or left > 0:
             if not data:
                 data = f.read(min(_READ_BYTES, left))
@@ -378,22 +400,32 @@ def read_record_headers(path: Path, end: int | None) -> Iterator[dict[bytes, byt
                 if not data:
                     break
             out = inflater.decompress(data)
-            if _CRLF + _CRLF not in head:
+            fed += len(data)
+            if len(head) < _MAX_HEAD_BYTES and not _has_block_line(head):
                 head += out
             data = b""
             if inflater.eof:
                 data = inflater.unused_data
-                yield _fields(head)
+                length = fed - len(data)
+                yield _record_head(head, offset, length)
+                offset, fed = offset + length, 0
                 inflater = _deflate.decompressobj(_GZIP_WBITS)
                 head = b""
 
 
-def _fields(head: bytes) -> dict[bytes, bytes]:
+def _has_block_line(head: bytes) -> bool:
+    """Whether `head` holds the WARC header and the block's first line."""
+    end = head.find(_CRLF + _CRLF)
+    return end >= 0 and head.find(_CRLF, end + 4) >= 0
+
+
+def _record_head(head: bytes, offset: int, length: int) -> RecordHead:
+    header, _, block = head.partition(_CRLF + _CRLF)
     fields: dict[bytes, bytes] = {}
-    for line in itertools.islice(head.split(_CRLF + _CRLF, 1)[0].split(_CRLF), 1, None):
+    for line in itertools.islice(header.split(_CRLF), 1, None):
         name, _, value = line.partition(b": ")
         fields.setdefault(name, value)
-    return fields
+    return RecordHead(offset, length, fields, block.partition(_CRLF)[0])
 
 
 def warcinfo_fields(settings: Settings) -> dict[str, str]:
