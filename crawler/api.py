@@ -21,6 +21,7 @@ from typing import Any
 
 from crawler.config import ConfigError, Settings, meant_url
 from crawler.engine import Crawl
+from crawler.history import History
 from crawler.hooks import FollowHook, Hooks, PageHook
 from crawler.page import Page
 from crawler.report import snapshot
@@ -118,8 +119,13 @@ class Crawler:
     def open(self) -> Crawl:
         """Open the crawl's store (a --state directory is locked from here on)."""
         if self.engine is None:
+            history = _open_history(self.settings)  # first: a bad PREV leaves nothing written
             self._store = open_store(self.settings, self.seeds)
-            self.engine = Crawl(self.settings, self.seeds, self._store, self._client, self._hooks)
+            if history is not None:
+                self._store.stats.previous_pages = history.pages
+            self.engine = Crawl(
+                self.settings, self.seeds, self._store, self._client, self._hooks, history
+            )
         return self.engine
 
     def __aiter__(self) -> Crawler:
@@ -211,6 +217,15 @@ def _keep_freed_memory() -> None:
         return
     mallopt(M_TRIM_THRESHOLD, 32 * 2**20)
     mallopt(M_TOP_PAD, 4 * 2**20)
+
+
+def _open_history(settings: Settings) -> History | None:
+    if settings.since is None:
+        return None
+    from crawler.history import open_history
+
+    warc_dirs = [d for d in (settings.since_warc, settings.warc) if d is not None]
+    return open_history(settings.since, warc_dirs)
 
 
 def _canonical_seeds(seeds: Iterable[str]) -> list[str]:

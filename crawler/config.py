@@ -68,6 +68,8 @@ class Settings:
     ignore_robots: bool = False
     sitemaps: bool = False
     max_sitemaps: int = 1000
+    since: str | None = None
+    since_warc: str | None = None
     state: str | None = None
     fresh: bool = False
     force_resume: bool = False
@@ -101,6 +103,12 @@ class Settings:
             raise ConfigError("--crawl-id only makes sense with --redis URL")
         if self.redis is not None and self.state is not None:
             raise ConfigError("--redis and --state are two places for the crawl's state; pick one")
+        if self.since_warc is not None and self.since is None:
+            raise ConfigError("--since-warc only makes sense with --since PREV")
+        if self.since is not None and self.state is not None and _same_path(self.since, self.state):
+            raise ConfigError(
+                "--since and --state name the same directory; a recrawl needs a new --state DIR"
+            )
         if self.per_host > self.concurrency:
             object.__setattr__(self, "per_host", self.concurrency)
 
@@ -207,6 +215,10 @@ def _headers(headers: Sequence[tuple[str, str]]) -> str | None:
         if reason := _REFUSED_HEADERS.get(name.lower()):
             return f"cannot set {name}: {reason}"
     return None
+
+
+def _same_path(a: str, b: str) -> bool:
+    return os.path.abspath(a) == os.path.abspath(b)
 
 
 def redact_url(url: str) -> str:
@@ -390,6 +402,19 @@ OPTIONS: tuple[Option, ...] = (
         "fetch at most this many sitemap files (with --sitemaps)",
         _at_least(0),
         metavar="N",
+    ),
+    Option(
+        "since",
+        "path",
+        "recrawl from a previous crawl (its JSONL output, or its --state DIR): conditional "
+        "requests, a 'changed' field, revisit records for what it archived",
+        metavar="PREV",
+    ),
+    Option(
+        "since_warc",
+        "path",
+        "the previous crawl's --warc DIR, if not the same as this crawl's --warc",
+        metavar="DIR",
     ),
     Option(
         "state", "path", "keep crawl state here; rerunning with the same DIR resumes", metavar="DIR"

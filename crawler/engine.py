@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from crawler.config import Settings
-from crawler.fetch import Fetcher, Hop, Response
+from crawler.fetch import NOT_MODIFIED, Fetcher, Hop, Response
 from crawler.frontier import PAGE, ROBOTS, Request
+from crawler.history import History, Previous, changed, contradicts
 from crawler.hooks import Hooks
 from crawler.page import Page
 from crawler.parse import language, parse_html, robots_directives_forbid_following, visible_text
@@ -180,8 +181,10 @@ class Crawl:
         store: Store,
         client: Client,
         hooks: Hooks | None = None,
+        history: History | None = None,
     ) -> None:
         self.settings = settings
+        self.history = history  # --since: the previous crawl
         self.seeds = list(seeds)
         self.store = store
         self.client = client
@@ -319,10 +322,11 @@ class Crawl:
         response: Response | None = None
         self._started(request, started)
         try:
-            response = await self._fetch(request, self._fetcher)
+            previous = self.history.take(request.url) if self.history is not None else None
+            response = await self._fetch(request, self._fetcher, previous)
             if response is None:
                 return
-            page, follow = self._page(request, response, time.monotonic() - started)
+            page, follow = self._page(request, response, time.monotonic() - started, previous)
         except Exception:  # a bug must cost one page, not the crawl
             page, follow = self._internal_error(request), []
         if self.hooks is not None:
@@ -358,12 +362,20 @@ class Crawl:
         self._page_done()
         self.scheduler.release(request, throttled=_throttled(response))
 
-    async def _fetch(self, request: Request, fetcher: Fetcher) -> Response | None:
-        """Fetch `request`; None if the failure was worth another try and it went back
-        to its host's line."""
-        response = await fetcher.fetch(
-            request.location or request.url, self._admit_hop, request.redirects
-        )
+    async def _fetch(
+        self, request: Request, fetcher: Fetcher, previous: Previous | None = None
+    ) -> Response | None:
+        """Fetch `request`, conditionally if the previous crawl had it; None if the
+        failure was worth another try and it went back to its host's line."""
+        url = request.location or request.url
+        validators = previous.validators() if previous is not None and url == request.url else {}
+        response = await fetcher.fetch(url, self._admit_hop, request.redirects, validators)
+        if response.status == NOT_MODIFIED and contradicts(
+            validators, response.headers.get("ETag")
+        ):
+            unconditional = await fetcher.fetch(url, self._admit_hop, request.redirects)
+            unconditional.exchanges[:0] = response.exchanges
+            response = unconditional
         request.hops.extend(response.hops)
         if self._retried(request, response, _throttled(response)):
             request.exchanges += tuple(response.exchanges)
@@ -439,11 +451,20 @@ class Crawl:
         return True
 
     def _page(
-        self, request: Request, response: Response, elapsed_s: float
+        self,
+        request: Request,
+        response: Response,
+        elapsed_s: float,
+        previous: Previous | None = None,
     ) -> tuple[Page, list[str]]:
         """The page of a fetched URL, and the links on it to follow."""
         page = self._fetched_page(request, response, elapsed_s)
         status = response.status or 0
+        if self.history is not None:
+            page.previous = previous
+            if status == NOT_MODIFIED and previous is not None and response.error is None:
+                return self._unchanged_page(request, page, previous)
+            page.fields["changed"] = changed(previous, response.status, page.content_digest)
         if response.error is not None or 300 <= status < 400 or not response.is_html:
             return page, []
         parsed = parse_html(page.tree)
@@ -459,16 +480,40 @@ class Crawl:
             seen = self.hooks is not None or self.consumer is not None
             page.fields["text"] = visible_text(page.tree, keep_tree=seen)
             page.fields["lang"] = language(page.tree)
-        page.links = links = canonical_links(parsed.hrefs, base)
+        page.links = canonical_links(parsed.hrefs, base)
         robots_header = response.headers.get("X-Robots-Tag", "")
-        if (
-            parsed.nofollow
-            or robots_directives_forbid_following(robots_header)
-            or not 200 <= status < 300
-            or request.depth >= self.settings.max_depth  # too deep: not even claimed
-        ):
+        if parsed.nofollow or robots_directives_forbid_following(robots_header):
+            page.fields["nofollow"] = True
             return page, []
-        return page, self.scope.allowed(links)
+        if not 200 <= status < 300:
+            return page, []
+        return page, self._to_follow(request, page.links)
+
+    def _to_follow(self, request: Request, links: list[str]) -> list[str]:
+        if request.depth >= self.settings.max_depth:  # too deep: not even claimed
+            return []
+        return self.scope.allowed(links)
+
+    def _unchanged_page(
+        self, request: Request, page: Page, previous: Previous
+    ) -> tuple[Page, list[str]]:
+        """A page that answered 304: its content, title and links are the previous
+        crawl's, and the pages under it are reached through them as before."""
+        fields = previous.fields()
+        page.content_digest = previous.digest
+        page.etag = page.etag or previous.etag
+        page.last_modified = page.last_modified or previous.last_modified
+        page.content_type = fields.pop("content_type", None)
+        page.bytes = fields.pop("bytes", None)
+        page.title = fields.pop("title", None)
+        page.description = fields.pop("description", None)
+        page.canonical = fields.pop("canonical", None)
+        page.links = fields.pop("links", [])
+        page.fields.update(fields)
+        page.fields["changed"] = False
+        if fields.get("nofollow"):
+            return page, []
+        return page, self._to_follow(request, page.links)
 
     def _fetched_page(self, request: Request, response: Response, elapsed_s: float) -> Page:
         fetched = response.status is not None
@@ -480,6 +525,8 @@ class Crawl:
             content_type=response.content_type,
             bytes=len(response.body) if fetched else None,
             content_digest=response.payload_digest,
+            etag=response.headers.get("ETag"),
+            last_modified=response.headers.get("Last-Modified"),
             error=response.error,
             truncated=response.truncated,
             response=response,
@@ -536,6 +583,8 @@ class Crawl:
         self.gate.finished(request)
         if new:
             self.gate.queued(new)
+            if self.history is not None:
+                self.history.prefetch([r.url for r in new if r.kind == PAGE])
             self.scheduler.add(new)
 
     async def _record_refused(self, request: Request, error: str) -> None:

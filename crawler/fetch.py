@@ -34,6 +34,7 @@ try:
 except ImportError:  # brotli is optional: without it we do not ask for "br"
     brotli = None
 
+NOT_MODIFIED = 304
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 RETRY_ERRORS = frozenset({"timeout", "connection_error", "proxy_error"})
@@ -320,7 +321,9 @@ def status_is_2xx(status_line: bytes) -> bool:
 
 
 class Client(Protocol):
-    def get(self, url: str, timeout: aiohttp.ClientTimeout) -> Any:
+    def get(
+        self, url: str, timeout: aiohttp.ClientTimeout, headers: Mapping[str, str] | None = None
+    ) -> Any:
         """`async with` it for the response to a GET of `url`, redirects not followed."""
 
 
@@ -342,13 +345,20 @@ class Fetcher:
         self._max_redirects = max_redirects
         self._archive = archive
 
-    async def fetch(self, url: str, admit: Admit, redirects: int = 0) -> Response:
+    async def fetch(
+        self,
+        url: str,
+        admit: Admit,
+        redirects: int = 0,
+        validators: Mapping[str, str] | None = None,
+    ) -> Response:
         """GET `url`, following redirects that `admit` allows, up to the redirect limit.
 
-        `redirects` is how many hops an earlier attempt already followed to reach `url`.
+        `redirects` is how many hops an earlier attempt already followed to reach `url`;
+        `validators` make the request for `url` conditional (not its redirects' targets).
         """
         hops: list[str] = []
-        response = await self.get(url)
+        response = await self.get(url, validators)
         exchanges = response.exchanges
         while response.status in REDIRECT_STATUSES and response.error is None:
             location = response.headers.get("Location")
@@ -372,15 +382,17 @@ class Fetcher:
         response.redirects, response.hops, response.exchanges = redirects, hops, exchanges
         return response
 
-    async def get(self, url: str) -> Response:
-        """One GET, no redirects followed."""
+    async def get(self, url: str, validators: Mapping[str, str] | None = None) -> Response:
+        """One GET, no redirects followed; conditional if `validators` are given."""
         response = Response(url)
         limit = self._max_bytes
         raw: list[bytes] = []
         fetched_at = time.time()
         try:
-            async with self._client.get(url, self._timeout) as r:
+            async with self._client.get(url, self._timeout, validators) as r:
                 response.status = r.status
+                if r.status == NOT_MODIFIED and not validators:
+                    response.error = "invalid_response"  # not modified since nothing
                 response.headers = r.headers
                 response.content_type = r.headers.get("Content-Type")
                 if r.status in REDIRECT_STATUSES:

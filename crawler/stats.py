@@ -8,6 +8,17 @@ from typing import Any
 
 from crawler.page import Page
 
+_RECRAWL_COUNTERS = (
+    "checked",
+    "unchanged",
+    "unchanged_304",
+    "unchanged_same_digest",
+    "changed",
+    "new",
+    "failed",
+    "body_bytes_saved",
+)
+
 
 class Stats:
     def __init__(self, restored: dict[str, Any] | None = None) -> None:
@@ -29,6 +40,8 @@ class Stats:
         self.previous_runs_s = 0.0
         self.restored_records = 0
         self.rate_history: list[tuple[float, int]] = []  # (seconds since start, records)
+        self.previous_pages = 0  # --since: the previous crawl's pages
+        self.recrawl: Counter[str] = Counter()  # --since: what became of them
         if restored:
             self._restore(restored)
 
@@ -40,9 +53,29 @@ class Stats:
         self.statuses["none" if page.status is None else str(page.status)] += 1
         self.depths[str(page.depth)] += 1
         self.hosts[host] += 1
-        self.bytes += page.bytes or 0
         self.truncated += page.truncated
         self.fetch_ms += page.elapsed_ms or 0
+        if page.fields and "changed" in page.fields:
+            self._count_recrawled(page)
+        else:
+            self.bytes += page.bytes or 0
+
+    def _count_recrawled(self, page: Page) -> None:
+        """A page of a recrawl: a 304's bytes are those it saved, not fetched."""
+        recrawl = self.recrawl
+        changed = page.fields["changed"]
+        if changed is None:  # a URL the previous crawl did not have, or no answer now
+            recrawl["new" if page.status is not None else "failed"] += 1
+        else:
+            recrawl["checked"] += 1
+            recrawl["changed" if changed else "unchanged"] += 1
+        if page.status == 304 and changed is False:
+            recrawl["unchanged_304"] += 1
+            recrawl["body_bytes_saved"] += page.bytes or 0
+        else:
+            self.bytes += page.bytes or 0
+            if changed is False:
+                recrawl["unchanged_same_digest"] += 1
 
     @property
     def elapsed_s(self) -> float:
@@ -56,24 +89,38 @@ class Stats:
         self.rate_history.append((round(self.elapsed_s, 1), self.records))
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "records": self.records,
-            "statuses": dict(self.statuses),
-            "errors": dict(self.errors),
-            "bytes": self.bytes,
-            "truncated": self.truncated,
-            "retries": self.retries,
-            "sitemaps": self.sitemaps,
-            "dropped": dict(self.dropped),
-            "depth_inexact": self.depth_inexact,
-            "depths": dict(sorted(self.depths.items(), key=lambda kv: int(kv[0]))),
-            "hosts_top": dict(self.hosts.most_common(20)),
-            "host_count": len(self.hosts),
-            "elapsed_s": round(self.elapsed_s + self.previous_runs_s, 3),
-            "pages_per_s": round(self.pages_per_s(), 2),
-            "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
-            "rate_history": [{"t_s": t, "records": n} for t, n in self.rate_history],
-        } | ({"claims_per_host": dict(self.claims_per_host)} if self.claims_per_host else {})
+        return (
+            {
+                "records": self.records,
+                "statuses": dict(self.statuses),
+                "errors": dict(self.errors),
+                "bytes": self.bytes,
+                "truncated": self.truncated,
+                "retries": self.retries,
+                "sitemaps": self.sitemaps,
+                "dropped": dict(self.dropped),
+                "depth_inexact": self.depth_inexact,
+                "depths": dict(sorted(self.depths.items(), key=lambda kv: int(kv[0]))),
+                "hosts_top": dict(self.hosts.most_common(20)),
+                "host_count": len(self.hosts),
+                "elapsed_s": round(self.elapsed_s + self.previous_runs_s, 3),
+                "pages_per_s": round(self.pages_per_s(), 2),
+                "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
+                "rate_history": [{"t_s": t, "records": n} for t, n in self.rate_history],
+            }
+            | ({"claims_per_host": dict(self.claims_per_host)} if self.claims_per_host else {})
+            | ({"recrawl": self.recrawl_figures()} if self.previous_pages else {})
+        )
+
+    def recrawl_figures(self) -> dict[str, int]:
+        """--since: the previous crawl's pages checked, unchanged (304 or same digest),
+        changed, gone from the link graph (not reached, or failed), and the new ones."""
+        recrawl = self.recrawl
+        figures = {name: recrawl[name] for name in _RECRAWL_COUNTERS if name != "body_bytes_saved"}
+        figures["gone"] = max(0, self.previous_pages - recrawl["checked"])
+        figures["previous_pages"] = self.previous_pages
+        figures["body_bytes_saved"] = recrawl["body_bytes_saved"]
+        return figures
 
     def _restore(self, saved: dict[str, Any]) -> None:
         self.records = self.restored_records = saved.get("records", 0)
@@ -87,4 +134,8 @@ class Stats:
         self.dropped.update(saved.get("dropped", {}))
         self.claims_per_host.update(saved.get("claims_per_host", {}))
         self.depth_inexact = saved.get("depth_inexact", 0)
+        saved_recrawl = saved.get("recrawl", {})
+        self.recrawl.update(
+            {name: saved_recrawl[name] for name in _RECRAWL_COUNTERS if name in saved_recrawl}
+        )
         self.previous_runs_s = saved.get("elapsed_s", 0.0)

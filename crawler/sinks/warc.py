@@ -53,7 +53,7 @@ from typing import Any
 
 from crawler import __version__
 from crawler.config import ConfigError, Settings
-from crawler.fetch import Exchange, payload_digest, sha1_base32, status_is_2xx
+from crawler.fetch import NOT_MODIFIED, Exchange, payload_digest, sha1_base32, status_is_2xx
 from crawler.page import Page
 from crawler.sinks import WriteFailed
 
@@ -64,6 +64,7 @@ except ImportError:  # isal has wheels for the common platforms; zlib is 5x slow
 
 WARC_VERSION = b"WARC/1.1"
 REVISIT_PROFILE = b"http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+NOT_MODIFIED_PROFILE = b"http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 GZIP_LEVEL = 1  # ISA-L's level 1 compresses HTML as well as zlib's level 1, 5x faster
 # A request record is a few hundred bytes: level 0 costs a fifth of level 1 on it.
 REQUEST_GZIP_LEVEL = 0
@@ -88,6 +89,22 @@ class FirstCapture:
     record_id: bytes
     uri: bytes
     date: bytes
+
+    def refers_to(self) -> list[tuple[bytes, bytes]]:
+        """A revisit's fields naming this capture."""
+        return [
+            (b"WARC-Refers-To", self.record_id),
+            (b"WARC-Refers-To-Target-URI", self.uri),
+            (b"WARC-Refers-To-Date", self.date),
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class NotModified:
+    """A 304's revisit: the payload digest and capture of what it says is unchanged."""
+
+    digest: str
+    capture: FirstCapture
 
 
 class _WarcClock:
@@ -199,11 +216,26 @@ class WarcSink:
         return [self.file, self.offset]
 
     def write(self, page: Page) -> None:
-        """Archive `page`'s exchanges; note where its final response record went."""
+        """Archive `page`'s exchanges; note where its final response record went.
+
+        A recrawled page's payload may be in the previous crawl's archive: then an
+        identical payload becomes a revisit of that capture, as a 304 does."""
         response = page.response
         if response is None or not response.exchanges:
             return
-        location = self.write_exchanges(response.exchanges)
+        not_modified = None
+        previous = page.previous
+        if previous is not None and previous.ok and previous.capture and previous.digest:
+            earlier = previous.capture
+            capture = FirstCapture(
+                earlier.record_id.encode(), _header_value(earlier.uri), earlier.date.encode()
+            )
+            self._first_captures.setdefault(previous.digest, capture)
+            if page.status == NOT_MODIFIED and page.fields.get("changed") is False:
+                not_modified = NotModified(previous.digest, capture)
+        *earlier_exchanges, last = response.exchanges
+        self.write_exchanges(earlier_exchanges)
+        location = self.write_exchange(last, not_modified)
         page.fields["warc_file"] = location.file
         page.fields["warc_offset"] = location.offset
         page.fields["warc_length"] = location.length
@@ -246,8 +278,13 @@ class WarcSink:
         warcinfo = next(read_record_heads(path, offset))
         self._warcinfo_id = warcinfo.fields[b"WARC-Record-ID"]
 
-    def write_exchange(self, exchange: Exchange) -> RecordLocation:
-        """Write `exchange`'s request and response (or revisit); where the latter went."""
+    def write_exchange(
+        self, exchange: Exchange, not_modified: NotModified | None = None
+    ) -> RecordLocation:
+        """Write `exchange`'s request and response (or revisit); where the latter went.
+
+        `not_modified`: the exchange is a 304 to a conditional request, of the payload
+        a previous crawl archived there."""
         date = warc_date(exchange.fetched_at)
         uri = _header_value(exchange.url)
         request_id, response_id = _record_id(), _record_id()
@@ -261,16 +298,22 @@ class WarcSink:
         # indexes an identical-payload revisit without one).
         first = self._first_captures.get(digest) if exchange.ok else None
         fields = [(b"WARC-Record-ID", response_id), *common]
-        if first is not None:
+        if not_modified is not None:
+            # No block (WARC 1.1, 6.7.3): a reader then serves the capture referred
+            # to, headers and payload; with the 304's head as block, pywb replays the
+            # 304, an empty page. The payload digest is the capture's, by which
+            # replay tools find it.
+            self.revisits += 1
+            digest, first = not_modified.digest, not_modified.capture
+            block = b""
+            block_digest = hashlib.sha1(block)
+            fields[:0] = [(b"WARC-Type", b"revisit")]
+            fields += [(b"WARC-Profile", NOT_MODIFIED_PROFILE), *first.refers_to()]
+        elif first is not None:
             self.revisits += 1
             block = head
             fields[:0] = [(b"WARC-Type", b"revisit")]
-            fields += [
-                (b"WARC-Profile", REVISIT_PROFILE),
-                (b"WARC-Refers-To", first.record_id),
-                (b"WARC-Refers-To-Target-URI", first.uri),
-                (b"WARC-Refers-To-Date", first.date),
-            ]
+            fields += [(b"WARC-Profile", REVISIT_PROFILE), *first.refers_to()]
         else:
             block = head + exchange.payload
             block_digest.update(exchange.payload)
@@ -284,7 +327,7 @@ class WarcSink:
             (b"WARC-Block-Digest", sha1_base32(block_digest.digest()).encode("ascii")),
             (b"WARC-Payload-Digest", digest.encode("ascii")),
         ]
-        if exchange.truncated and first is None:
+        if exchange.truncated and first is None and not_modified is None:
             fields.append((b"WARC-Truncated", b"length"))
         request = [
             (b"WARC-Type", b"request"),

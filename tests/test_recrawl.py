@@ -1,0 +1,268 @@
+"""--since PREV: a recrawl asks conditionally, says what changed, and archives only what is new."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from crawler import Crawler
+from tests.conftest import TEST_SETTINGS, Site, by_url, html, read_records
+
+LAST_MODIFIED = "Mon, 02 Nov 2026 10:00:00 GMT"
+
+
+class Validating:
+    """Pages served with ETag and Last-Modified, answering conditional requests with 304;
+    `bodies` may change between crawls."""
+
+    def __init__(self, site: Site, bodies: dict[str, str]) -> None:
+        self.site, self.bodies = site, bodies
+        self.not_modified: list[str] = []  # paths answered 304
+        for path in bodies:
+            site.handle(path, self.serve)
+
+    def etag(self, body: bytes) -> str:
+        return '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
+
+    async def serve(self, request: web.Request) -> web.Response:
+        if request.path not in self.bodies:
+            return web.Response(status=404, text="gone")
+        body = self.bodies[request.path].encode()
+        headers = {"ETag": self.etag(body), "Last-Modified": LAST_MODIFIED}
+        if request.headers.get("If-None-Match") == headers["ETag"]:
+            self.not_modified.append(request.path)
+            return web.Response(status=304, headers=headers)
+        return web.Response(body=body, headers=headers, content_type="text/html")
+
+
+async def crawl_to(
+    output: Path, seeds: list[str], **overrides: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    settings = replace(TEST_SETTINGS, output=str(output), **overrides)
+    async with Crawler(seeds, settings) as crawler:
+        await crawler.crawl()
+        stats = crawler.stats
+    return read_records(output), stats
+
+
+def tree_site(site: Site) -> Validating:
+    """/ -> /a -> /a/deep -> /a/deep/deeper, and / -> /b, /c."""
+    return Validating(
+        site,
+        {
+            "/": html("Home", ["/a", "/b", "/c"]),
+            "/a": html("A", ["/a/deep"]),
+            "/a/deep": html("Deep", ["/a/deep/deeper"]),
+            "/a/deep/deeper": html("Deeper"),
+            "/b": html("B"),
+            "/c": html("C"),
+        },
+    )
+
+
+async def test_a_recrawl_asks_conditionally_and_goes_on_through_pages_that_did_not_change(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = tree_site(site)
+    first, _ = await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    assert all(r["etag"] and r["last_modified"] == LAST_MODIFIED for r in first)
+    pages.bodies["/b"] = html("B, new", ["/b/new"])
+    pages.bodies["/b/new"] = html("New")
+    site.handle("/b/new", pages.serve)
+    del pages.bodies["/c"]
+    site.hits.clear()
+
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    records = by_url(second)
+    seen = {hit.path: hit.headers for hit in site.hits}
+    for path in ["/", "/a", "/a/deep", "/a/deep/deeper", "/b", "/c"]:
+        assert seen[path]["If-None-Match"] == by_url(first)[site.url + path]["etag"]
+        assert seen[path]["If-Modified-Since"] == LAST_MODIFIED
+    assert "If-None-Match" not in seen["/b/new"]
+    assert sorted(pages.not_modified) == ["/", "/a", "/a/deep", "/a/deep/deeper"]
+    unchanged = records[site.url + "/a/deep"]
+    assert unchanged["status"] == 304 and unchanged["changed"] is False
+    assert unchanged["title"] == "Deep" and unchanged["links"] == [site.url + "/a/deep/deeper"]
+    assert unchanged["content_digest"] == by_url(first)[site.url + "/a/deep"]["content_digest"]
+    assert records[site.url + "/a/deep/deeper"]["depth"] == 3  # reached through 304s
+    assert records[site.url + "/b"]["changed"] is True
+    assert records[site.url + "/b/new"]["changed"] is None
+    assert records[site.url + "/c"]["status"] == 404 and records[site.url + "/c"]["changed"]
+    recrawl = stats["recrawl"]
+    assert recrawl["checked"] == 6 and recrawl["unchanged_304"] == 4
+    assert recrawl["changed"] == 2 and recrawl["new"] == 1 and recrawl["gone"] == 0
+    saved = sum(by_url(first)[site.url + p]["bytes"] for p in pages.not_modified)
+    assert recrawl["body_bytes_saved"] == saved
+    assert stats["bytes"] == sum(r["bytes"] for r in second if r["status"] != 304)
+
+
+async def test_a_page_no_link_reaches_any_more_is_counted_gone_not_fetched(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    pages.bodies["/"] = html("Home", ["/a", "/b"])
+    site.hits.clear()
+    _, stats = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    assert site.count("/c") == 0
+    assert stats["recrawl"]["gone"] == 1 and stats["recrawl"]["changed"] == 1
+
+
+async def test_a_server_that_ignores_validators_gives_unchanged_by_digest(
+    site: Site, tmp_path: Path
+) -> None:
+    served = 0
+
+    async def fresh_etag_every_time(_request: web.Request) -> web.Response:
+        nonlocal served
+        served += 1
+        headers = {"ETag": f'"{served}"', "Last-Modified": LAST_MODIFIED}
+        return web.Response(text=html("Same"), headers=headers, content_type="text/html")
+
+    site.handle("/", fresh_etag_every_time)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    assert site.hits[-1].headers["If-None-Match"] == '"1"'
+    assert second[0]["status"] == 200 and second[0]["changed"] is False
+    assert second[0]["etag"] == '"2"'
+    assert stats["recrawl"]["unchanged_same_digest"] == 1
+
+
+async def test_a_last_modified_in_the_future_is_never_sent_back(site: Site, tmp_path: Path) -> None:
+    site.page("/", "Home", headers={"Last-Modified": "Fri, 01 Jan 2100 00:00:00 GMT"})
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    assert "If-Modified-Since" not in site.hits[-1].headers
+    assert second[0]["changed"] is False
+
+
+async def test_a_304_to_a_request_without_validators_is_an_invalid_response(
+    site: Site, tmp_path: Path
+) -> None:
+    async def not_modified(_request: web.Request) -> web.Response:
+        return web.Response(status=304)
+
+    site.handle("/", not_modified)
+    (record,), _ = await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    assert record["status"] == 304 and record["error"] == "invalid_response"
+
+
+async def test_a_304_naming_another_etag_is_not_trusted_and_the_page_is_fetched_whole(
+    site: Site, tmp_path: Path
+) -> None:
+    body = html("Changed behind a lying 304")
+    crawls = 0
+
+    async def lying(request: web.Request) -> web.Response:
+        if crawls and "If-None-Match" in request.headers:
+            return web.Response(status=304, headers={"ETag": '"other"'})
+        text = html("Before") if not crawls else body
+        return web.Response(text=text, headers={"ETag": '"v1"'}, content_type="text/html")
+
+    site.handle("/", lying)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    crawls = 1
+    site.hits.clear()
+    (record,), _ = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    assert [hit.headers.get("If-None-Match") for hit in site.hits] == ['"v1"', None]
+    assert record["status"] == 200 and record["changed"] is True
+    assert record["title"] == "Changed behind a lying 304"
+
+
+async def test_vary_on_accept_encoding_still_gets_304_for_the_variant_asked_before(
+    site: Site, tmp_path: Path
+) -> None:
+    async def varying(request: web.Request) -> web.Response:
+        gzip = "gzip" in request.headers.get("Accept-Encoding", "")
+        etag = '"v1-gzip"' if gzip else '"v1"'
+        headers = {"ETag": etag, "Vary": "Accept-Encoding"}
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers=headers)
+        response = web.Response(text=html("Varies"), headers=headers, content_type="text/html")
+        if gzip:
+            response.enable_compression(web.ContentCoding.gzip)
+        return response
+
+    site.handle("/", varying)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    (record,), _ = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    assert record["status"] == 304 and record["changed"] is False
+    assert record["title"] == "Varies"
+
+
+async def run_cli(*args: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "crawler", *args, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await process.communicate()
+    return process.returncode or 0, err.decode()
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda p: p / "missing.jsonl", "no such file"),
+        (lambda p: _write(p / "notes.txt", b"hello\n"), "not JSON"),
+        (lambda p: _write(p / "empty.jsonl", b""), "is empty"),
+        (lambda p: _write(p / "old.jsonl", b'{"url": "http://a/", "status": 200}\n'), "older"),
+        (
+            lambda p: _write(
+                p / "cut.jsonl",
+                json.dumps(
+                    {
+                        "url": "http://a/",
+                        "status": 200,
+                        "depth": 0,
+                        "content_digest": "sha1:X",
+                        "fetched_at": "2026-11-02T10:00:00.000+00:00",
+                    }
+                ).encode()
+                + b'\n{"url": "http://a/b", "sta',
+            ),
+            "cut short",
+        ),
+        (lambda p: _mkdir(p / "somedir"), "not a crawl's --state"),
+    ],
+)
+async def test_a_bad_prev_is_one_line_exit_2_and_nothing_written(
+    tmp_path: Path, make: Any, says: str
+) -> None:
+    prev = make(tmp_path)
+    seeds = _write(tmp_path / "seeds.txt", b"http://127.0.0.1:9/\n")
+    before = sorted(tmp_path.rglob("*"))
+    code, err = await run_cli(
+        str(seeds), "-o", str(tmp_path / "out.jsonl"), "--since", str(prev), "--quiet"
+    )
+    assert code == 2
+    assert err.count("\n") == 1 and says in err, err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir()
+    return path
