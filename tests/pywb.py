@@ -56,13 +56,15 @@ def _free_port() -> int:
 
 @contextmanager
 def wayback(root: Path, warc_files: list[Path]) -> Iterator[str]:
-    """pywb serving one collection, `all`, of `warc_files`; yields its base URL."""
-    archive = root / "collections" / "all" / "archive"
-    archive.mkdir(parents=True)
-    for path in warc_files:
-        (archive / path.name).symlink_to(path.resolve())
+    """pywb serving one collection of `warc_files` (copied in); yields its base URL."""
+    root.mkdir(parents=True, exist_ok=True)
+    manager = pywb_bin("wb-manager")
+    subprocess.run([manager, "init", "crawls"], cwd=root, check=True, capture_output=True)
     subprocess.run(
-        [pywb_bin("wb-manager"), "reindex", "all"], cwd=root, check=True, capture_output=True
+        [manager, "add", "crawls", *map(str, warc_files)],
+        cwd=root,
+        check=True,
+        capture_output=True,
     )
     port = _free_port()
     server = subprocess.Popen(
@@ -71,7 +73,7 @@ def wayback(root: Path, warc_files: list[Path]) -> Iterator[str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    base = f"http://127.0.0.1:{port}/all"
+    base = f"http://127.0.0.1:{port}/crawls/"
     try:
         deadline = time.monotonic() + 30
         while True:  # pywb gives no sign of readiness but answering
@@ -89,10 +91,12 @@ def wayback(root: Path, warc_files: list[Path]) -> Iterator[str]:
 
 
 def replay(base: str, url: str) -> tuple[int, bytes]:
-    """What pywb replays for `url` through `id_` (the capture as it was): status and body."""
+    """What pywb replays for `url` through `id_` (the capture as it was): status and body.
+
+    `base` may end with a timestamp: the capture closest to it is replayed."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
     try:
-        with opener.open(f"{base}/id_/{url}", timeout=30) as response:
+        with opener.open(f"{base}id_/{url}", timeout=30) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()

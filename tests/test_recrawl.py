@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from aiohttp import web
 
 from crawler import Crawler
 from tests.conftest import TEST_SETTINGS, Site, by_url, html, read_records
+from tests.pywb import replay, wayback
+from tests.test_warc import read_archive, warc_files
 
 LAST_MODIFIED = "Mon, 02 Nov 2026 10:00:00 GMT"
 
@@ -266,3 +269,60 @@ def _write(path: Path, data: bytes) -> Path:
 def _mkdir(path: Path) -> Path:
     path.mkdir()
     return path
+
+
+async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = tree_site(site)
+    touched = html("Touched, not changed")
+    pages.bodies["/touched"] = touched
+
+    async def ignores_validators(_request: web.Request) -> web.Response:
+        return web.Response(
+            text=touched, headers={"ETag": f'"{time.time()}"'}, content_type="text/html"
+        )
+
+    site.handle("/touched", ignores_validators)
+    pages.bodies["/"] = html("Home", ["/a", "/b", "/c", "/touched"])
+    warc1, warc2 = tmp_path / "warc1", tmp_path / "warc2"
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"], warc=str(warc1))
+    pages.bodies["/b"] = html("B, new")
+    started = time.time()
+    while int(time.time()) == int(started):  # the second crawl's captures are later ones
+        await asyncio.sleep(0.05)
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        warc=str(warc2),
+        since=str(tmp_path / "first.jsonl"),
+        since_warc=str(warc1),
+    )
+    records = by_url(second)
+    assert records[site.url + "/touched"]["changed"] is False
+    assert records[site.url + "/touched"]["status"] == 200
+    assert {r["status"] for r in second} == {200, 304}
+    archive = [r for r in read_archive(warc2) if r["type"] in ("response", "revisit")]
+    by_uri = {r["uri"]: r for r in archive}
+    originals = {r["uri"]: r for r in read_archive(warc1) if r["type"] == "response"}
+    for url, record in records.items():
+        written = by_uri[url]["headers"]
+        if record["changed"]:
+            assert by_uri[url]["type"] == "response"
+            continue
+        original = originals[url]["headers"]
+        assert by_uri[url]["type"] == "revisit"
+        profile = "server-not-modified" if record["status"] == 304 else "identical-payload-digest"
+        assert written.get_header("WARC-Profile").endswith(profile)
+        assert written.get_header("WARC-Refers-To") == original.get_header("WARC-Record-ID")
+        assert written.get_header("WARC-Refers-To-Target-URI") == url
+        assert written.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
+        assert written.get_header("WARC-Payload-Digest") == original.get_header(
+            "WARC-Payload-Digest"
+        )
+    files = warc_files(warc1) + warc_files(warc2)
+    with wayback(tmp_path / "pywb", files) as base:
+        for url in records:
+            path = url.removeprefix(site.url)
+            status, body = await asyncio.to_thread(replay, f"{base}2999", url)
+            assert (status, body) == (200, pages.bodies[path].encode()), url
