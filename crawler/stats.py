@@ -109,7 +109,7 @@ class Stats:
                 "rate_history": [{"t_s": t, "records": n} for t, n in self.rate_history],
             }
             | ({"claims_per_host": dict(self.claims_per_host)} if self.claims_per_host else {})
-            | ({"recrawl": self.recrawl_figures()} if self.previous_pages else {})
+            | ({"recrawl": self.recrawl_figures()} if self.previous_pages or self.recrawl else {})
         )
 
     def recrawl_figures(self) -> dict[str, int]:
@@ -135,6 +135,7 @@ class Stats:
         self.claims_per_host.update(saved.get("claims_per_host", {}))
         self.depth_inexact = saved.get("depth_inexact", 0)
         saved_recrawl = saved.get("recrawl", {})
+        self.previous_pages = saved_recrawl.get("previous_pages", 0)
         self.recrawl.update(
             {name: saved_recrawl[name] for name in _RECRAWL_COUNTERS if name in saved_recrawl}
         )

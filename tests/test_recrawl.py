@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import random
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -17,6 +19,7 @@ from aiohttp import web
 from crawler import Crawler
 from tests.conftest import TEST_SETTINGS, Site, by_url, html, read_records
 from tests.pywb import replay, wayback
+from tests.test_state import Run
 from tests.test_warc import read_archive, warc_files
 
 LAST_MODIFIED = "Mon, 02 Nov 2026 10:00:00 GMT"
@@ -326,3 +329,38 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
             path = url.removeprefix(site.url)
             status, body = await asyncio.to_thread(replay, f"{base}2999", url)
             assert (status, body) == (200, pages.bodies[path].encode()), url
+
+
+async def test_kill_9_during_a_recrawl_with_state_resumes_exactly(
+    site: Site, tmp_path: Path
+) -> None:
+    count = 200
+    bodies = {
+        f"/p/{n}": html(f"page {n}", [f"/p/{m}" for m in range(4 * n + 1, 4 * n + 5) if m < count])
+        for n in range(count)
+    }
+    pages = Validating(site, bodies)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/p/0"])
+    for n in range(0, count, 10):  # every tenth page changed
+        bodies[f"/p/{n}"] += "<p>changed</p>"
+    site.hits.clear()
+    stats_file = tmp_path / "stats.json"
+    run = Run(site, tmp_path, "--since", str(tmp_path / "first.jsonl"), "--stats", str(stats_file))
+    run.output = tmp_path / "second.jsonl"
+    rng = random.Random(22)
+    kills = 0
+    for _ in range(3):
+        code = await run.interrupted_after(rng.randrange(10, 60), signal.SIGKILL)
+        kills += code == -signal.SIGKILL
+    code, err = await run.until_done()
+    assert code == 0, err
+    assert kills >= 2
+    records = by_url(read_records(run.output))
+    assert sorted(records) == sorted(site.url + path for path in bodies)
+    changed = {url for url, r in records.items() if r["changed"]}
+    assert changed == {f"{site.url}/p/{n}" for n in range(0, count, 10)}
+    assert all(r["status"] == 304 for url, r in records.items() if url not in changed)
+    assert len(pages.not_modified) >= count - len(changed)
+    recrawl = json.loads(stats_file.read_text())["recrawl"]
+    assert recrawl["checked"] == count and recrawl["changed"] == len(changed)
+    assert recrawl["unchanged_304"] == count - len(changed) and recrawl["gone"] == 0
