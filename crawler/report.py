@@ -133,6 +133,7 @@ def summary_table(figures: dict[str, Any]) -> str:
             if figures["depth_inexact"]
             else []
         ),
+        *_recrawl_rows(figures.get("recrawl")),
         (
             "visited set",
             f"{visited['urls']:,} URLs",
@@ -152,6 +153,34 @@ def summary_table(figures: dict[str, Any]) -> str:
         for label, value, note in rows
     ]
     return "crawler: summary\n" + "\n".join(lines)
+
+
+def _recrawl_rows(recrawl: dict[str, int] | None) -> list[tuple[str, str, str]]:
+    """--since: what became of the previous crawl's pages."""
+    if recrawl is None:
+        return []
+    unchanged = recrawl["unchanged_304"] + recrawl["unchanged_same_digest"]
+    return [
+        (
+            "checked",
+            f"{recrawl['checked']:,}",
+            f"of the previous crawl's {recrawl['previous_pages']:,} pages",
+        ),
+        (
+            "unchanged",
+            f"{unchanged:,}",
+            f"{recrawl['unchanged_304']:,} answered 304, "
+            f"{recrawl['unchanged_same_digest']:,} the same body again",
+        ),
+        ("changed", f"{recrawl['changed']:,}", "another body or another status"),
+        ("new", f"{recrawl['new']:,}", "not in the previous crawl"),
+        (
+            "gone",
+            f"{recrawl['gone']:,}",
+            "previous pages not checked: no link reaches them now, or they failed",
+        ),
+        ("saved", _size(recrawl["body_bytes_saved"]), "of bodies not downloaded (304s)"),
+    ]
 
 
 def _size(n: float) -> str:

@@ -364,3 +364,19 @@ async def test_kill_9_during_a_recrawl_with_state_resumes_exactly(
     recrawl = json.loads(stats_file.read_text())["recrawl"]
     assert recrawl["checked"] == count and recrawl["changed"] == len(changed)
     assert recrawl["unchanged_304"] == count - len(changed) and recrawl["gone"] == 0
+
+
+async def test_the_summary_says_what_the_recrawl_found(site: Site, tmp_path: Path) -> None:
+    tree_site(site)
+    seeds = _write(tmp_path / "seeds.txt", f"{site.url}/\n".encode())
+    first = tmp_path / "first.jsonl"
+    code, err = await run_cli(str(seeds), "-o", str(first), "--ignore-robots", "--quiet")
+    assert code == 0, err
+    code, err = await run_cli(
+        str(seeds), "-o", str(tmp_path / "second.jsonl"), "--ignore-robots", "--since", str(first)
+    )
+    assert code == 0, err
+    lines = {line.split()[0]: line for line in err.splitlines()[1:] if line.startswith("  ")}
+    assert lines["checked"].split()[1] == "6" and "previous crawl's 6 pages" in lines["checked"]
+    assert "6 answered 304" in lines["unchanged"] and lines["gone"].split()[1] == "0"
+    assert (tmp_path / "first.jsonl.history.sqlite").exists()  # built once, kept for the next
