@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import random
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from aiohttp import web
 
 from crawler import Crawler
 from tests.conftest import TEST_SETTINGS, Site, by_url, html, read_records
+from tests.nginx_server import Nginx
 from tests.pywb import replay, wayback
 from tests.test_state import Run
 from tests.test_warc import read_archive, warc_files
@@ -380,3 +383,72 @@ async def test_the_summary_says_what_the_recrawl_found(site: Site, tmp_path: Pat
     assert lines["checked"].split()[1] == "6" and "previous crawl's 6 pages" in lines["checked"]
     assert "6 answered 304" in lines["unchanged"] and lines["gone"].split()[1] == "0"
     assert (tmp_path / "first.jsonl.history.sqlite").exists()  # built once, kept for the next
+
+
+@pytest.fixture
+def nginx(tmp_path: Path) -> Iterator[Nginx]:
+    server = Nginx(tmp_path / "www", tmp_path / "nginx")
+    (tmp_path / "www").mkdir()
+    yield server
+    server.stop()
+
+
+async def test_nginx_answers_304_with_no_body_for_each_unchanged_file(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    www = nginx.root
+    names = ["index", "same", "touched", "edited", "deleted"]
+    (www / "index.html").write_text(html("Home", [f"/{n}.html" for n in names[1:]]))
+    for name in names[1:]:
+        (www / f"{name}.html").write_text(html(name.title()))
+    nginx.start()
+    first, _ = await crawl_to(tmp_path / "first.jsonl", [nginx.url + "/index.html"])
+    assert len(first) == 5 and all(r["etag"] and r["last_modified"] for r in first)
+    nginx.served()
+    later = time.time() + 10
+    os.utime(www / "touched.html", (later, later))  # a new ETag and Last-Modified, same bytes
+    (www / "edited.html").write_text(html("Edited, longer than before"))
+    (www / "deleted.html").unlink()
+
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl",
+        [nginx.url + "/index.html"],
+        since=str(tmp_path / "first.jsonl"),
+    )
+    served = {s.path: s for s in nginx.served()}
+    before = {r["url"].removeprefix(nginx.url): r for r in first}
+    for path, request in served.items():
+        assert request.if_none_match == before[path]["etag"]
+        assert request.if_modified_since == before[path]["last_modified"]
+    assert {p: (s.status, s.body_bytes) for p, s in served.items()} == {
+        "/index.html": (304, 0),
+        "/same.html": (304, 0),
+        "/touched.html": (200, before["/touched.html"]["bytes"]),
+        "/edited.html": (200, len(html("Edited, longer than before"))),
+        "/deleted.html": (404, served["/deleted.html"].body_bytes),
+    }
+    changed = {r["url"].removeprefix(nginx.url): r["changed"] for r in second}
+    assert changed == {
+        "/index.html": False,
+        "/same.html": False,
+        "/touched.html": False,
+        "/edited.html": True,
+        "/deleted.html": True,
+    }
+    recrawl = stats["recrawl"]
+    assert (recrawl["unchanged_304"], recrawl["unchanged_same_digest"]) == (2, 1)
+
+
+async def test_prev_may_be_a_state_directory_and_its_index_is_built_once(
+    site: Site, tmp_path: Path
+) -> None:
+    tree_site(site)
+    state = tmp_path / "state1"
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"], state=str(state))
+    second, _ = await crawl_to(tmp_path / "second.jsonl", [site.url + "/"], since=str(state))
+    assert {r["status"] for r in second} == {304}
+    index = state / "history.sqlite"
+    built = index.stat().st_mtime_ns
+    third, _ = await crawl_to(tmp_path / "third.jsonl", [site.url + "/"], since=str(state))
+    assert {r["changed"] for r in third} == {False}
+    assert index.stat().st_mtime_ns == built
