@@ -70,6 +70,7 @@ class Settings:
     max_sitemaps: int = 1000
     since: str | None = None
     since_warc: str | None = None
+    fetch_gone: bool = False
     state: str | None = None
     fresh: bool = False
     force_resume: bool = False
@@ -105,6 +106,12 @@ class Settings:
             raise ConfigError("--redis and --state are two places for the crawl's state; pick one")
         if self.since_warc is not None and self.since is None:
             raise ConfigError("--since-warc only makes sense with --since PREV")
+        if self.fetch_gone and self.since is None:
+            raise ConfigError("--fetch-gone only makes sense with --since PREV")
+        if self.fetch_gone and self.redis is not None:
+            raise ConfigError(
+                "--fetch-gone needs the whole visited set, which a --redis process does not hold"
+            )
         if self.since is not None and self.state is not None and _same_path(self.since, self.state):
             raise ConfigError(
                 "--since and --state name the same directory; a recrawl needs a new --state DIR"
@@ -415,6 +422,12 @@ OPTIONS: tuple[Option, ...] = (
         "path",
         "the previous crawl's --warc DIR, if not the same as this crawl's --warc",
         metavar="DIR",
+    ),
+    Option(
+        "fetch_gone",
+        "bool",
+        "with --since: at the end, also fetch the previous crawl's pages no link reaches now, "
+        "to tell a 404 or 410 from a page merely unlinked",
     ),
     Option(
         "state", "path", "keep crawl state here; rerunning with the same DIR resumes", metavar="DIR"

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from crawler.config import Settings
 from crawler.fetch import NOT_MODIFIED, Fetcher, Hop, Response
-from crawler.frontier import PAGE, ROBOTS, Request
+from crawler.frontier import PAGE, ROBOTS, UNLINKED, Request
 from crawler.history import History, Previous, changed, contradicts
 from crawler.hooks import Hooks
 from crawler.page import Page
@@ -251,11 +251,11 @@ class Crawl:
             self.store.gate = self.gate
             if not self.store.resumed:
                 await self._enqueue_seeds()
-            self._workers = [
-                asyncio.create_task(self._worker()) for _ in range(settings.concurrency)
-            ]
             feeder = asyncio.create_task(self._feed())
-            await asyncio.gather(*self._workers, return_exceptions=True)
+            await self._work()
+            if self._fetching_gone():
+                await self._enqueue_unreached()
+                await self._work()
             if self._gate_timer is not None:
                 self._gate_timer.cancel()
             if self._releasing is not None:
@@ -264,6 +264,33 @@ class Crawl:
             await asyncio.gather(feeder, return_exceptions=True)
             if self.failure is None:  # pages held for shallower ones that will never come
                 await self._complete_held(everything=True)
+
+    async def _work(self) -> None:
+        """Run the workers until the scheduler has nothing more."""
+        self._workers = [
+            asyncio.create_task(self._worker()) for _ in range(self.settings.concurrency)
+        ]
+        await asyncio.gather(*self._workers, return_exceptions=True)
+
+    def _fetching_gone(self) -> bool:
+        return (
+            self.settings.fetch_gone
+            and self.history is not None
+            and not self._stopping
+            and self.failure is None
+        )
+
+    async def _enqueue_unreached(self) -> None:
+        """--fetch-gone: the previous crawl's pages that no link reached, queued once each
+        (those already claimed, in a crawl resumed in this phase, are not)."""
+        assert self.history is not None
+        await self._complete_held(everything=True)
+        bloom = self.store.bloom
+        for urls in self.history.unreached(bloom.__contains__):
+            listed = [Request(url, 0, None, kind=UNLINKED) for url in urls]
+            fresh = await self.store.commit(None, None, [], [], listed)
+            self.gate.queued(fresh)
+            self.scheduler.add(fresh)
 
     def stop(self, drain: bool = True) -> None:
         """Take no new URLs; in-flight requests get --drain-timeout seconds to finish."""
@@ -307,7 +334,7 @@ class Crawl:
                     await scheduler.fetch_robots(job)
                 elif isinstance(job, Refused):
                     await self._record_refused(job.request, job.error)
-                elif job.kind == PAGE:
+                elif job.kind in (PAGE, UNLINKED):
                     await self._crawl(job)
                 else:
                     await self._crawl_sitemap(job)
@@ -485,7 +512,7 @@ class Crawl:
         if parsed.nofollow or robots_directives_forbid_following(robots_header):
             page.fields["nofollow"] = True
             return page, []
-        if not 200 <= status < 300:
+        if not 200 <= status < 300 or request.kind == UNLINKED:
             return page, []
         return page, self._to_follow(request, page.links)
 
@@ -511,7 +538,7 @@ class Crawl:
         page.links = fields.pop("links", [])
         page.fields.update(fields)
         page.fields["changed"] = False
-        if fields.get("nofollow"):
+        if fields.get("nofollow") or request.kind == UNLINKED:
             return page, []
         return page, self._to_follow(request, page.links)
 

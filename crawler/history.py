@@ -24,7 +24,7 @@ import os
 import sqlite3
 import tempfile
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -37,7 +37,7 @@ from crawler.urls import visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 2  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 3  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -52,6 +52,7 @@ _SCHEMA = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 CREATE TABLE pages (
     key TEXT PRIMARY KEY,
+    url TEXT,
     status INTEGER,
     fetched_at TEXT,
     digest TEXT,
@@ -195,6 +196,14 @@ class History:
         if url in self._cache:
             return self._cache.pop(url)
         return self.lookup_many([url]).get(url)
+
+    def unreached(self, claimed: Callable[[str], bool]) -> Iterator[list[str]]:
+        """The previous crawl's page URLs whose visit key is not `claimed`, in batches."""
+        rows = self._db.execute("SELECT key, url FROM pages")
+        while batch := rows.fetchmany(_INSERT_BATCH):
+            urls = [url for key, url in batch if not claimed(key)]
+            if urls:
+                yield urls
 
     def close(self) -> None:
         self._db.close()
@@ -382,6 +391,7 @@ def _row(record: dict[str, Any]) -> tuple[Any, ...]:
         kept = zlib.compress(orjson.dumps(fields), 1)
     return (
         visit_key(record["url"]),
+        record["url"],
         status,
         record["fetched_at"],
         record["content_digest"],
@@ -394,7 +404,7 @@ def _row(record: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _insert(db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    db.executemany("INSERT OR REPLACE INTO pages VALUES (?,?,?,?,?,?,?,?,?)", rows)
+    db.executemany("INSERT OR REPLACE INTO pages VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
     rows.clear()
 
 

@@ -180,6 +180,18 @@ def _recrawl_rows(recrawl: dict[str, int] | None) -> list[tuple[str, str, str]]:
             "previous pages not checked: no link reaches them now, or they failed",
         ),
         ("saved", _size(recrawl["body_bytes_saved"]), "of bodies not downloaded (304s)"),
+        *(
+            [
+                (
+                    "unlinked",
+                    f"{recrawl['unlinked']:,}",
+                    f"gone pages fetched (--fetch-gone): {recrawl['unlinked_404_410']:,} "
+                    "answered 404 or 410",
+                )
+            ]
+            if recrawl["unlinked"]
+            else []
+        ),
     ]
 
 

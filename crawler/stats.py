@@ -6,6 +6,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from crawler.frontier import UNLINKED
 from crawler.page import Page
 
 _RECRAWL_COUNTERS = (
@@ -16,6 +17,8 @@ _RECRAWL_COUNTERS = (
     "changed",
     "new",
     "failed",
+    "unlinked",
+    "unlinked_404_410",
     "body_bytes_saved",
 )
 
@@ -64,18 +67,21 @@ class Stats:
         """A page of a recrawl: a 304's bytes are those it saved, not fetched."""
         recrawl = self.recrawl
         changed = page.fields["changed"]
-        if changed is None:  # a URL the previous crawl did not have, or no answer now
+        not_modified = page.status == 304 and changed is False
+        if not_modified:
+            recrawl["body_bytes_saved"] += page.bytes or 0
+        else:
+            self.bytes += page.bytes or 0
+        if page.kind == UNLINKED:  # --fetch-gone: gone from the link graph, and from the site?
+            recrawl["unlinked"] += 1
+            recrawl["unlinked_404_410"] += page.status in (404, 410)
+        elif changed is None:  # a URL the previous crawl did not have, or no answer now
             recrawl["new" if page.status is not None else "failed"] += 1
         else:
             recrawl["checked"] += 1
             recrawl["changed" if changed else "unchanged"] += 1
-        if page.status == 304 and changed is False:
-            recrawl["unchanged_304"] += 1
-            recrawl["body_bytes_saved"] += page.bytes or 0
-        else:
-            self.bytes += page.bytes or 0
             if changed is False:
-                recrawl["unchanged_same_digest"] += 1
+                recrawl["unchanged_304" if not_modified else "unchanged_same_digest"] += 1
 
     @property
     def elapsed_s(self) -> float:

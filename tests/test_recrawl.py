@@ -452,3 +452,35 @@ async def test_prev_may_be_a_state_directory_and_its_index_is_built_once(
     third, _ = await crawl_to(tmp_path / "third.jsonl", [site.url + "/"], since=str(state))
     assert {r["changed"] for r in third} == {False}
     assert index.stat().st_mtime_ns == built
+
+
+async def test_fetch_gone_tells_a_deleted_page_from_one_merely_unlinked(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = tree_site(site)
+    pages.bodies["/"] = html("Home", ["/a", "/b", "/c", "/d"])
+    pages.bodies["/d"] = html("D", ["/d/under"])
+    pages.bodies["/d/under"] = html("Under D")
+    for path in ("/d", "/d/under"):
+        site.handle(path, pages.serve)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    pages.bodies["/"] = html("Home", ["/a"])  # /b, /c and /d (and /d/under) unlinked
+    del pages.bodies["/c"]
+    site.hits.clear()
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        since=str(tmp_path / "first.jsonl"),
+        fetch_gone=True,
+    )
+    records = by_url(second)
+    unlinked = {
+        url.removeprefix(site.url): r for url, r in records.items() if r["kind"] == "unlinked"
+    }
+    assert sorted(unlinked) == ["/b", "/c", "/d", "/d/under"]
+    assert unlinked["/c"]["status"] == 404 and unlinked["/c"]["changed"] is True
+    assert unlinked["/b"]["status"] == 304 and unlinked["/b"]["changed"] is False
+    assert all(r["depth"] == 0 and r["referrer"] is None for r in unlinked.values())
+    assert site.count("/d/under") == 1  # fetched as unlinked, not reached through /d
+    recrawl = stats["recrawl"]
+    assert recrawl["gone"] == 4 and recrawl["unlinked"] == 4 and recrawl["unlinked_404_410"] == 1
