@@ -484,3 +484,22 @@ async def test_fetch_gone_tells_a_deleted_page_from_one_merely_unlinked(
     assert site.count("/d/under") == 1  # fetched as unlinked, not reached through /d
     recrawl = stats["recrawl"]
     assert recrawl["gone"] == 4 and recrawl["unlinked"] == 4 and recrawl["unlinked_404_410"] == 1
+
+
+@pytest.mark.parametrize(
+    ("last_modified", "usable"),
+    [
+        ("Mon, 02 Nov 2026 10:00:00 GMT", True),
+        ("Mon, 02 Nov 2026 10:00:01 GMT", False),  # a second after the fetch
+        ("Monday, 02-Nov-26 09:00:00 GMT", True),  # RFC 850, obsolete but read
+        ("Mon Nov  2 11:00:00 2026", False),  # asctime
+        ("yesterday", False),
+    ],
+)
+def test_a_last_modified_is_sent_back_only_if_not_after_the_fetch(
+    last_modified: str, usable: bool
+) -> None:
+    from crawler.history import _usable
+
+    fetched_at = "2026-11-02T10:00:00.000+00:00"
+    assert (_usable(last_modified, fetched_at) == last_modified) is usable
