@@ -71,6 +71,12 @@ class Settings:
     since: str | None = None
     since_warc: str | None = None
     fetch_gone: bool = False
+    revisit: str | None = None
+    revisit_interval: float = 86400.0
+    revisit_min_interval: float = 3600.0
+    revisit_max_interval: float = 30 * 86400.0
+    revisit_inc_rate: float = 0.2
+    revisit_dec_rate: float = 0.2
     state: str | None = None
     fresh: bool = False
     force_resume: bool = False
@@ -116,6 +122,8 @@ class Settings:
             raise ConfigError(
                 "--since and --state name the same directory; a recrawl needs a new --state DIR"
             )
+        if not self.revisit_min_interval <= self.revisit_max_interval:
+            raise ConfigError("--revisit-min-interval must not be above --revisit-max-interval")
         if self.per_host > self.concurrency:
             object.__setattr__(self, "per_host", self.concurrency)
 
@@ -430,6 +438,48 @@ OPTIONS: tuple[Option, ...] = (
         "to tell a 404 or 410 from a page merely unlinked",
     ),
     Option(
+        "revisit",
+        "path",
+        "keep the site fresh: crawl in rounds without end, each page again when due; "
+        "round N writes DIR/round-N.jsonl and recrawls from round N-1 (no -o, no --state)",
+        metavar="DIR",
+    ),
+    Option(
+        "revisit_interval",
+        "float",
+        "with --revisit: seconds until a page first seen is due again",
+        _positive,
+        metavar="S",
+    ),
+    Option(
+        "revisit_min_interval",
+        "float",
+        "with --revisit: the shortest interval a page's may shrink to, in seconds",
+        _positive,
+        metavar="S",
+    ),
+    Option(
+        "revisit_max_interval",
+        "float",
+        "with --revisit: the longest interval a page's may grow to, in seconds",
+        _positive,
+        metavar="S",
+    ),
+    Option(
+        "revisit_inc_rate",
+        "float",
+        "with --revisit: a page found unchanged waits this fraction longer next time",
+        _probability,
+        metavar="R",
+    ),
+    Option(
+        "revisit_dec_rate",
+        "float",
+        "with --revisit: a page found changed waits this fraction less next time",
+        _probability,
+        metavar="R",
+    ),
+    Option(
         "state", "path", "keep crawl state here; rerunning with the same DIR resumes", metavar="DIR"
     ),
     Option("fresh", "bool", "discard the state in --state DIR and start over"),
@@ -682,9 +732,25 @@ def load_settings(argv: Sequence[str] | None = None) -> Settings:
     settings = Settings(config=config_path, **values)
     if settings.seeds is None:
         raise ConfigError("no seeds file given (usage: crawler SEEDS [options])")
+    if settings.revisit is not None:
+        return _revisit_settings(settings)
     if settings.state is not None and settings.output in (None, STDOUT):
         raise ConfigError("--state needs -o FILE: stdout cannot be reconciled after a crash")
     return settings if settings.output else replace(settings, output=STDOUT)
+
+
+def _revisit_settings(settings: Settings) -> Settings:
+    """--revisit DIR: each round's output and state are in DIR."""
+    for name, given in (
+        ("-o", settings.output),
+        ("--state", settings.state),
+        ("--redis", settings.redis),
+    ):
+        if given is not None:
+            raise ConfigError(
+                f"--revisit DIR keeps each round's output and state; leave out {name}"
+            )
+    return settings
 
 
 def print_error(message: str) -> None:

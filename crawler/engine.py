@@ -38,6 +38,7 @@ from crawler.politeness import (
     RobotsFetch,
     backoff_s,
 )
+from crawler.revisit import AdaptiveSchedule, due_at, is_due
 from crawler.session import Client
 from crawler.sinks import WriteFailed
 from crawler.sitemaps import SITEMAP_MAX_BYTES, in_robots, listed_in, parse_sitemap
@@ -185,6 +186,7 @@ class Crawl:
     ) -> None:
         self.settings = settings
         self.history = history  # --since: the previous crawl
+        self.schedule = revisit_schedule(settings)  # --revisit: when pages are due again
         self.seeds = list(seeds)
         self.store = store
         self.client = client
@@ -350,10 +352,15 @@ class Crawl:
         self._started(request, started)
         try:
             previous = self.history.take(request.url) if self.history is not None else None
-            response = await self._fetch(request, self._fetcher, previous)
-            if response is None:
-                return
-            page, follow = self._page(request, response, time.monotonic() - started, previous)
+            if self.schedule is not None and previous is not None and not is_due(previous.due_at):
+                page, follow = self._not_due_page(request, previous)
+            else:
+                response = await self._fetch(request, self._fetcher, previous)
+                if response is None:
+                    return
+                page, follow = self._page(request, response, time.monotonic() - started, previous)
+                if self.schedule is not None:
+                    self._schedule_next(page, previous)
         except Exception:  # a bug must cost one page, not the crawl
             page, follow = self._internal_error(request), []
         if self.hooks is not None:
@@ -526,10 +533,29 @@ class Crawl:
     ) -> tuple[Page, list[str]]:
         """A page that answered 304: its content, title and links are the previous
         crawl's, and the pages under it are reached through them as before."""
-        fields = previous.fields()
-        page.content_digest = previous.digest
         page.etag = page.etag or previous.etag
         page.last_modified = page.last_modified or previous.last_modified
+        page.fields["changed"] = False
+        return page, self._carry(request, page, previous)
+
+    def _not_due_page(self, request: Request, previous: Previous) -> tuple[Page, list[str]]:
+        """--revisit: a page not due yet is not requested; its record is the previous
+        one, and the pages under it are reached through its links as before."""
+        page = self._new_page(
+            request,
+            status=previous.status,
+            fetched_at=previous.fetched_at,
+            etag=previous.etag,
+            last_modified=previous.last_modified,
+        )
+        page.fields.update(previous.revisit_fields())
+        page.fields["not_due"] = True
+        return page, self._carry(request, page, previous)
+
+    def _carry(self, request: Request, page: Page, previous: Previous) -> list[str]:
+        """Give `page` the previous record's content fields; the links to follow."""
+        fields = previous.fields()
+        page.content_digest = previous.digest
         page.content_type = fields.pop("content_type", None)
         page.bytes = fields.pop("bytes", None)
         page.title = fields.pop("title", None)
@@ -537,10 +563,17 @@ class Crawl:
         page.canonical = fields.pop("canonical", None)
         page.links = fields.pop("links", [])
         page.fields.update(fields)
-        page.fields["changed"] = False
         if fields.get("nofollow") or request.kind == UNLINKED:
-            return page, []
-        return page, self._to_follow(request, page.links)
+            return []
+        return self._to_follow(request, page.links)
+
+    def _schedule_next(self, page: Page, previous: Previous | None) -> None:
+        """--revisit: when the page is due again, from what this fetch found."""
+        assert self.schedule is not None
+        last_s = previous.interval_s if previous is not None else None
+        interval_s = self.schedule.next_interval_s(last_s, page.fields.get("changed"))
+        page.fields["revisit_interval_s"] = round(interval_s, 3)
+        page.fields["due_at"] = due_at(time.time(), interval_s)
 
     def _fetched_page(self, request: Request, response: Response, elapsed_s: float) -> Page:
         fetched = response.status is not None
@@ -628,6 +661,18 @@ class Crawl:
         if refusal is not None:
             return Hop(follow=False, error=refusal)
         return Hop(follow=await self.store.claim(target))
+
+
+def revisit_schedule(settings: Settings) -> AdaptiveSchedule | None:
+    if settings.revisit is None:
+        return None
+    return AdaptiveSchedule(
+        settings.revisit_interval,
+        settings.revisit_min_interval,
+        settings.revisit_max_interval,
+        settings.revisit_inc_rate,
+        settings.revisit_dec_rate,
+    )
 
 
 def _throttled(response: Response | None) -> bool:

@@ -32,11 +32,12 @@ from typing import Any
 import orjson
 
 from crawler.config import ConfigError
+from crawler.fetch import NOT_MODIFIED
 from crawler.urls import origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 4  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 6  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -59,7 +60,10 @@ CREATE TABLE pages (
     last_modified TEXT,
     record BLOB,
     warc_file TEXT,
-    warc_offset INTEGER
+    warc_offset INTEGER,
+    warc_length INTEGER,
+    interval_s REAL,
+    due_at TEXT
 ) WITHOUT ROWID;
 CREATE TABLE captures (
     file TEXT,
@@ -72,6 +76,7 @@ CREATE TABLE captures (
 """
 _SELECT = """
 SELECT p.key, p.url, p.status, p.fetched_at, p.digest, p.etag, p.last_modified, p.record,
+       p.warc_file, p.warc_offset, p.warc_length, p.interval_s, p.due_at,
        c.record_id, c.uri, c.date
 FROM pages p LEFT JOIN captures c ON c.file = p.warc_file AND c.offset = p.warc_offset
 WHERE p.key IN ({})
@@ -98,6 +103,9 @@ class Previous:
     etag: str | None
     last_modified: str | None  # None if it was later than the fetch (see _usable)
     record: bytes | None  # the fields a 304 keeps, for a 2xx page (see _kept)
+    warc: tuple[str, int, int] | None  # its record's warc_file, warc_offset, warc_length
+    interval_s: float | None  # --revisit: its schedule
+    due_at: str | None
     capture: Capture | None
 
     @property
@@ -114,6 +122,13 @@ class Previous:
         if self.last_modified:
             headers["If-Modified-Since"] = self.last_modified
         return headers
+
+    def revisit_fields(self) -> dict[str, Any]:
+        """The fields a record not due again keeps: its schedule, its WARC record."""
+        fields: dict[str, Any] = {"revisit_interval_s": self.interval_s, "due_at": self.due_at}
+        if self.warc is not None:
+            fields["warc_file"], fields["warc_offset"], fields["warc_length"] = self.warc
+        return fields
 
     def fields(self) -> dict[str, Any]:
         """The previous record's fields that a page answering 304 keeps."""
@@ -225,14 +240,33 @@ class History:
             if urls:
                 yield urls
 
+    def earliest_due(self) -> str | None:
+        """--revisit: when the first page is due (ISO 8601), or None if none has a time."""
+        row = self._db.execute("SELECT min(due_at) FROM pages").fetchone()
+        return row[0] if row else None
+
     def close(self) -> None:
         self._db.close()
 
 
 def _previous(row: tuple[Any, ...]) -> Previous:
-    _, url, status, fetched_at, digest, etag, last_modified, record, rid, uri, date = row
+    _, url, status, fetched_at, digest, etag, last_modified, record = row[:8]
+    warc_file, warc_offset, warc_length, interval_s, due, rid, uri, date = row[8:]
+    warc = (warc_file, warc_offset, warc_length) if warc_file is not None else None
     capture = Capture(rid, uri, date) if rid is not None else None
-    return Previous(url, status, fetched_at, digest, etag, last_modified, record, capture)
+    return Previous(
+        url,
+        status,
+        fetched_at,
+        digest,
+        etag,
+        last_modified,
+        record,
+        warc,
+        interval_s,
+        due,
+        capture,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,6 +438,8 @@ def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int
 
 def _row(record: dict[str, Any]) -> tuple[Any, ...]:
     status = record["status"]
+    if status == NOT_MODIFIED and record.get("changed") is False:
+        status = 200  # a 304 stood for the 200 before it, whose fields it carried on
     kept = _kept(record) if isinstance(status, int) and 200 <= status < 300 else None
     return (
         visit_key(record["url"]),
@@ -416,6 +452,9 @@ def _row(record: dict[str, Any]) -> tuple[Any, ...]:
         kept,
         record.get("warc_file"),
         record.get("warc_offset"),
+        record.get("warc_length"),
+        record.get("revisit_interval_s"),
+        record.get("due_at"),
     )
 
 
@@ -433,7 +472,7 @@ def _kept(record: dict[str, Any]) -> bytes:
 
 
 def _insert(db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    db.executemany("INSERT OR REPLACE INTO pages VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+    db.executemany("INSERT OR REPLACE INTO pages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
     rows.clear()
 
 

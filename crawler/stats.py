@@ -19,6 +19,7 @@ _RECRAWL_COUNTERS = (
     "failed",
     "unlinked",
     "unlinked_404_410",
+    "not_due",
     "body_bytes_saved",
 )
 
@@ -58,7 +59,7 @@ class Stats:
         self.hosts[host] += 1
         self.truncated += page.truncated
         self.fetch_ms += page.elapsed_ms or 0
-        if page.fields and "changed" in page.fields:
+        if page.fields and ("changed" in page.fields or "not_due" in page.fields):
             self._count_recrawled(page)
         else:
             self.bytes += page.bytes or 0
@@ -66,6 +67,9 @@ class Stats:
     def _count_recrawled(self, page: Page) -> None:
         """A page of a recrawl: a 304's bytes are those it saved, not fetched."""
         recrawl = self.recrawl
+        if page.fields.get("not_due"):  # --revisit: carried over, not requested
+            recrawl["not_due"] += 1
+            return
         changed = page.fields["changed"]
         not_modified = page.status == 304 and changed is False
         if not_modified:
@@ -123,7 +127,7 @@ class Stats:
         changed, gone from the link graph (not reached, or failed), and the new ones."""
         recrawl = self.recrawl
         figures = {name: recrawl[name] for name in _RECRAWL_COUNTERS if name != "body_bytes_saved"}
-        figures["gone"] = max(0, self.previous_pages - recrawl["checked"])
+        figures["gone"] = max(0, self.previous_pages - recrawl["checked"] - recrawl["not_due"])
         figures["previous_pages"] = self.previous_pages
         figures["body_bytes_saved"] = recrawl["body_bytes_saved"]
         return figures

@@ -1,0 +1,85 @@
+"""--revisit DIR: rounds without end, each page again when due, on an adaptive schedule."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from crawler.revisit import AdaptiveSchedule, rounds_in
+from tests.conftest import Site, by_url, html, read_records
+from tests.test_recrawl import Validating
+
+
+def test_the_interval_shrinks_on_change_grows_without_and_stays_within_bounds() -> None:
+    schedule = AdaptiveSchedule(100.0, 50.0, 200.0, inc_rate=0.2, dec_rate=0.3)
+    assert schedule.next_interval_s(None, None) == 100.0  # first seen
+    assert schedule.next_interval_s(100.0, True) == pytest.approx(70.0)
+    assert schedule.next_interval_s(100.0, False) == pytest.approx(120.0)
+    assert schedule.next_interval_s(100.0, None) == 100.0  # no answer: nothing learned
+    assert schedule.next_interval_s(60.0, True) == 50.0
+    assert schedule.next_interval_s(190.0, False) == 200.0
+
+
+async def test_rounds_go_on_fetching_each_page_when_due_until_sigterm(
+    site: Site, tmp_path: Path
+) -> None:
+    bodies = {"/": html("Home", ["/news", "/about"]), "/about": html("About")}
+    pages = Validating(site, bodies)
+    served_news: list[int] = []
+    round_started = {n: asyncio.Event() for n in (4, 5)}
+
+    async def news(request: web.Request) -> web.Response:
+        served_news.append(len(served_news) + 1)
+        if len(served_news) in round_started:
+            round_started[len(served_news)].set()
+        bodies["/news"] = html(f"News {len(served_news)}")  # changes every time
+        return await pages.serve(request)
+
+    bodies["/news"] = html("News")
+    site.handle("/news", news)
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    directory = tmp_path / "fresh"
+    command = [sys.executable, "-m", "crawler", str(seeds), "--revisit", str(directory)]
+    # Round 3 comes when /news is due, 0.8 s before the others: time enough to be sure.
+    command += ["--revisit-interval", "2", "--revisit-min-interval", "0.3"]
+    command += ["--revisit-max-interval", "60", "--ignore-robots", "--quiet"]
+    assert await _run_until(command, round_started[4]) == 143
+
+    rounds = [by_url(read_records(directory / f"round-{n:05d}.jsonl")) for n in (1, 2, 3)]
+    news_url, about_url = site.url + "/news", site.url + "/about"
+    assert [r[news_url]["revisit_interval_s"] for r in rounds] == [2.0, 1.6, 1.28]
+    assert [r[news_url].get("changed") for r in rounds] == [None, True, True]
+    assert rounds[1][about_url]["status"] == 304
+    assert rounds[1][about_url]["revisit_interval_s"] == 2.4
+    # Round 3 came when /news was due, before / and /about were: they are carried over.
+    for url in (site.url + "/", about_url):
+        assert rounds[2][url].get("not_due") is True
+        assert rounds[2][url]["due_at"] == rounds[1][url]["due_at"]
+    assert rounds[2][about_url]["title"] == "About"
+    done = rounds_in(directory)[:-1]  # the last may have been cut short
+    written = {n: (directory / f"round-{n:05d}.jsonl").stat().st_mtime_ns for n in done}
+
+    # The same DIR again: it goes on from the round it was in, and leaves the others be.
+    assert await _run_until(command, round_started[5]) == 143
+    assert {n: (directory / f"round-{n:05d}.jsonl").stat().st_mtime_ns for n in done} == written
+    assert max(rounds_in(directory)) >= max(done) + 1
+    assert len(served_news) >= 5
+
+
+async def _run_until(command: list[str], event: asyncio.Event) -> int:
+    """Run the CLI until `event`, then SIGTERM it; its exit code."""
+    process = await asyncio.create_subprocess_exec(*command, stderr=asyncio.subprocess.PIPE)
+    waiting = asyncio.ensure_future(event.wait())
+    exited = asyncio.ensure_future(process.wait())
+    await asyncio.wait({waiting, exited}, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    assert not exited.done(), (await process.stderr.read()).decode()  # type: ignore[union-attr]
+    process.send_signal(signal.SIGTERM)
+    await process.communicate()
+    return process.returncode or 0
