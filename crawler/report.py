@@ -181,6 +181,11 @@ def _recrawl_rows(recrawl: dict[str, int] | None) -> list[tuple[str, str, str]]:
         ),
         ("saved", _size(recrawl["body_bytes_saved"]), "of bodies not downloaded (304s)"),
         *(
+            [("not due", f"{recrawl['not_due']:,}", "--revisit: carried over, not requested")]
+            if recrawl["not_due"]
+            else []
+        ),
+        *(
             [
                 (
                     "unlinked",
