@@ -83,3 +83,30 @@ async def _run_until(command: list[str], event: asyncio.Event) -> int:
     process.send_signal(signal.SIGTERM)
     await process.communicate()
     return process.returncode or 0
+
+
+async def test_kill_9_in_a_round_then_the_same_command_goes_on_with_each_page_once(
+    site: Site, tmp_path: Path
+) -> None:
+    count = 60
+    bodies = {
+        f"/p/{n}": html(f"page {n}", [f"/p/{m}" for m in range(3 * n + 1, 3 * n + 4) if m < count])
+        for n in range(count)
+    }
+    Validating(site, bodies)
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/p/0\n")
+    directory = tmp_path / "fresh"
+    command = [sys.executable, "-m", "crawler", str(seeds), "--revisit", str(directory)]
+    command += ["--revisit-interval", "0.5", "--revisit-min-interval", "0.3"]
+    command += ["--ignore-robots", "--quiet", "--per-host", "2", "--concurrency", "2"]
+    for hits in (count + 20, 2 * count + 20):  # in round 2, then in round 3
+        reached = site.hits_reached(hits)
+        process = await asyncio.create_subprocess_exec(*command)
+        await reached.wait()
+        process.kill()
+        await process.wait()
+    assert await _run_until(command, site.hits_reached(3 * count + 10)) == 143
+    for number in rounds_in(directory)[:-1]:
+        records = read_records(directory / f"round-{number:05d}.jsonl")
+        assert sorted(r["url"] for r in records) == sorted(site.url + p for p in bodies)
