@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import random
@@ -29,24 +28,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
+from crawl_bench import site  # benchmarks/site.py, loaded by path
+
 CHANGED, TOUCHED, DELETED = 0.05, 0.05, 0.02
-
-
-def _load_site_module() -> ModuleType:
-    # Imported by path: `import site` would give the standard library's module.
-    spec = importlib.util.spec_from_file_location("bench_site", BENCH_DIR / "site.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-site = _load_site_module()
 
 
 def crawl(seeds: Path, output: Path, *extra: str) -> dict[str, Any]:

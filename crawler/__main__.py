@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from crawler.api import Crawler, event_loop_runner
-from crawler.config import STDOUT, ConfigError, Settings, load_settings, print_error, read_seeds
+from crawler.config import (
+    STDOUT,
+    ConfigError,
+    Settings,
+    load_settings,
+    make_directory,
+    print_error,
+    read_seeds,
+)
 from crawler.report import Reporter
 from crawler.sinks import OutputClosed, WriteFailed
 
@@ -115,11 +123,7 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
     from crawler.revisit import round_paths, rounds_in
 
     assert settings.revisit is not None
-    directory = Path(settings.revisit)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot use --revisit {directory}: {exc.strerror}") from None
+    directory = make_directory(settings.revisit, "--revisit")
     number = max(rounds_in(directory), default=1)
     pending: list[int] = []  # a signal between rounds, when no event loop watches for one
 

@@ -16,6 +16,7 @@ import sys
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from crawler import __version__
@@ -751,6 +752,16 @@ def _revisit_settings(settings: Settings) -> Settings:
                 f"--revisit DIR keeps each round's output and state; leave out {name}"
             )
     return settings
+
+
+def make_directory(path: str, flag: str) -> Path:
+    """The directory an option names, made if need be; ConfigError if it cannot be."""
+    directory = Path(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot use {flag} {directory}: {exc.strerror}") from None
+    return directory
 
 
 def print_error(message: str) -> None:

@@ -20,12 +20,11 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler.config import Settings
 from crawler.fetch import NOT_MODIFIED, Fetcher, Hop, Response
 from crawler.frontier import PAGE, ROBOTS, UNLINKED, Request
-from crawler.history import History, Previous, changed, contradicts
 from crawler.hooks import Hooks
 from crawler.page import Page
 from crawler.parse import language, parse_html, robots_directives_forbid_following, visible_text
@@ -44,6 +43,9 @@ from crawler.sinks import WriteFailed
 from crawler.sitemaps import SITEMAP_MAX_BYTES, in_robots, listed_in, parse_sitemap
 from crawler.state import Store, trap_check
 from crawler.urls import Scope, canonical_links, canonicalize, origin_of
+
+if TYPE_CHECKING:
+    from crawler.history import History, Previous
 
 log = logging.getLogger(__name__)
 
@@ -404,8 +406,11 @@ class Crawl:
         url = request.location or request.url
         validators = previous.validators() if previous is not None and url == request.url else {}
         response = await fetcher.fetch(url, self._admit_hop, request.redirects, validators)
-        if response.status == NOT_MODIFIED and contradicts(
-            validators, response.headers.get("ETag")
+        if (
+            response.status == NOT_MODIFIED
+            and validators
+            and previous is not None
+            and previous.contradicted_by(response.headers.get("ETag"))
         ):
             unconditional = await fetcher.fetch(url, self._admit_hop, request.redirects)
             unconditional.exchanges[:0] = response.exchanges
@@ -498,7 +503,9 @@ class Crawl:
             page.previous = previous
             if status == NOT_MODIFIED and previous is not None and response.error is None:
                 return self._unchanged_page(request, page, previous)
-            page.fields["changed"] = changed(previous, response.status, page.content_digest)
+            page.fields["changed"] = (
+                previous.changed_to(response.status, page.content_digest) if previous else None
+            )
         if response.error is not None or 300 <= status < 400 or not response.is_html:
             return page, []
         parsed = parse_html(page.tree)

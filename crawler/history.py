@@ -37,7 +37,7 @@ from crawler.urls import origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 6  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 7  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -68,9 +68,9 @@ CREATE TABLE pages (
 CREATE TABLE captures (
     file TEXT,
     offset INTEGER,
-    record_id TEXT,
-    uri TEXT,
-    date TEXT,
+    record_id BLOB,
+    uri BLOB,
+    date BLOB,
     PRIMARY KEY (file, offset)
 ) WITHOUT ROWID;
 """
@@ -85,11 +85,19 @@ WHERE p.key IN ({})
 
 @dataclass(frozen=True, slots=True)
 class Capture:
-    """Where the previous crawl archived a payload: the record a revisit refers to."""
+    """An archived payload, as WARC header values: the record a revisit refers to."""
 
-    record_id: str
-    uri: str
-    date: str
+    record_id: bytes
+    uri: bytes
+    date: bytes
+
+    def refers_to(self) -> list[tuple[bytes, bytes]]:
+        """A revisit's fields naming this capture."""
+        return [
+            (b"WARC-Refers-To", self.record_id),
+            (b"WARC-Refers-To-Target-URI", self.uri),
+            (b"WARC-Refers-To-Date", self.date),
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +131,19 @@ class Previous:
             headers["If-Modified-Since"] = self.last_modified
         return headers
 
+    def changed_to(self, status: int | None, digest: str | None) -> bool | None:
+        """Whether the page changed since: None if nothing came back now; a status
+        unlike before is a change."""
+        if status is None:
+            return None
+        return status != self.status or digest != self.digest
+
+    def contradicted_by(self, etag: str | None) -> bool:
+        """Whether a 304 naming `etag` says "not modified" of something else than the
+        entity tag asked about (weakly compared, RFC 9110 8.8.3.2): not to be trusted."""
+        asked = self.validators().get("If-None-Match")
+        return asked is not None and etag is not None and _opaque(asked) != _opaque(etag)
+
     def revisit_fields(self) -> dict[str, Any]:
         """The fields a record not due again keeps: its schedule, its WARC record."""
         fields: dict[str, Any] = {"revisit_interval_s": self.interval_s, "due_at": self.due_at}
@@ -140,21 +161,6 @@ class Previous:
             origin = origin_of(self.url)
             fields["links"] = [origin + link if link[0] == "/" else link for link in links]
         return fields
-
-
-def changed(previous: Previous | None, status: int | None, digest: str | None) -> bool | None:
-    """Whether a page changed since the previous crawl: None if that crawl did not have
-    it or nothing came back now; a status unlike before is a change."""
-    if previous is None or status is None:
-        return None
-    return status != previous.status or digest != previous.digest
-
-
-def contradicts(validators: dict[str, str], etag: str | None) -> bool:
-    """A 304 that names another entity tag than the one asked about (weakly compared,
-    RFC 9110 8.8.3.2) says "not modified" of something else: it cannot be trusted."""
-    asked = validators.get("If-None-Match")
-    return asked is not None and etag is not None and _opaque(asked) != _opaque(etag)
 
 
 def _opaque(etag: str) -> str:
@@ -519,4 +525,4 @@ def _capture_rows(file: str, offset: int, fields: dict[bytes, bytes]) -> Iterabl
         )
     else:
         return ()
-    return [(file, offset, *(value.decode("utf-8", "replace") for value in ids))]
+    return [(file, offset, *ids)]

@@ -62,6 +62,17 @@ async def crawl_to(
     return read_records(output), stats
 
 
+def tree_bodies(count: int, fan_out: int) -> dict[str, str]:
+    """Pages /p/0 ... /p/{count-1}, page n linking to the `fan_out` pages after fan_out * n."""
+    return {
+        f"/p/{n}": html(
+            f"page {n}",
+            [f"/p/{m}" for m in range(fan_out * n + 1, fan_out * (n + 1) + 1) if m < count],
+        )
+        for n in range(count)
+    }
+
+
 def tree_site(site: Site) -> Validating:
     """/ -> /a -> /a/deep -> /a/deep/deeper, and / -> /b, /c."""
     return Validating(
@@ -338,10 +349,7 @@ async def test_kill_9_during_a_recrawl_with_state_resumes_exactly(
     site: Site, tmp_path: Path
 ) -> None:
     count = 200
-    bodies = {
-        f"/p/{n}": html(f"page {n}", [f"/p/{m}" for m in range(4 * n + 1, 4 * n + 5) if m < count])
-        for n in range(count)
-    }
+    bodies = tree_bodies(count, fan_out=4)
     pages = Validating(site, bodies)
     await crawl_to(tmp_path / "first.jsonl", [site.url + "/p/0"])
     for n in range(0, count, 10):  # every tenth page changed

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from crawler.revisit import AdaptiveSchedule, rounds_in
 from tests.conftest import Site, by_url, html, read_records
-from tests.test_recrawl import Validating
+from tests.test_recrawl import Validating, tree_bodies
 
 
 def test_the_interval_shrinks_on_change_grows_without_and_stays_within_bounds() -> None:
@@ -89,10 +89,7 @@ async def test_kill_9_in_a_round_then_the_same_command_goes_on_with_each_page_on
     site: Site, tmp_path: Path
 ) -> None:
     count = 60
-    bodies = {
-        f"/p/{n}": html(f"page {n}", [f"/p/{m}" for m in range(3 * n + 1, 3 * n + 4) if m < count])
-        for n in range(count)
-    }
+    bodies = tree_bodies(count, fan_out=3)
     Validating(site, bodies)
     seeds = tmp_path / "seeds.txt"
     seeds.write_text(f"{site.url}/p/0\n")

@@ -52,8 +52,9 @@ from pathlib import Path
 from typing import Any
 
 from crawler import __version__
-from crawler.config import ConfigError, Settings
+from crawler.config import ConfigError, Settings, make_directory
 from crawler.fetch import NOT_MODIFIED, Exchange, payload_digest, sha1_base32, status_is_2xx
+from crawler.history import Capture
 from crawler.page import Page
 from crawler.sinks import WriteFailed
 
@@ -85,26 +86,11 @@ class RecordLocation:
 
 
 @dataclass(frozen=True, slots=True)
-class FirstCapture:
-    record_id: bytes
-    uri: bytes
-    date: bytes
-
-    def refers_to(self) -> list[tuple[bytes, bytes]]:
-        """A revisit's fields naming this capture."""
-        return [
-            (b"WARC-Refers-To", self.record_id),
-            (b"WARC-Refers-To-Target-URI", self.uri),
-            (b"WARC-Refers-To-Date", self.date),
-        ]
-
-
-@dataclass(frozen=True, slots=True)
 class NotModified:
     """A 304's revisit: the payload digest and capture of what it says is unchanged."""
 
     digest: str
-    capture: FirstCapture
+    capture: Capture
 
 
 class _WarcClock:
@@ -207,7 +193,7 @@ class WarcSink:
         self.offset = 0
         self._warcinfo_id = b""
         self._info_length = -1  # the current file's length with only its warcinfo
-        self._first_captures: dict[str, FirstCapture] = {}
+        self._first_captures: dict[str, Capture] = {}
         self.revisits = 0
 
     @property
@@ -226,10 +212,7 @@ class WarcSink:
         not_modified = None
         previous = page.previous
         if previous is not None and previous.ok and previous.capture and previous.digest:
-            earlier = previous.capture
-            capture = FirstCapture(
-                earlier.record_id.encode(), _header_value(earlier.uri), earlier.date.encode()
-            )
+            capture = previous.capture
             self._first_captures.setdefault(previous.digest, capture)
             if page.status == NOT_MODIFIED and page.fields.get("changed") is False:
                 not_modified = NotModified(previous.digest, capture)
@@ -320,7 +303,7 @@ class WarcSink:
             fields[:0] = [(b"WARC-Type", b"response")]
             # An empty or cut payload, or an error page, is no original to point back to.
             if exchange.payload and not exchange.truncated and exchange.ok:
-                self._first_captures[digest] = FirstCapture(response_id, uri, date)
+                self._first_captures[digest] = Capture(response_id, uri, date)
         fields += [
             (b"WARC-Concurrent-To", request_id),
             (b"Content-Type", b"application/http; msgtype=response"),
@@ -412,7 +395,7 @@ class WarcSink:
                 continue
             digest = fields.get(b"WARC-Payload-Digest", b"").decode("ascii")
             if digest and fields.get(b"Content-Length") and digest not in self._first_captures:
-                self._first_captures[digest] = FirstCapture(
+                self._first_captures[digest] = Capture(
                     fields[b"WARC-Record-ID"], fields[b"WARC-Target-URI"], fields[b"WARC-Date"]
                 )
 
@@ -493,11 +476,7 @@ def open_warc(settings: Settings, position: Sequence[Any] | None = None) -> Warc
     """The sink for --warc DIR, DIR created if needed, going on from a committed
     `position` if given; ConfigError if it cannot be."""
     assert settings.warc is not None
-    directory = Path(settings.warc)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot use --warc {directory}: {exc.strerror}") from None
+    directory = make_directory(settings.warc, "--warc")
     if not os.access(directory, os.W_OK):
         raise ConfigError(f"cannot use --warc {directory}: not writable")
     sink = WarcSink(
