@@ -17,17 +17,19 @@ import functools
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawler.config import ConfigError, Settings, meant_url
 from crawler.engine import Crawl
-from crawler.history import History
 from crawler.hooks import FollowHook, Hooks, PageHook
 from crawler.page import Page
 from crawler.report import snapshot
 from crawler.session import Client
 from crawler.state import Store, open_store
 from crawler.urls import canonicalize
+
+if TYPE_CHECKING:
+    from crawler.history import History
 
 # Pages committed but not yet taken by the consumer; past this, workers wait for it.
 PAGES_AHEAD = 16
