@@ -37,7 +37,7 @@ from crawler.politeness import (
     RobotsFetch,
     backoff_s,
 )
-from crawler.revisit import AdaptiveSchedule, due_at, is_due
+from crawler.revisit import AdaptiveSchedule, due_at, is_due, lastmod_after
 from crawler.session import Client
 from crawler.sinks import WriteFailed
 from crawler.sitemaps import SITEMAP_MAX_BYTES, in_robots, listed_in, parse_sitemap
@@ -354,7 +354,11 @@ class Crawl:
         self._started(request, started)
         try:
             previous = self.history.take(request.url) if self.history is not None else None
-            if self.schedule is not None and previous is not None and not is_due(previous.due_at):
+            if (
+                self.schedule is not None
+                and previous is not None
+                and not self._due(request, previous)
+            ):
                 page, follow = self._not_due_page(request, previous)
             else:
                 response = await self._fetch(request, self._fetcher, previous)
@@ -362,7 +366,7 @@ class Crawl:
                     return
                 page, follow = self._page(request, response, time.monotonic() - started, previous)
                 if self.schedule is not None:
-                    self._schedule_next(page, previous)
+                    self._schedule_next(request, page, previous)
         except Exception:  # a bug must cost one page, not the crawl
             page, follow = self._internal_error(request), []
         if self.hooks is not None:
@@ -574,11 +578,29 @@ class Crawl:
             return []
         return self._to_follow(request, page.links)
 
-    def _schedule_next(self, page: Page, previous: Previous | None) -> None:
-        """--revisit: when the page is due again, from what this fetch found."""
+    def _due(self, request: Request, previous: Previous) -> bool:
+        """--revisit: whether the page is due by its schedule, or by its sitemap's
+        <lastmod> if its host's have proved right."""
+        if is_due(previous.due_at):
+            return True
+        assert self.history is not None
+        return (
+            request.lastmod is not None
+            and self.history.trusts_lastmod(request.host)
+            and lastmod_after(request.lastmod, previous.fetched_at) is True
+        )
+
+    def _schedule_next(self, request: Request, page: Page, previous: Previous | None) -> None:
+        """--revisit: when the page is due again, from what this fetch found; whether
+        its sitemap's <lastmod> told true."""
         assert self.schedule is not None
+        changed = page.fields.get("changed")
+        if request.lastmod is not None and previous is not None and changed is not None:
+            said_changed = lastmod_after(request.lastmod, previous.fetched_at)
+            if said_changed is not None:
+                page.fields["lastmod_right"] = said_changed == changed
         last_s = previous.interval_s if previous is not None else None
-        interval_s = self.schedule.next_interval_s(last_s, page.fields.get("changed"))
+        interval_s = self.schedule.next_interval_s(last_s, changed)
         page.fields["revisit_interval_s"] = round(interval_s, 3)
         page.fields["due_at"] = due_at(time.time(), interval_s)
 

@@ -33,11 +33,11 @@ import orjson
 
 from crawler.config import ConfigError
 from crawler.fetch import NOT_MODIFIED
-from crawler.urls import origin_of, visit_key, visit_keys
+from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 7  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 8  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -63,8 +63,10 @@ CREATE TABLE pages (
     warc_offset INTEGER,
     warc_length INTEGER,
     interval_s REAL,
-    due_at TEXT
+    due_at TEXT,
+    lastmod_right INTEGER
 ) WITHOUT ROWID;
+CREATE TABLE lastmod_wrong (host TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE captures (
     file TEXT,
     offset INTEGER,
@@ -76,7 +78,7 @@ CREATE TABLE captures (
 """
 _SELECT = """
 SELECT p.key, p.url, p.status, p.fetched_at, p.digest, p.etag, p.last_modified, p.record,
-       p.warc_file, p.warc_offset, p.warc_length, p.interval_s, p.due_at,
+       p.warc_file, p.warc_offset, p.warc_length, p.interval_s, p.due_at, p.lastmod_right,
        c.record_id, c.uri, c.date
 FROM pages p LEFT JOIN captures c ON c.file = p.warc_file AND c.offset = p.warc_offset
 WHERE p.key IN ({})
@@ -114,6 +116,7 @@ class Previous:
     warc: tuple[str, int, int] | None  # its record's warc_file, warc_offset, warc_length
     interval_s: float | None  # --revisit: its schedule
     due_at: str | None
+    lastmod_right: bool | None  # --revisit: whether its sitemap <lastmod> last told true
     capture: Capture | None
 
     @property
@@ -147,6 +150,8 @@ class Previous:
     def revisit_fields(self) -> dict[str, Any]:
         """The fields a record not due again keeps: its schedule, its WARC record."""
         fields: dict[str, Any] = {"revisit_interval_s": self.interval_s, "due_at": self.due_at}
+        if self.lastmod_right is not None:
+            fields["lastmod_right"] = self.lastmod_right
         if self.warc is not None:
             fields["warc_file"], fields["warc_offset"], fields["warc_length"] = self.warc
         return fields
@@ -211,6 +216,14 @@ class History:
         self.pages = int(meta["pages"])
         self.has_warc = meta["warc"] != ""
         self._cache: dict[str, Previous | None] = {}
+        # --revisit: hosts whose sitemap <lastmod> was last found wrong on some page
+        self._lastmod_wrong = {
+            host for (host,) in self._db.execute("SELECT host FROM lastmod_wrong")
+        }
+
+    def trusts_lastmod(self, host: str) -> bool:
+        """Whether `host`'s sitemap <lastmod> has proved right on every page it was tried."""
+        return host not in self._lastmod_wrong
 
     def lookup_many(self, urls: Sequence[str]) -> dict[str, Previous]:
         """The rows of the `urls` the previous crawl had (by visit key)."""
@@ -257,7 +270,7 @@ class History:
 
 def _previous(row: tuple[Any, ...]) -> Previous:
     _, url, status, fetched_at, digest, etag, last_modified, record = row[:8]
-    warc_file, warc_offset, warc_length, interval_s, due, rid, uri, date = row[8:]
+    warc_file, warc_offset, warc_length, interval_s, due, lastmod_right, rid, uri, date = row[8:]
     warc = (warc_file, warc_offset, warc_length) if warc_file is not None else None
     capture = Capture(rid, uri, date) if rid is not None else None
     return Previous(
@@ -271,6 +284,7 @@ def _previous(row: tuple[Any, ...]) -> Previous:
         warc,
         interval_s,
         due,
+        None if lastmod_right is None else bool(lastmod_right),
         capture,
     )
 
@@ -427,6 +441,7 @@ def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int
     """Insert a row per page record; the count, and the WARC files the records name."""
     pages = 0
     warc_files: set[str] = set()
+    lastmod_wrong: set[str] = set()  # hosts; as many as the crawl has at most
     rows: list[tuple[Any, ...]] = []
     for _, record in _lines(source, prev):
         if record.get("kind", "page") != "page":
@@ -435,10 +450,13 @@ def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int
         warc_file = record.get("warc_file")
         if warc_file:
             warc_files.add(warc_file)
+        if record.get("lastmod_right") is False:
+            lastmod_wrong.add(host_of(record["url"]))
         rows.append(_row(record))
         if len(rows) >= _INSERT_BATCH:
             _insert(db, rows)
     _insert(db, rows)
+    db.executemany("INSERT INTO lastmod_wrong VALUES (?)", [(host,) for host in lastmod_wrong])
     return pages, warc_files
 
 
@@ -461,6 +479,7 @@ def _row(record: dict[str, Any]) -> tuple[Any, ...]:
         record.get("warc_length"),
         record.get("revisit_interval_s"),
         record.get("due_at"),
+        record.get("lastmod_right"),
     )
 
 
@@ -478,7 +497,7 @@ def _kept(record: dict[str, Any]) -> bytes:
 
 
 def _insert(db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    db.executemany("INSERT OR REPLACE INTO pages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+    db.executemany("INSERT OR REPLACE INTO pages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
     rows.clear()
 
 

@@ -13,8 +13,16 @@ N-1 (or from --since PREV, for the first): pages not due yet are not requested,
 and their record, links included, is carried over, so the pages under them are
 still reached; due pages are asked for conditionally. Each record gets
 `revisit_interval_s` and `due_at`. A round over, the next starts when the first
-page falls due. Rerun with the same DIR, the crawl goes on where it was: in the
-round a kill cut short, or waiting for the next.
+page falls due.
+
+A sitemap's <lastmod> is a hint: a page not due whose <lastmod> is later than its
+last fetch is fetched anyway, if its host's hints have proved right. Each fetch
+of a page with a <lastmod> checks it (`lastmod_right`: did it say "changed" just
+when the page had changed?), and a host whose last check on some page was wrong
+is not trusted until that page's hint proves right again.
+
+Rerun with the same DIR, the crawl goes on where it was: in the round a kill cut
+short, or waiting for the next.
 """
 
 from __future__ import annotations
@@ -66,6 +74,19 @@ def seconds_until(when: str | None) -> float:
     if when is None:
         return 0.0
     return max(0.0, datetime.fromisoformat(when).timestamp() - time.time())
+
+
+def lastmod_after(lastmod: str, fetched_at: str) -> bool | None:
+    """Whether a sitemap's <lastmod> (W3C Datetime) is later than a fetch (ISO 8601,
+    UTC); None if it cannot be read. A date without a time is its midnight, UTC."""
+    try:
+        modified = datetime.fromisoformat(lastmod)
+        fetched = datetime.fromisoformat(fetched_at)
+    except ValueError:
+        return None
+    if modified.tzinfo is None:
+        modified = modified.replace(tzinfo=UTC)
+    return modified > fetched
 
 
 @dataclass(frozen=True)

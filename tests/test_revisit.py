@@ -12,7 +12,7 @@ from aiohttp import web
 
 from crawler.revisit import AdaptiveSchedule, rounds_in
 from tests.conftest import Site, by_url, html, read_records
-from tests.test_recrawl import Validating, tree_bodies
+from tests.test_recrawl import Validating, crawl_to, tree_bodies
 
 
 def test_the_interval_shrinks_on_change_grows_without_and_stays_within_bounds() -> None:
@@ -107,3 +107,52 @@ async def test_kill_9_in_a_round_then_the_same_command_goes_on_with_each_page_on
     for number in rounds_in(directory)[:-1]:
         records = read_records(directory / f"round-{number:05d}.jsonl")
         assert sorted(r["url"] for r in records) == sorted(site.url + p for p in bodies)
+
+
+async def test_a_sitemap_lastmod_brings_a_page_forward_while_its_host_proves_it_right(
+    site: Site, tmp_path: Path
+) -> None:
+    bodies = {"/": html("Home", ["/c"]), "/a": html("A"), "/b": html("B"), "/c": html("C")}
+    Validating(site, bodies)
+    lastmod = {"/a": "2020-01-01", "/b": "2020-01-01"}
+
+    async def sitemap(_request: web.Request) -> web.Response:
+        urls = "".join(
+            f"<url><loc>{site.url}{path}</loc><lastmod>{when}</lastmod></url>"
+            for path, when in lastmod.items()
+        )
+        xml = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
+        return web.Response(text=xml, content_type="application/xml")
+
+    site.handle("/sitemap.xml", sitemap)
+    site.page("/robots.txt", content_type="text/plain", body=f"Sitemap: {site.url}/sitemap.xml\n")
+    schedule = {
+        "revisit": str(tmp_path / "rounds"),  # the API crawls one round: the schedule is on
+        "revisit_interval": 3600.0,  # nothing is due by its schedule in this test
+        "sitemaps": True,
+        "ignore_robots": False,
+    }
+    await crawl_to(tmp_path / "1.jsonl", [site.url + "/"], **schedule)
+
+    now = "2100-01-01T00:00:00+00:00"  # later than any fetch
+    lastmod.update({"/a": now, "/b": now})
+    bodies["/a"] = html("A, changed")  # /b is not: its lastmod is wrong
+    second, _ = await crawl_to(
+        tmp_path / "2.jsonl", [site.url + "/"], since=str(tmp_path / "1.jsonl"), **schedule
+    )
+    records = by_url(second)
+    assert records[site.url + "/a"]["changed"] is True
+    assert records[site.url + "/a"]["lastmod_right"] is True
+    assert records[site.url + "/b"]["status"] == 304
+    assert records[site.url + "/b"]["lastmod_right"] is False
+    assert records[site.url + "/c"]["not_due"] is True
+
+    site.hits.clear()
+    bodies["/a"] = html("A, changed again")
+    third, _ = await crawl_to(
+        tmp_path / "3.jsonl", [site.url + "/"], since=str(tmp_path / "2.jsonl"), **schedule
+    )
+    records = by_url(third)
+    assert records[site.url + "/a"]["not_due"] is True  # the host's lastmod lied about /b
+    assert site.count("/a") == site.count("/b") == 0
+    assert records[site.url + "/b"]["lastmod_right"] is False  # carried: still distrusted
