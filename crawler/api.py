@@ -125,6 +125,7 @@ class Crawler:
             self._store = open_store(self.settings, self.seeds)
             if history is not None:
                 self._store.stats.previous_pages = history.pages
+                self._store.stats.shared = self._store.shared
             self.engine = Crawl(
                 self.settings, self.seeds, self._store, self._client, self._hooks, history
             )

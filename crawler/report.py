@@ -155,7 +155,7 @@ def summary_table(figures: dict[str, Any]) -> str:
     return "crawler: summary\n" + "\n".join(lines)
 
 
-def _recrawl_rows(recrawl: dict[str, int] | None) -> list[tuple[str, str, str]]:
+def _recrawl_rows(recrawl: dict[str, Any] | None) -> list[tuple[str, str, str]]:
     """--since: what became of the previous crawl's pages."""
     if recrawl is None:
         return []
@@ -175,9 +175,9 @@ def _recrawl_rows(recrawl: dict[str, int] | None) -> list[tuple[str, str, str]]:
         ("changed", f"{recrawl['changed']:,}", "another body or another status"),
         ("new", f"{recrawl['new']:,}", "not in the previous crawl"),
         (
-            "gone",
-            f"{recrawl['gone']:,}",
-            "previous pages not checked: no link reaches them now, or they failed",
+            ("gone", f"{recrawl['gone']:,}", "previous pages no link reaches now, or that failed")
+            if recrawl["gone"] is not None
+            else ("gone", "-", "not known here: other processes (--redis) checked pages too")
         ),
         ("saved", _size(recrawl["body_bytes_saved"]), "of bodies not downloaded (304s)"),
         *(

@@ -45,6 +45,7 @@ class Stats:
         self.restored_records = 0
         self.rate_history: list[tuple[float, int]] = []  # (seconds since start, records)
         self.previous_pages = 0  # --since: the previous crawl's pages
+        self.shared = False  # other processes check the previous crawl's pages too
         self.recrawl: Counter[str] = Counter()  # --since: what became of them
         if restored:
             self._restore(restored)
@@ -122,12 +123,15 @@ class Stats:
             | ({"recrawl": self.recrawl_figures()} if self.previous_pages or self.recrawl else {})
         )
 
-    def recrawl_figures(self) -> dict[str, int]:
+    def recrawl_figures(self) -> dict[str, int | None]:
         """--since: the previous crawl's pages checked, unchanged (304 or same digest),
         changed, gone from the link graph (not reached, or failed), and the new ones."""
         recrawl = self.recrawl
-        figures = {name: recrawl[name] for name in _RECRAWL_COUNTERS if name != "body_bytes_saved"}
-        figures["gone"] = max(0, self.previous_pages - recrawl["checked"] - recrawl["not_due"])
+        figures: dict[str, int | None] = {
+            name: recrawl[name] for name in _RECRAWL_COUNTERS if name != "body_bytes_saved"
+        }
+        seen = recrawl["checked"] + recrawl["not_due"]
+        figures["gone"] = None if self.shared else max(0, self.previous_pages - seen)
         figures["previous_pages"] = self.previous_pages
         figures["body_bytes_saved"] = recrawl["body_bytes_saved"]
         return figures
