@@ -511,3 +511,29 @@ def test_a_last_modified_is_sent_back_only_if_not_after_the_fetch(
 
     fetched_at = "2026-11-02T10:00:00.000+00:00"
     assert (_usable(last_modified, fetched_at) == last_modified) is usable
+
+
+async def test_a_third_crawl_refers_to_the_first_capture_through_the_second_crawls_revisits(
+    site: Site, tmp_path: Path
+) -> None:
+    tree_site(site)
+    runs = [tmp_path / f"{n}.jsonl" for n in (1, 2, 3)]
+    warcs = [tmp_path / f"warc{n}" for n in (1, 2, 3)]
+    await crawl_to(runs[0], [site.url + "/"], warc=str(warcs[0]))
+    for n in (1, 2):
+        await crawl_to(
+            runs[n],
+            [site.url + "/"],
+            warc=str(warcs[n]),
+            since=str(runs[n - 1]),
+            since_warc=str(warcs[n - 1]),
+        )
+    first = {r["uri"]: r["headers"] for r in read_archive(warcs[0]) if r["type"] == "response"}
+    third = [r for r in read_archive(warcs[2]) if r["type"] == "revisit"]
+    assert {r["uri"] for r in third} == set(first) - {None}
+    for revisit in third:
+        original = first[revisit["uri"]]
+        headers = revisit["headers"]
+        assert headers.get_header("WARC-Refers-To") == original.get_header("WARC-Record-ID")
+        assert headers.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
+    assert {r["status"] for r in read_records(runs[2])} == {304}
