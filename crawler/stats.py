@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from crawler.frontier import UNLINKED
 from crawler.page import Page
@@ -22,6 +22,78 @@ _RECRAWL_COUNTERS = (
     "not_due",
     "body_bytes_saved",
 )
+
+# Rate samples closer together than this replace each other: reading the figures
+# often (an API user polling `stats`) keeps the history short and the last one current.
+RATE_SAMPLE_MIN_S = 1.0
+
+
+class RatePoint(TypedDict):
+    t_s: float  # seconds since this run started
+    records: int
+
+
+class VisitedFigures(TypedDict):
+    """The visited set (a Bloom filter, crawler/bloom.py)."""
+
+    urls: int
+    bytes: int
+    slices: int
+    capacity: int
+    target_fp_rate: float
+    fp_rate: float  # now: measured from the fill, or predicted from the counts if not exact
+    expected_missed_urls: float  # new URLs the filter may have taken for seen ones
+
+
+class RecrawlFigures(TypedDict):
+    """--since: what became of the previous crawl's pages (README: Recrawling)."""
+
+    checked: int  # pages of this crawl the previous one had
+    unchanged: int
+    unchanged_304: int
+    unchanged_same_digest: int
+    changed: int
+    new: int
+    failed: int  # no response now
+    unlinked: int  # --fetch-gone
+    unlinked_404_410: int
+    not_due: int  # --revisit: carried over, not requested
+    gone: int | None  # previous pages not checked; None when processes share the crawl
+    previous_pages: int
+    body_bytes_saved: int
+
+
+class CounterFigures(TypedDict):
+    """What `Stats.as_dict()` gives: the crawl's counters, saved with a --state crawl."""
+
+    records: int
+    statuses: dict[str, int]  # by status code, "none" for no response
+    errors: dict[str, int]  # by error kind (crawler.ErrorKind)
+    bytes: int
+    truncated: int
+    retries: int
+    sitemaps: int
+    dropped: dict[str, int]  # URLs not followed, by trap rule or limit
+    depth_inexact: int
+    depths: dict[str, int]
+    hosts_top: dict[str, int]  # the 20 hosts with most records
+    host_count: int
+    elapsed_s: float  # every run of the crawl, resumed ones included
+    pages_per_s: float  # this run
+    mean_fetch_ms: float | None
+    rate_history: list[RatePoint]
+    claims_per_host: NotRequired[dict[str, int]]  # with --max-pages-per-host
+    recrawl: NotRequired[RecrawlFigures]  # with --since
+
+
+class CrawlStats(CounterFigures):
+    """A crawl's figures, as the summary, the --stats file and `Crawler.stats` give them."""
+
+    queued: int
+    in_flight: int
+    held: int  # pages waiting for shallower ones (breadth-first order)
+    held_for: int  # the pages they wait for
+    visited: VisitedFigures
 
 
 class Stats:
@@ -54,7 +126,7 @@ class Stats:
         """One record was written."""
         self.records += 1
         if page.error:
-            self.errors[page.error] += 1
+            self.errors[str(page.error)] += 1  # a plain str, for any JSON encoder
         self.statuses["none" if page.status is None else str(page.status)] += 1
         self.depths[str(page.depth)] += 1
         self.hosts[host] += 1
@@ -97,44 +169,58 @@ class Stats:
         return (self.records - self.restored_records) / elapsed if elapsed > 0 else 0.0
 
     def sample_rate(self) -> None:
-        self.rate_history.append((round(self.elapsed_s, 1), self.records))
+        sample = (round(self.elapsed_s, 1), self.records)
+        history = self.rate_history
+        if history and sample[0] - history[-1][0] < RATE_SAMPLE_MIN_S:
+            history[-1] = sample
+        else:
+            history.append(sample)
 
-    def as_dict(self) -> dict[str, Any]:
-        return (
-            {
-                "records": self.records,
-                "statuses": dict(self.statuses),
-                "errors": dict(self.errors),
-                "bytes": self.bytes,
-                "truncated": self.truncated,
-                "retries": self.retries,
-                "sitemaps": self.sitemaps,
-                "dropped": dict(self.dropped),
-                "depth_inexact": self.depth_inexact,
-                "depths": dict(sorted(self.depths.items(), key=lambda kv: int(kv[0]))),
-                "hosts_top": dict(self.hosts.most_common(20)),
-                "host_count": len(self.hosts),
-                "elapsed_s": round(self.elapsed_s + self.previous_runs_s, 3),
-                "pages_per_s": round(self.pages_per_s(), 2),
-                "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
-                "rate_history": [{"t_s": t, "records": n} for t, n in self.rate_history],
-            }
-            | ({"claims_per_host": dict(self.claims_per_host)} if self.claims_per_host else {})
-            | ({"recrawl": self.recrawl_figures()} if self.previous_pages or self.recrawl else {})
-        )
+    def as_dict(self) -> CounterFigures:
+        figures: CounterFigures = {
+            "records": self.records,
+            "statuses": dict(self.statuses),
+            "errors": dict(self.errors),
+            "bytes": self.bytes,
+            "truncated": self.truncated,
+            "retries": self.retries,
+            "sitemaps": self.sitemaps,
+            "dropped": dict(self.dropped),
+            "depth_inexact": self.depth_inexact,
+            "depths": dict(sorted(self.depths.items(), key=lambda kv: int(kv[0]))),
+            "hosts_top": dict(self.hosts.most_common(20)),
+            "host_count": len(self.hosts),
+            "elapsed_s": round(self.elapsed_s + self.previous_runs_s, 3),
+            "pages_per_s": round(self.pages_per_s(), 2),
+            "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
+            "rate_history": [{"t_s": t, "records": n} for t, n in self.rate_history],
+        }
+        if self.claims_per_host:
+            figures["claims_per_host"] = dict(self.claims_per_host)
+        if self.previous_pages or self.recrawl:
+            figures["recrawl"] = self.recrawl_figures()
+        return figures
 
-    def recrawl_figures(self) -> dict[str, int | None]:
+    def recrawl_figures(self) -> RecrawlFigures:
         """--since: the previous crawl's pages checked, unchanged (304 or same digest),
         changed, gone from the link graph (not reached, or failed), and the new ones."""
         recrawl = self.recrawl
-        figures: dict[str, int | None] = {
-            name: recrawl[name] for name in _RECRAWL_COUNTERS if name != "body_bytes_saved"
-        }
         seen = recrawl["checked"] + recrawl["not_due"]
-        figures["gone"] = None if self.shared else max(0, self.previous_pages - seen)
-        figures["previous_pages"] = self.previous_pages
-        figures["body_bytes_saved"] = recrawl["body_bytes_saved"]
-        return figures
+        return {
+            "checked": recrawl["checked"],
+            "unchanged": recrawl["unchanged"],
+            "unchanged_304": recrawl["unchanged_304"],
+            "unchanged_same_digest": recrawl["unchanged_same_digest"],
+            "changed": recrawl["changed"],
+            "new": recrawl["new"],
+            "failed": recrawl["failed"],
+            "unlinked": recrawl["unlinked"],
+            "unlinked_404_410": recrawl["unlinked_404_410"],
+            "not_due": recrawl["not_due"],
+            "gone": None if self.shared else max(0, self.previous_pages - seen),
+            "previous_pages": self.previous_pages,
+            "body_bytes_saved": recrawl["body_bytes_saved"],
+        }
 
     def _restore(self, saved: dict[str, Any]) -> None:
         self.records = self.restored_records = saved.get("records", 0)

@@ -15,14 +15,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 
 from crawler import Crawler
+from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, by_url, html, read_records
 from tests.nginx_server import Nginx
-from tests.pywb import replay, wayback
 from tests.test_state import Run
+from tests.test_wacz import pywb
 from tests.test_warc import read_archive, warc_files
 
 LAST_MODIFIED = "Mon, 02 Nov 2026 10:00:00 GMT"
@@ -337,12 +339,21 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
         assert written.get_header("WARC-Payload-Digest") == original.get_header(
             "WARC-Payload-Digest"
         )
-    files = warc_files(warc1) + warc_files(warc2)
-    with wayback(tmp_path / "pywb", files) as base:
-        for url in records:
-            path = url.removeprefix(site.url)
-            status, body = await asyncio.to_thread(replay, f"{base}2999", url)
-            assert (status, body) == (200, pages.bodies[path].encode()), url
+    root = tmp_path / "pywb"
+    root.mkdir()
+    run_tool("wb-manager", "init", "both", cwd=root)
+    run_tool(
+        "wb-manager", "add", "both", *map(str, warc_files(warc1) + warc_files(warc2)), cwd=root
+    )
+    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
+        for url in records:  # at a later time than any: the second crawl's captures
+            replay = f"{base}/both/2999id_/{url}"
+            async with client.get(replay, allow_redirects=False) as response:
+                body = await response.read()
+                assert (response.status, body) == (
+                    200,
+                    pages.bodies[url.removeprefix(site.url)].encode(),
+                ), url
 
 
 async def test_kill_9_during_a_recrawl_with_state_resumes_exactly(
