@@ -24,7 +24,7 @@ from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, by_url, html, read_records
 from tests.nginx_server import Nginx
 from tests.test_state import Run
-from tests.test_wacz import pywb
+from tests.test_wacz import assert_index_is_cdxj_indexers, pywb
 from tests.test_warc import read_archive, warc_files
 
 LAST_MODIFIED = "Mon, 02 Nov 2026 10:00:00 GMT"
@@ -339,6 +339,7 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
         assert written.get_header("WARC-Payload-Digest") == original.get_header(
             "WARC-Payload-Digest"
         )
+    assert_index_is_cdxj_indexers(warc2)  # the revisits' index lines too
     root = tmp_path / "pywb"
     root.mkdir()
     run_tool("wb-manager", "init", "both", cwd=root)
