@@ -424,11 +424,13 @@ async def test_a_recrawl_shared_by_two_processes_checks_each_page_once(tmp_path,
     web = await make_web(2, 20, 0.0)
     try:
         (tmp_path / "first").mkdir()
-        (first,) = await start_crawlers(1, web, tmp_path / "first", redis_server.url)
-        await run_all([first])
+        first = await start_crawlers(2, web, tmp_path / "first", redis_server.url)
+        await run_all(first)
+        previous = tmp_path / "previous.jsonl"  # the processes' outputs, concatenated
+        previous.write_bytes(b"".join(c.output.read_bytes() for c in first if c.output.exists()))
         for site in web.sites:
             site.hits.clear()
-        since = ("--since", str(first.output))
+        since = ("--since", str(previous))
         crawlers = await start_crawlers(2, web, tmp_path, redis_server.url, *since)
         await run_all(crawlers)
     finally:
