@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from crawler.api import Crawler, event_loop_runner
-from crawler.config import STDOUT, ConfigError, Settings, load_settings, print_error, read_seeds
+from crawler.config import (
+    STDOUT,
+    ConfigError,
+    Settings,
+    load_settings,
+    make_directory,
+    print_error,
+    read_seeds,
+)
 from crawler.malloc import keep_freed_memory
 from crawler.observe.progress import Reporter
 from crawler.sinks import OutputClosed
@@ -87,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(arguments)
         assert settings.seeds is not None  # load_settings asks for it
         seeds = read_seeds(settings.seeds)
+        if settings.revisit is not None:
+            return _revisit(settings, seeds)
         _check_output_paths(settings)
         crawler = Crawler(seeds, settings)
         crawler.open()
@@ -112,6 +125,82 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_error(str(failure))
         code = EXIT_FAILED
     return code
+
+
+def _revisit(settings: Settings, seeds: list[str]) -> int:
+    """--revisit DIR: round after round, each a recrawl from the one before, until a
+    signal; rerun with the same DIR, it goes on in the round it was in."""
+    from crawler.revisit import round_paths, rounds_in
+
+    assert settings.revisit is not None
+    directory = make_directory(settings.revisit, "--revisit")
+    number = max(rounds_in(directory), default=1)
+    pending: list[int] = []  # a signal between rounds, when no event loop watches for one
+
+    def between_rounds() -> int | None:
+        for signum in SIGNAL_EXIT_CODES:
+            signal.signal(signum, lambda signum, _frame: pending.append(signum))
+        return SIGNAL_EXIT_CODES[signal.Signals(pending[0])] if pending else None
+
+    keep_freed_memory()
+    while (code := between_rounds()) is None:
+        paths = round_paths(directory, number, settings.since)
+        round_settings = replace(
+            settings,
+            output=str(paths.output),
+            state=str(paths.state),
+            since=str(paths.since) if paths.since is not None else None,
+        )
+        crawler = Crawler(seeds, round_settings)
+        crawler.open()
+        if crawler.complete:
+            asyncio.run(crawler.close())
+        else:
+            log.info("round %d: %s", number, paths.output)
+            code = _run(round_settings, crawler)
+            if crawler.failure is not None:
+                print_error(str(crawler.failure))
+                return EXIT_FAILED
+            if code != EXIT_OK:  # interrupted
+                return code
+        if between_rounds() is None:
+            code = _wait_for_round(paths.output, settings)
+            if code is not None:
+                return code
+        number += 1
+    return code
+
+
+def _wait_for_round(output: Path, settings: Settings) -> int | None:
+    """Sleep until the first page of the round just made is due; a signal's exit code
+    if one came first."""
+    from crawler.history import open_history
+    from crawler.revisit import seconds_until
+
+    history = open_history(str(output), [d for d in (settings.warc,) if d is not None])
+    try:
+        wait_s = seconds_until(history.earliest_due())
+    finally:
+        history.close()
+    received: list[int] = []
+
+    async def sleep() -> None:
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def on_signal(signum: int) -> None:
+            received.append(signum)
+            woken.set()
+
+        for signum in SIGNAL_EXIT_CODES:
+            loop.add_signal_handler(signum, on_signal, signum)
+        if wait_s > 0:
+            log.info("next round in %.1f s, when its first page is due", wait_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), wait_s)
+
+    asyncio.run(sleep())
+    return SIGNAL_EXIT_CODES[signal.Signals(received[0])] if received else None
 
 
 def _run(settings: Settings, crawler: Crawler) -> int:

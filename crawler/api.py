@@ -15,7 +15,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawler.config import ConfigError, Settings, meant_url
 from crawler.engine import Crawl
@@ -25,6 +25,9 @@ from crawler.session import Client
 from crawler.state import Store, open_store
 from crawler.stats import CrawlStats
 from crawler.urls import canonicalize
+
+if TYPE_CHECKING:
+    from crawler.history import History
 
 # Pages committed but not yet taken by the consumer; past this, workers wait for it.
 PAGES_AHEAD = 16
@@ -120,8 +123,14 @@ class Crawler:
 
     def _opened(self) -> Crawl:
         if self._crawl is None:
+            history = _open_history(self.settings)  # first: a bad PREV leaves nothing written
             self._store = open_store(self.settings, self.seeds)
-            self._crawl = Crawl(self.settings, self.seeds, self._store, self._client, self._hooks)
+            if history is not None:
+                self._store.stats.previous_pages = history.pages
+                self._store.stats.shared = self._store.shared
+            self._crawl = Crawl(
+                self.settings, self.seeds, self._store, self._client, self._hooks, history
+            )
         return self._crawl
 
     @property
@@ -216,6 +225,15 @@ class Crawler:
                 self._outbox.put(None)
         if crawl.failure is not None:
             raise crawl.failure
+
+
+def _open_history(settings: Settings) -> History | None:
+    if settings.since is None:
+        return None
+    from crawler.history import open_history
+
+    warc_dirs = [d for d in (settings.since_warc, settings.warc) if d is not None]
+    return open_history(settings.since, warc_dirs)
 
 
 def _canonical_seeds(seeds: Iterable[str]) -> list[str]:

@@ -17,6 +17,7 @@ import sys
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, NoReturn
 
 from crawler import __version__
@@ -69,6 +70,15 @@ class Settings:
     ignore_robots: bool = False
     sitemaps: bool = False
     max_sitemaps: int = 1000
+    since: str | None = None
+    since_warc: str | None = None
+    fetch_gone: bool = False
+    revisit: str | None = None
+    revisit_interval: float = 86400.0
+    revisit_min_interval: float = 3600.0
+    revisit_max_interval: float = 30 * 86400.0
+    revisit_inc_rate: float = 0.2
+    revisit_dec_rate: float = 0.2
     state: str | None = None
     fresh: bool = False
     force_resume: bool = False
@@ -114,6 +124,20 @@ class Settings:
                 )
         if self.dashboard_public and self.dashboard is None:
             raise ConfigError("--dashboard-public only makes sense with --dashboard [HOST:]PORT")
+        if self.since_warc is not None and self.since is None:
+            raise ConfigError("--since-warc only makes sense with --since PREV")
+        if self.fetch_gone and self.since is None:
+            raise ConfigError("--fetch-gone only makes sense with --since PREV")
+        if self.fetch_gone and self.redis is not None:
+            raise ConfigError(
+                "--fetch-gone needs the whole visited set, which a --redis process does not hold"
+            )
+        if self.since is not None and self.state is not None and _same_path(self.since, self.state):
+            raise ConfigError(
+                "--since and --state name the same directory; a recrawl needs a new --state DIR"
+            )
+        if not self.revisit_min_interval <= self.revisit_max_interval:
+            raise ConfigError("--revisit-min-interval must not be above --revisit-max-interval")
         if self.wacz is not None:
             _check_wacz(self)
         if self.per_host > self.concurrency:
@@ -237,6 +261,10 @@ def _headers(headers: Sequence[tuple[str, str]]) -> str | None:
     return None
 
 
+def _same_path(a: str, b: str) -> bool:
+    return os.path.abspath(a) == os.path.abspath(b)
+
+
 def redact_url(url: str) -> str:
     """`url` with its password, if any, replaced by ****."""
     scheme, sep, rest = url.partition("://")
@@ -301,6 +329,10 @@ GROUPS: dict[str, tuple[str, str]] = {
         "where the crawl lives, so it survives a crash or is shared, and its visited set",
     ),
     "network": ("network", "headers, cookies, proxy, the address guard, the event loop"),
+    "recrawl": (
+        "recrawling",
+        "a crawl that asks only what changed since a previous one, or keeps a site fresh",
+    ),
 }
 
 OPTIONS: tuple[Option, ...] = (
@@ -519,6 +551,76 @@ OPTIONS: tuple[Option, ...] = (
         _at_least(0),
         metavar="N",
         group="limits",
+    ),
+    Option(
+        "since",
+        "path",
+        "recrawl from a previous crawl (its JSONL output, or its --state DIR): conditional "
+        "requests, a 'changed' field, revisit records for what it archived",
+        metavar="PREV",
+        group="recrawl",
+    ),
+    Option(
+        "since_warc",
+        "path",
+        "the previous crawl's --warc DIR, if not the same as this crawl's --warc",
+        metavar="DIR",
+        group="recrawl",
+    ),
+    Option(
+        "fetch_gone",
+        "bool",
+        "with --since: at the end, also fetch the previous crawl's pages no link reaches now, "
+        "to tell a 404 or 410 from a page merely unlinked",
+        group="recrawl",
+    ),
+    Option(
+        "revisit",
+        "path",
+        "keep the site fresh: crawl in rounds without end, each page again when due; "
+        "round N writes DIR/round-N.jsonl and recrawls from round N-1 (no -o, no --state)",
+        metavar="DIR",
+        group="recrawl",
+    ),
+    Option(
+        "revisit_interval",
+        "float",
+        "with --revisit: seconds until a page first seen is due again",
+        _positive,
+        metavar="S",
+        group="recrawl",
+    ),
+    Option(
+        "revisit_min_interval",
+        "float",
+        "with --revisit: the shortest interval a page's may shrink to, in seconds",
+        _positive,
+        metavar="S",
+        group="recrawl",
+    ),
+    Option(
+        "revisit_max_interval",
+        "float",
+        "with --revisit: the longest interval a page's may grow to, in seconds",
+        _positive,
+        metavar="S",
+        group="recrawl",
+    ),
+    Option(
+        "revisit_inc_rate",
+        "float",
+        "with --revisit: a page found unchanged waits this fraction longer next time",
+        _probability,
+        metavar="R",
+        group="recrawl",
+    ),
+    Option(
+        "revisit_dec_rate",
+        "float",
+        "with --revisit: a page found changed waits this fraction less next time",
+        _probability,
+        metavar="R",
+        group="recrawl",
     ),
     Option(
         "state",
@@ -829,9 +931,35 @@ def load_settings(argv: Sequence[str] | None = None) -> Settings:
     settings = Settings(config=config_path, **values)
     if settings.seeds is None:
         raise ConfigError("no seeds file given (usage: crawler SEEDS [options])")
+    if settings.revisit is not None:
+        return _revisit_settings(settings)
     if settings.state is not None and settings.output in (None, STDOUT):
         raise ConfigError("--state needs -o FILE: stdout cannot be reconciled after a crash")
     return settings if settings.output else replace(settings, output=STDOUT)
+
+
+def _revisit_settings(settings: Settings) -> Settings:
+    """--revisit DIR: each round's output and state are in DIR."""
+    for name, given in (
+        ("-o", settings.output),
+        ("--state", settings.state),
+        ("--redis", settings.redis),
+    ):
+        if given is not None:
+            raise ConfigError(
+                f"--revisit DIR keeps each round's output and state; leave out {name}"
+            )
+    return settings
+
+
+def make_directory(path: str, flag: str) -> Path:
+    """The directory an option names, made if need be; ConfigError if it cannot be."""
+    directory = Path(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot use {flag} {directory}: {exc.strerror}") from None
+    return directory
 
 
 def print_error(message: str) -> None:

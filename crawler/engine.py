@@ -21,12 +21,12 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler.config import Settings
 from crawler.errors import ErrorKind
-from crawler.fetch import Fetcher, Hop, Response
-from crawler.frontier import PAGE, ROBOTS, Request
+from crawler.fetch import NOT_MODIFIED, Fetcher, Hop, Response
+from crawler.frontier import PAGE, ROBOTS, UNLINKED, Request
 from crawler.hooks import Hooks
 from crawler.page import Page
 from crawler.parse import language, parse_html, robots_directives_forbid_following, visible_text
@@ -39,11 +39,15 @@ from crawler.politeness import (
     RobotsFetch,
     backoff_s,
 )
+from crawler.revisit import AdaptiveSchedule, due_at, is_due, lastmod_after
 from crawler.session import Client
 from crawler.sinks import WriteFailed
 from crawler.sitemaps import SITEMAP_MAX_BYTES, in_robots, listed_in, parse_sitemap
 from crawler.state import Store, trap_check
 from crawler.urls import Scope, canonical_links, canonicalize, origin_of
+
+if TYPE_CHECKING:
+    from crawler.history import History, Previous
 
 log = logging.getLogger(__name__)
 
@@ -190,8 +194,11 @@ class Crawl:
         store: Store,
         client: Client,
         hooks: Hooks | None = None,
+        history: History | None = None,
     ) -> None:
         self.settings = settings
+        self.history = history  # --since: the previous crawl
+        self.schedule = revisit_schedule(settings)  # --revisit: when pages are due again
         self.seeds = list(seeds)
         self.store = store
         self.client = client
@@ -248,7 +255,6 @@ class Crawl:
         self.failure: Exception | None = None
 
     async def run(self) -> None:
-        settings = self.settings
         async with self.client as client:
             if client.cookie_jar is not None:
                 self.store.keep_cookies(client.cookie_jar)
@@ -256,11 +262,11 @@ class Crawl:
                 return
             if not self.store.resumed:
                 await self._enqueue_seeds()
-            self._workers = [
-                asyncio.create_task(self._worker()) for _ in range(settings.concurrency)
-            ]
             feeder = asyncio.create_task(self._feed())
-            await asyncio.gather(*self._workers, return_exceptions=True)
+            await self._run_workers()
+            if self._fetching_gone():
+                await self._enqueue_unreached()
+                await self._run_workers()
             if self._gate_timer is not None:
                 self._gate_timer.cancel()
             if self._releasing is not None:
@@ -269,6 +275,33 @@ class Crawl:
             await asyncio.gather(feeder, return_exceptions=True)
             if self.failure is None:  # pages held for shallower ones that will never come
                 await self._complete_held(everything=True)
+
+    async def _run_workers(self) -> None:
+        """Run the workers until the scheduler has nothing more."""
+        self._workers = [
+            asyncio.create_task(self._worker()) for _ in range(self.settings.concurrency)
+        ]
+        await asyncio.gather(*self._workers, return_exceptions=True)
+
+    def _fetching_gone(self) -> bool:
+        return (
+            self.settings.fetch_gone
+            and self.history is not None
+            and not self._stopping
+            and self.failure is None
+        )
+
+    async def _enqueue_unreached(self) -> None:
+        """--fetch-gone: the previous crawl's pages that no link reached, queued once each
+        (those already claimed, in a crawl resumed in this phase, are not)."""
+        assert self.history is not None and self.scheduler is not None
+        await self._complete_held(everything=True)
+        bloom = self.store.bloom
+        for urls in self.history.unreached(bloom.__contains__):
+            listed = [Request(url, 0, None, kind=UNLINKED) for url in urls]
+            fresh = await self.store.commit(None, None, [], [], listed)
+            self.gate.queued(fresh)
+            self.scheduler.add(fresh)
 
     def stop(self, drain: bool = True) -> None:
         """Take no new URLs; in-flight requests get --drain-timeout seconds to finish."""
@@ -324,7 +357,7 @@ class Crawl:
                     await scheduler.fetch_robots(job)
                 elif isinstance(job, Refused):
                     await self._record_refused(job.request, job.error)
-                elif job.kind == PAGE:
+                elif job.kind in (PAGE, UNLINKED):
                     await self._crawl(job)
                 else:
                     await self._crawl_sitemap(job)
@@ -341,10 +374,20 @@ class Crawl:
         response: Response | None = None
         self._started(request, started)
         try:
-            response = await self._fetch(request, self._fetcher)
-            if response is None:
-                return
-            page, follow = self._page(request, response, time.monotonic() - started)
+            previous = self.history.take(request.url) if self.history is not None else None
+            if (
+                self.schedule is not None
+                and previous is not None
+                and not self._due(request, previous)
+            ):
+                page, follow = self._not_due_page(request, previous)
+            else:
+                response = await self._fetch(request, self._fetcher, previous)
+                if response is None:
+                    return
+                page, follow = self._page(request, response, time.monotonic() - started, previous)
+                if self.schedule is not None:
+                    self._schedule_next(request, page, previous)
         except Exception:  # a bug must cost one page, not the crawl
             page, follow = self._internal_error(request), []
         try:
@@ -385,12 +428,23 @@ class Crawl:
         finally:
             self.scheduler.release(request, throttled=_throttled(response))
 
-    async def _fetch(self, request: Request, fetcher: Fetcher) -> Response | None:
-        """Fetch `request`; None if the failure was worth another try and it went back
-        to its host's line."""
-        response = await fetcher.fetch(
-            request.location or request.url, self._admit_hop, request.redirects
-        )
+    async def _fetch(
+        self, request: Request, fetcher: Fetcher, previous: Previous | None = None
+    ) -> Response | None:
+        """Fetch `request`, conditionally if the previous crawl had it; None if the
+        failure was worth another try and it went back to its host's line."""
+        url = request.location or request.url
+        validators = previous.validators() if previous is not None and url == request.url else {}
+        response = await fetcher.fetch(url, self._admit_hop, request.redirects, validators)
+        if (
+            response.status == NOT_MODIFIED
+            and validators
+            and previous is not None
+            and previous.contradicted_by(response.headers.get("ETag"))
+        ):
+            unconditional = await fetcher.fetch(url, self._admit_hop, request.redirects)
+            unconditional.exchanges[:0] = response.exchanges
+            response = unconditional
         request.hops.extend(response.hops)
         if self._retried(request, response, _throttled(response)):
             request.exchanges += tuple(response.exchanges)
@@ -468,11 +522,22 @@ class Crawl:
         return True
 
     def _page(
-        self, request: Request, response: Response, elapsed_s: float
+        self,
+        request: Request,
+        response: Response,
+        elapsed_s: float,
+        previous: Previous | None = None,
     ) -> tuple[Page, list[str]]:
         """The page of a fetched URL, and the links on it to follow."""
         page = self._fetched_page(request, response, elapsed_s)
         status = response.status or 0
+        if self.history is not None:
+            page.previous = previous
+            if status == NOT_MODIFIED and previous is not None and response.error is None:
+                return self._unchanged_page(request, page, previous)
+            page.fields["changed"] = (
+                previous.changed_to(response.status, page.content_digest) if previous else None
+            )
         if response.error is not None or 300 <= status < 400 or not response.is_html:
             return page, []
         tree = page.tree
@@ -490,16 +555,84 @@ class Crawl:
             seen = self.hooks is not None or self.consumer is not None
             page.fields["text"] = visible_text(tree, keep_tree=seen)
             page.fields["lang"] = language(tree)
-        page.links = links = canonical_links(parsed.hrefs, base)
+        page.links = canonical_links(parsed.hrefs, base)
         robots_header = response.headers.get("X-Robots-Tag", "")
-        if (
-            parsed.nofollow
-            or robots_directives_forbid_following(robots_header)
-            or not 200 <= status < 300
-            or request.depth >= self.settings.max_depth  # too deep: not even claimed
-        ):
+        if parsed.nofollow or robots_directives_forbid_following(robots_header):
+            page.fields["nofollow"] = True
             return page, []
-        return page, self.scope.allowed(links)
+        if not 200 <= status < 300 or request.kind == UNLINKED:
+            return page, []
+        return page, self._to_follow(request, page.links)
+
+    def _to_follow(self, request: Request, links: list[str]) -> list[str]:
+        if request.depth >= self.settings.max_depth:  # too deep: not even claimed
+            return []
+        return self.scope.allowed(links)
+
+    def _unchanged_page(
+        self, request: Request, page: Page, previous: Previous
+    ) -> tuple[Page, list[str]]:
+        """A page that answered 304: its content, title and links are the previous
+        crawl's, and the pages under it are reached through them as before."""
+        page.etag = page.etag or previous.etag
+        page.last_modified = page.last_modified or previous.last_modified
+        page.fields["changed"] = False
+        return page, self._carry(request, page, previous)
+
+    def _not_due_page(self, request: Request, previous: Previous) -> tuple[Page, list[str]]:
+        """--revisit: a page not due yet is not requested; its record is the previous
+        one, and the pages under it are reached through its links as before."""
+        page = self._new_page(
+            request,
+            status=previous.status,
+            fetched_at=previous.fetched_at,
+            etag=previous.etag,
+            last_modified=previous.last_modified,
+        )
+        page.fields.update(previous.revisit_fields())
+        page.fields["not_due"] = True
+        return page, self._carry(request, page, previous)
+
+    def _carry(self, request: Request, page: Page, previous: Previous) -> list[str]:
+        """Give `page` the previous record's content fields; the links to follow."""
+        fields = previous.fields()
+        page.content_digest = previous.digest
+        page.content_type = fields.pop("content_type", None)
+        page.bytes = fields.pop("bytes", None)
+        page.title = fields.pop("title", None)
+        page.description = fields.pop("description", None)
+        page.canonical = fields.pop("canonical", None)
+        page.links = fields.pop("links", [])
+        page.fields.update(fields)
+        if fields.get("nofollow") or request.kind == UNLINKED:
+            return []
+        return self._to_follow(request, page.links)
+
+    def _due(self, request: Request, previous: Previous) -> bool:
+        """--revisit: whether the page is due by its schedule, or by its sitemap's
+        <lastmod> if its host's have proved right."""
+        if is_due(previous.due_at):
+            return True
+        assert self.history is not None
+        return (
+            request.lastmod is not None
+            and self.history.trusts_lastmod(request.host)
+            and lastmod_after(request.lastmod, previous.fetched_at) is True
+        )
+
+    def _schedule_next(self, request: Request, page: Page, previous: Previous | None) -> None:
+        """--revisit: when the page is due again, from what this fetch found; whether
+        its sitemap's <lastmod> told true."""
+        assert self.schedule is not None
+        changed = page.fields.get("changed")
+        if request.lastmod is not None and previous is not None and changed is not None:
+            said_changed = lastmod_after(request.lastmod, previous.fetched_at)
+            if said_changed is not None:
+                page.fields["lastmod_right"] = said_changed == changed
+        last_s = previous.interval_s if previous is not None else None
+        interval_s = self.schedule.next_interval_s(last_s, changed)
+        page.fields["revisit_interval_s"] = round(interval_s, 3)
+        page.fields["due_at"] = due_at(time.time(), interval_s)
 
     def _fetched_page(self, request: Request, response: Response, elapsed_s: float) -> Page:
         fetched = response.status is not None
@@ -511,6 +644,8 @@ class Crawl:
             content_type=response.content_type,
             bytes=len(response.body) if fetched else None,
             content_digest=response.payload_digest,
+            etag=response.headers.get("ETag"),
+            last_modified=response.headers.get("Last-Modified"),
             error=response.error,
             truncated=response.truncated,
             response=response,
@@ -577,6 +712,8 @@ class Crawl:
             self.gate.finished(request)
         if new:
             self.gate.queued(new)
+            if self.history is not None:
+                self.history.prefetch([r.url for r in new if r.kind == PAGE])
             self.scheduler.add(new)
 
     async def _record_refused(self, request: Request, error: ErrorKind) -> None:
@@ -595,6 +732,18 @@ class Crawl:
         if refusal is not None:
             return Hop(follow=False, error=refusal)
         return Hop(follow=await self.store.claim(target))
+
+
+def revisit_schedule(settings: Settings) -> AdaptiveSchedule | None:
+    if settings.revisit is None:
+        return None
+    return AdaptiveSchedule(
+        settings.revisit_interval,
+        settings.revisit_min_interval,
+        settings.revisit_max_interval,
+        settings.revisit_inc_rate,
+        settings.revisit_dec_rate,
+    )
 
 
 def _job_url(job: Request | RobotsFetch | Refused) -> str:

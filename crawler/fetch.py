@@ -35,6 +35,7 @@ try:
 except ImportError:  # brotli is optional: without it we do not ask for "br"
     brotli = None
 
+NOT_MODIFIED = 304
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 RETRY_ERRORS = frozenset({ErrorKind.TIMEOUT, ErrorKind.CONNECTION_ERROR, ErrorKind.PROXY_ERROR})
@@ -69,6 +70,11 @@ class Exchange:
     payload_digest: str
     truncated: bool
     ip_address: str | None
+
+    @property
+    def ok(self) -> bool:
+        """A 2xx response: the only kind whose payload may stand for another's."""
+        return status_is_2xx(self.status_line)
 
 
 @dataclass(slots=True)
@@ -309,8 +315,16 @@ def _exchange(
     )
 
 
+def status_is_2xx(status_line: bytes) -> bool:
+    """Whether an HTTP status line (b"HTTP/1.1 200 OK") says 2xx."""
+    parts = status_line.split(None, 2)
+    return len(parts) > 1 and len(parts[1]) == 3 and parts[1].startswith(b"2")
+
+
 class Client(Protocol):
-    def get(self, url: str, timeout: aiohttp.ClientTimeout) -> Any:
+    def get(
+        self, url: str, timeout: aiohttp.ClientTimeout, headers: Mapping[str, str] | None = None
+    ) -> Any:
         """`async with` it for the response to a GET of `url`, redirects not followed."""
 
 
@@ -332,13 +346,20 @@ class Fetcher:
         self._max_redirects = max_redirects
         self._archive = archive
 
-    async def fetch(self, url: str, admit: Admit, redirects: int = 0) -> Response:
+    async def fetch(
+        self,
+        url: str,
+        admit: Admit,
+        redirects: int = 0,
+        validators: Mapping[str, str] | None = None,
+    ) -> Response:
         """GET `url`, following redirects that `admit` allows, up to the redirect limit.
 
-        `redirects` is how many hops an earlier attempt already followed to reach `url`.
+        `redirects` is how many hops an earlier attempt already followed to reach `url`;
+        `validators` make the request for `url` conditional (not its redirects' targets).
         """
         hops: list[str] = []
-        response = await self.get(url)
+        response = await self.get(url, validators)
         exchanges = response.exchanges
         while response.status in REDIRECT_STATUSES and response.error is None:
             location = response.headers.get("Location")
@@ -362,15 +383,17 @@ class Fetcher:
         response.redirects, response.hops, response.exchanges = redirects, hops, exchanges
         return response
 
-    async def get(self, url: str) -> Response:
-        """One GET, no redirects followed."""
+    async def get(self, url: str, validators: Mapping[str, str] | None = None) -> Response:
+        """One GET, no redirects followed; conditional if `validators` are given."""
         response = Response(url)
         limit = self._max_bytes
         raw: list[bytes] = []
         fetched_at = time.time()
         try:
-            async with self._client.get(url, self._timeout) as r:
+            async with self._client.get(url, self._timeout, validators) as r:
                 response.status = r.status
+                if r.status == NOT_MODIFIED and not validators:
+                    response.error = ErrorKind.INVALID_RESPONSE  # not modified since nothing
                 response.headers = r.headers
                 response.content_type = r.headers.get("Content-Type")
                 if r.status in REDIRECT_STATUSES:

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 # any request of its host is handed out, and this one turns its Sitemap lines into
 # "sitemap" requests (crawler/sitemaps.py).
 PAGE, SITEMAP, ROBOTS = "page", "sitemap", "robots"
+# With --since and --fetch-gone: a page of the previous crawl no link reaches now,
+# fetched to tell a 404 or 410 from a page merely unlinked; its links are not followed.
+UNLINKED = "unlinked"
 
 
 @dataclass(slots=True)

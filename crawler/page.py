@@ -21,6 +21,7 @@ from crawler.errors import ErrorKind
 
 if TYPE_CHECKING:
     from crawler.fetch import Response
+    from crawler.history import Previous
 
 
 _MILLISECONDS = [f".{ms:03d}+00:00" for ms in range(1000)]
@@ -58,6 +59,8 @@ RECORD_FIELDS = (
     "content_type",
     "bytes",
     "content_digest",
+    "etag",
+    "last_modified",
     "title",
     "description",
     "canonical",
@@ -84,6 +87,8 @@ class Page:
     content_type: str | None = None
     bytes: int | None = None
     content_digest: str | None = None  # "sha1:" base32 of the body as it came
+    etag: str | None = None  # the response's validators, as sent, for a conditional request
+    last_modified: str | None = None
     title: str | None = None
     description: str | None = None  # <meta name=description>
     canonical: str | None = None  # <link rel=canonical>, absolute and canonical
@@ -93,6 +98,7 @@ class Page:
     kind: str = "page"  # or "sitemap" (--sitemaps)
     fields: dict[str, Any] = field(default_factory=dict)  # added by options and hooks
     response: Response | None = field(default=None, repr=False)
+    previous: Previous | None = field(default=None, repr=False)  # --since: the last crawl's
     _tree: LexborHTMLParser | None = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
 

@@ -22,7 +22,7 @@ import random
 import re
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from protego import Protego
@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 asks parsers to read at least 500 KiB
 ROBOTS_MAX_REDIRECTS = 5
 UNREACHABLE_HOLD_S = 60.0  # how long an unreachable robots.txt keeps its host disallowed
+# RFC 9309 2.4: a cached robots.txt SHOULD NOT be used for more than 24 hours; a
+# crawl that runs longer (--revisit never ends) fetches it again.
+ROBOTS_MAX_AGE_S = 24 * 3600.0
 BACKOFF_BASE_S = 0.5
 # A request reaches the server a little after it starts, by a varying amount; without
 # this margin the server could see two starts a hair closer than the delay.
@@ -83,7 +86,7 @@ def backoff_s(attempt: int) -> float:
 
 
 class Robots:
-    """robots.txt per origin: fetched once, cached for the crawl."""
+    """robots.txt per origin: fetched once, cached for up to ROBOTS_MAX_AGE_S."""
 
     def __init__(
         self,
@@ -176,9 +179,10 @@ class Robots:
         status = response.status
         if response.error is None and status is not None and 200 <= status < 300:
             self._failures.pop(origin, None)
-            return self._parse(origin, response.body)
+            return replace(self._parse(origin, response.body), expires_at=_robots_expiry())
         if response.error is None and status is not None and 300 <= status < 500 and status != 429:
-            return ALLOW_ALL  # 4xx, or a redirect chain too long: RFC 9309 says allow
+            # 4xx, or a redirect chain too long: RFC 9309 says allow
+            return replace(ALLOW_ALL, expires_at=_robots_expiry())
         if response.error == ErrorKind.BLOCKED_ADDRESS and response.url == robots_url:
             # The host's own address is refused: asking again would not change that.
             return RobotsRules(denied=ErrorKind.BLOCKED_ADDRESS)
@@ -209,6 +213,10 @@ class Robots:
         if rate is not None and rate.requests > 0:
             delay = max(delay, rate.seconds / rate.requests)
         return RobotsRules(parser=parser, crawl_delay_s=float(delay))
+
+
+def _robots_expiry() -> float:
+    return time.monotonic() + ROBOTS_MAX_AGE_S
 
 
 async def _follow_any(_target: str) -> Hop:

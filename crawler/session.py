@@ -187,8 +187,12 @@ class Client:
         if self._session is not None:
             await self._session.close()
 
-    def get(self, url: str, timeout: aiohttp.ClientTimeout) -> Any:
-        """One GET of `url`, redirects not followed: `async with client.get(...) as response`."""
+    def get(
+        self, url: str, timeout: aiohttp.ClientTimeout, headers: Mapping[str, str] | None = None
+    ) -> Any:
+        """One GET of `url`, redirects not followed: `async with client.get(...) as response`.
+
+        `headers` are this request's own (a recrawl's validators)."""
         proxy = self._route(url)
         assert self._session is not None, "a Client is used inside `async with`"
         return self._session.get(
@@ -197,7 +201,7 @@ class Client:
             URL(url, encoded=True),
             allow_redirects=False,
             timeout=timeout,
-            headers=proxy.headers,
+            headers={**(proxy.headers or {}), **headers} if headers else proxy.headers,
             proxy=proxy.url,
             proxy_headers=proxy.connect_headers,
         )

@@ -13,7 +13,22 @@ from bisect import bisect_left
 from collections import Counter, deque
 from typing import Any, NotRequired, Protocol, TypedDict
 
+from crawler.frontier import UNLINKED
 from crawler.page import Page
+
+_RECRAWL_COUNTERS = (
+    "checked",
+    "unchanged",
+    "unchanged_304",
+    "unchanged_same_digest",
+    "changed",
+    "new",
+    "failed",
+    "unlinked",
+    "unlinked_404_410",
+    "not_due",
+    "body_bytes_saved",
+)
 
 # Rate samples closer together than this replace each other: reading the figures
 # often (an API user polling `stats`) keeps the history short and the last one current.
@@ -41,6 +56,24 @@ class VisitedFigures(TypedDict):
     expected_missed_urls: float  # new URLs the filter may have taken for seen ones
 
 
+class RecrawlFigures(TypedDict):
+    """--since: what became of the previous crawl's pages (README: Recrawling)."""
+
+    checked: int  # pages of this crawl the previous one had
+    unchanged: int
+    unchanged_304: int
+    unchanged_same_digest: int
+    changed: int
+    new: int
+    failed: int  # no response now
+    unlinked: int  # --fetch-gone
+    unlinked_404_410: int
+    not_due: int  # --revisit: carried over, not requested
+    gone: int | None  # previous pages not checked; None when processes share the crawl
+    previous_pages: int
+    body_bytes_saved: int
+
+
 class CounterFigures(TypedDict):
     """What `Stats.as_dict()` gives: the crawl's counters, saved with a --state crawl."""
 
@@ -64,6 +97,7 @@ class CounterFigures(TypedDict):
     fetch_ms_buckets: dict[str, int]  # by upper bound in ms (LATENCY_BUCKETS_MS), and "+Inf"
     rate_history: list[RatePoint]
     claims_per_host: NotRequired[dict[str, int]]  # with --max-pages-per-host
+    recrawl: NotRequired[RecrawlFigures]  # with --since
 
 
 class CrawlStats(CounterFigures):
@@ -150,6 +184,9 @@ class Stats:
         self._frontier: Queued | None = None
         self._scheduler: Scheduling | None = None
         self._gate: Holding | None = None
+        self.previous_pages = 0  # --since: the previous crawl's pages
+        self.shared = False  # other processes check the previous crawl's pages too
+        self.recrawl: Counter[str] = Counter()  # --since: what became of them
         if restored:
             self._restore(restored)
 
@@ -169,11 +206,37 @@ class Stats:
         self.statuses["none" if page.status is None else str(page.status)] += 1
         self.depths[str(page.depth)] += 1
         self.hosts[host] += 1
-        self.bytes += page.bytes or 0
         self.truncated += page.truncated
         if page.elapsed_ms is not None:
             self.fetch_ms += page.elapsed_ms
             self.latency_counts[bisect_left(LATENCY_BUCKETS_MS, page.elapsed_ms)] += 1
+        if page.fields and ("changed" in page.fields or "not_due" in page.fields):
+            self._count_recrawled(page)
+        else:
+            self.bytes += page.bytes or 0
+
+    def _count_recrawled(self, page: Page) -> None:
+        """A page of a recrawl: a 304's bytes are those it saved, not fetched."""
+        recrawl = self.recrawl
+        if page.fields.get("not_due"):  # --revisit: carried over, not requested
+            recrawl["not_due"] += 1
+            return
+        changed = page.fields["changed"]
+        not_modified = page.status == 304 and changed is False
+        if not_modified:
+            recrawl["body_bytes_saved"] += page.bytes or 0
+        else:
+            self.bytes += page.bytes or 0
+        if page.kind == UNLINKED:  # --fetch-gone: gone from the link graph, and from the site?
+            recrawl["unlinked"] += 1
+            recrawl["unlinked_404_410"] += page.status in (404, 410)
+        elif changed is None:  # a URL the previous crawl did not have, or no answer now
+            recrawl["new" if page.status is not None else "failed"] += 1
+        else:
+            recrawl["checked"] += 1
+            recrawl["changed" if changed else "unchanged"] += 1
+            if changed is False:
+                recrawl["unchanged_304" if not_modified else "unchanged_same_digest"] += 1
 
     def watch(
         self, visited: VisitedSet, frontier: Queued, scheduler: Scheduling, gate: Holding
@@ -283,7 +346,30 @@ class Stats:
         }
         if self.claims_per_host:
             figures["claims_per_host"] = dict(self.claims_per_host)
+        if self.previous_pages or self.recrawl:
+            figures["recrawl"] = self.recrawl_figures()
         return figures
+
+    def recrawl_figures(self) -> RecrawlFigures:
+        """--since: the previous crawl's pages checked, unchanged (304 or same digest),
+        changed, gone from the link graph (not reached, or failed), and the new ones."""
+        recrawl = self.recrawl
+        seen = recrawl["checked"] + recrawl["not_due"]
+        return {
+            "checked": recrawl["checked"],
+            "unchanged": recrawl["unchanged"],
+            "unchanged_304": recrawl["unchanged_304"],
+            "unchanged_same_digest": recrawl["unchanged_same_digest"],
+            "changed": recrawl["changed"],
+            "new": recrawl["new"],
+            "failed": recrawl["failed"],
+            "unlinked": recrawl["unlinked"],
+            "unlinked_404_410": recrawl["unlinked_404_410"],
+            "not_due": recrawl["not_due"],
+            "gone": None if self.shared else max(0, self.previous_pages - seen),
+            "previous_pages": self.previous_pages,
+            "body_bytes_saved": recrawl["body_bytes_saved"],
+        }
 
     def _restore(self, saved: dict[str, Any]) -> None:
         self.records = self.restored_records = saved.get("records", 0)
@@ -301,4 +387,9 @@ class Stats:
         buckets = saved.get("fetch_ms_buckets", {})
         keys = [*map(str, LATENCY_BUCKETS_MS), "+Inf"]
         self.latency_counts = [buckets.get(key, 0) for key in keys]
+        saved_recrawl = saved.get("recrawl", {})
+        self.previous_pages = saved_recrawl.get("previous_pages", 0)
+        self.recrawl.update(
+            {name: saved_recrawl[name] for name in _RECRAWL_COUNTERS if name in saved_recrawl}
+        )
         self.previous_runs_s = saved.get("elapsed_s", 0.0)

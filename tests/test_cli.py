@@ -182,6 +182,7 @@ def test_help_lists_every_flag_in_the_section_of_what_it_is_for():
         "output",
         "state and Redis",
         "network",
+        "recrawling",
     ]
     # Each section: from its "title:" line to the next section's.
     starts = [result.stdout.index(f"\n{title}:\n") for title in titles]

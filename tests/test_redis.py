@@ -418,3 +418,26 @@ async def test_a_trap_linked_from_many_pages_is_counted_once_as_in_memory(
 
     assert sorted(r["url"] for r in records) == [site.url + p for p in ("/", "/x", "/y")]
     assert stats["dropped"] == {"repeating_path": 1}
+
+
+async def test_a_recrawl_shared_by_two_processes_checks_each_page_once(tmp_path, redis_server):
+    web = await make_web(2, 20, 0.0)
+    try:
+        (tmp_path / "first").mkdir()
+        first = await start_crawlers(2, web, tmp_path / "first", redis_server.url)
+        await run_all(first)
+        previous = tmp_path / "previous.jsonl"  # the processes' outputs, concatenated
+        previous.write_bytes(b"".join(c.output.read_bytes() for c in first if c.output.exists()))
+        for site in web.sites:
+            site.hits.clear()
+        since = ("--since", str(previous))
+        crawlers = await start_crawlers(2, web, tmp_path, redis_server.url, *since)
+        await run_all(crawlers)
+    finally:
+        for site in web.sites:
+            await site.stop()
+    fetched = web.fetches()
+    assert set(fetched) == web.urls() and set(fetched.values()) == {1}
+    records = [r for c in crawlers for r in c.records()]
+    assert sorted(r["url"] for r in records) == sorted(web.urls())
+    assert {r["changed"] for r in records} == {False}

@@ -25,6 +25,7 @@ from warcio.archiveiterator import ArchiveIterator
 from crawler import Crawler
 from crawler.fetch import sha1_base32
 from crawler.sinks.warc import REVISIT_PROFILE
+from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, html, read_records
 from tests.test_state import Run, build_graph_site
 
@@ -400,3 +401,33 @@ def test_a_forked_process_draws_record_ids_of_its_own():
         theirs = set(pipe.read().split(b"\n"))
     os.waitpid(pid, 0)
     assert len(theirs) == 10 and not ours & theirs
+
+
+async def test_an_error_page_is_stored_whole_so_pywb_indexes_its_status(
+    site: Site, tmp_path: Path
+) -> None:
+    same = html("Same", ["/"])
+    site.page("/", "Home", ["/gone1", "/gone2", "/ok1", "/ok2"])
+    site.page("/gone1", status=404, body="<title>Not found</title>")
+    site.page("/gone2", status=404, body="<title>Not found</title>")
+    site.page("/ok1", body=same)
+    site.page("/ok2", body=same)
+    warc = tmp_path / "warc"
+    await crawl(tmp_path, [site.url + "/"], warc=str(warc))
+    archive = read_archive(warc)
+    kinds = {r["uri"]: r["type"] for r in archive if r["type"] in ("response", "revisit")}
+    assert kinds[site.url + "/gone1"] == kinds[site.url + "/gone2"] == "response"
+    assert sorted([kinds[site.url + "/ok1"], kinds[site.url + "/ok2"]]) == ["response", "revisit"]
+    index = {line["url"]: line for line in pywb_cdxj(warc_files(warc))}
+    assert index[site.url + "/gone1"]["status"] == index[site.url + "/gone2"]["status"] == "404"
+    # pywb indexes a 2xx revisit without its status, and takes it from the original
+    assert {index[site.url + "/ok1"]["mime"], index[site.url + "/ok2"]["mime"]} == {
+        "text/html",
+        "warc/revisit",
+    }
+
+
+def pywb_cdxj(files: list[Path]) -> list[dict[str, Any]]:
+    """pywb's own index of `files` (its cdx-indexer), each line's JSON."""
+    lines = run_tool("cdx-indexer", "-j", *map(str, files)).splitlines()
+    return [json.loads(line.split(" ", 2)[2]) for line in lines]

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING
 
 from crawler.config import Settings
-from crawler.stats import CrawlStats
+from crawler.stats import CrawlStats, RecrawlFigures
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -117,6 +117,7 @@ def summary_table(figures: CrawlStats) -> str:
             if figures["depth_inexact"]
             else []
         ),
+        *_recrawl_rows(figures.get("recrawl")),
         (
             "visited set",
             f"{visited['urls']:,} URLs",
@@ -136,6 +137,51 @@ def summary_table(figures: CrawlStats) -> str:
         for label, value, note in rows
     ]
     return "crawler: summary\n" + "\n".join(lines)
+
+
+def _recrawl_rows(recrawl: RecrawlFigures | None) -> list[tuple[str, str, str]]:
+    """--since: what became of the previous crawl's pages."""
+    if recrawl is None:
+        return []
+    unchanged = recrawl["unchanged_304"] + recrawl["unchanged_same_digest"]
+    return [
+        (
+            "checked",
+            f"{recrawl['checked']:,}",
+            f"of the previous crawl's {recrawl['previous_pages']:,} pages",
+        ),
+        (
+            "unchanged",
+            f"{unchanged:,}",
+            f"{recrawl['unchanged_304']:,} answered 304, "
+            f"{recrawl['unchanged_same_digest']:,} the same body again",
+        ),
+        ("changed", f"{recrawl['changed']:,}", "another body or another status"),
+        ("new", f"{recrawl['new']:,}", "not in the previous crawl"),
+        (
+            ("gone", f"{recrawl['gone']:,}", "previous pages no link reaches now, or that failed")
+            if recrawl["gone"] is not None
+            else ("gone", "-", "not known here: other processes (--redis) checked pages too")
+        ),
+        ("saved", _size(recrawl["body_bytes_saved"]), "of bodies not downloaded (304s)"),
+        *(
+            [("not due", f"{recrawl['not_due']:,}", "--revisit: carried over, not requested")]
+            if recrawl["not_due"]
+            else []
+        ),
+        *(
+            [
+                (
+                    "unlinked",
+                    f"{recrawl['unlinked']:,}",
+                    f"gone pages fetched (--fetch-gone): {recrawl['unlinked_404_410']:,} "
+                    "answered 404 or 410",
+                )
+            ]
+            if recrawl["unlinked"]
+            else []
+        ),
+    ]
 
 
 def _about(expected: float) -> str:
