@@ -21,8 +21,9 @@ differ only in parameter order. The URL fetched is the first spelling met.
 
 Hosts are made ASCII as WHATWG URL's domain parser ("domain to ASCII") says: an ASCII
 host is only lowercased, its "xn--" labels kept whatever UTS 46 makes of them, as browsers
-load them (whatwg/url#914); any other goes through UTS 46 (nontransitional, CheckBidi, CheckJoiners, no
-CheckHyphens, no DNS length check), done by ada, the WHATWG URL parser Node.js uses.
+load them (whatwg/url#914); any other goes through UTS 46 (nontransitional, CheckBidi,
+CheckJoiners, no CheckHyphens, no DNS length check), done by ada, the WHATWG URL parser
+Node.js uses.
 Nothing falls back to IDNA2003, which maps "faß.de" to another host. The rest is RFC 3986
 section 5 done directly, with the WHATWG leniencies browsers have.
 """
