@@ -26,8 +26,9 @@ from crawler.config import Settings
 from crawler.fetch import Fetcher, Hop, Response
 from crawler.frontier import PAGE, ROBOTS, Request
 from crawler.hooks import Hooks
+from crawler.htmlguard import HTML_TOO_COMPLEX, HtmlParser
 from crawler.page import Page
-from crawler.parse import language, parse_html, robots_directives_forbid_following, visible_text
+from crawler.parse import language, robots_directives_forbid_following, visible_text
 from crawler.politeness import (
     ROBOTS_MAX_BYTES,
     ROBOTS_MAX_REDIRECTS,
@@ -197,6 +198,7 @@ class Crawl:
             settings.max_url_length,
         )
         self._is_trap = trap_check(settings, self.stats)
+        self._html = HtmlParser()
         self.scheduler: HostScheduler | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -322,7 +324,7 @@ class Crawl:
             response = await self._fetch(request, self._fetcher)
             if response is None:
                 return
-            page, follow = self._page(request, response, time.monotonic() - started)
+            page, follow = await self._page(request, response, time.monotonic() - started)
         except Exception:  # a bug must cost one page, not the crawl
             page, follow = self._internal_error(request), []
         if self.hooks is not None:
@@ -438,7 +440,7 @@ class Crawl:
         self.scheduler.retry(request, wait_s, throttled=throttled)
         return True
 
-    def _page(
+    async def _page(
         self, request: Request, response: Response, elapsed_s: float
     ) -> tuple[Page, list[str]]:
         """The page of a fetched URL, and the links on it to follow."""
@@ -446,7 +448,9 @@ class Crawl:
         status = response.status or 0
         if response.error is not None or 300 <= status < 400 or not response.is_html:
             return page, []
-        parsed = parse_html(page.tree)
+        page.tree, parsed, bounded = await self._html.parse(page.text() or "")
+        if bounded:
+            page.error = HTML_TOO_COMPLEX
         base = response.url
         if parsed.base_href:
             base = canonicalize(parsed.base_href, base) or base
