@@ -1,10 +1,17 @@
 """Parse time and event-loop stall per page shape, before (Lexbor on the loop) and after
 (crawler.htmlguard.HtmlParser), with a watchdog task that measures the loop's longest stall.
 
-    python benchmarks/hostile_pages.py [--before-timeout-s 60]
+    python benchmarks/hostile_pages.py [--before-timeout-s 60] [--plain DIR] [--rounds 5]
 
 "before" runs in a child process, stopped after --before-timeout-s: a 450,000-deep page does
 not finish. Times are wall-clock seconds on a shared machine: rough, not exact.
+
+With --plain DIR (say /usr/share/doc/python3.11/html, Debian's python3.11-doc), what plain
+pages cost instead: CPU seconds (the process's, threads included) to parse every .html file
+under DIR and read its links, before and after, the median of --rounds alternating rounds.
+With --side before or --side after as well, one side once, to be counted by callgrind:
+
+    valgrind --tool=callgrind python benchmarks/hostile_pages.py --plain DIR --side after
 """
 
 from __future__ import annotations
@@ -12,7 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import statistics
 import time
+from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser
 
@@ -75,10 +84,50 @@ async def after(html: str) -> tuple[float, float, int, bool]:
     return parse_s, stall_s, links, edited
 
 
+async def _parse_all_after(pages: list[str]) -> None:
+    parser = HtmlParser()
+    for page in pages:
+        await parser.parse(page)
+
+
+def plain_cost(directory: Path, rounds: int) -> None:
+    pages = [path.read_text("utf-8", "replace") for path in sorted(directory.rglob("*.html"))]
+    large = sum(len(page) > 32 * 1024 for page in pages)
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    for _ in range(rounds):
+        started = time.process_time()
+        for page in pages:
+            _parse_inline(page)
+        times["before"].append(time.process_time() - started)
+        started = time.process_time()
+        asyncio.run(_parse_all_after(pages))
+        times["after"].append(time.process_time() - started)
+    before, after = (statistics.median(times[k]) for k in ("before", "after"))
+    print(
+        f"{len(pages)} pages ({large} over 32 KiB), {sum(map(len, pages)) / 1e6:.1f} M chars: "
+        f"before {before:.3f} s, after {after:.3f} s CPU ({after / before - 1:+.1%}), "
+        f"median of {rounds}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before-timeout-s", type=float, default=60.0)
+    parser.add_argument("--plain", type=Path, help="a directory of plain HTML pages")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--side", choices=("before", "after"))
     args = parser.parse_args()
+    if args.plain and args.side:
+        pages = [p.read_text("utf-8", "replace") for p in sorted(args.plain.rglob("*.html"))]
+        if args.side == "before":
+            for page in pages:
+                _parse_inline(page)
+        else:
+            asyncio.run(_parse_all_after(pages))
+        return
+    if args.plain:
+        plain_cost(args.plain, args.rounds)
+        return
     print(
         f"{'shape':26} {'MB':>6} {'before: stall s':>16} {'after: parse s':>15} "
         f"{'stall s':>8} {'links':>7} bounded"

@@ -448,7 +448,8 @@ class Crawl:
         status = response.status or 0
         if response.error is not None or 300 <= status < 400 or not response.is_html:
             return page, []
-        page.tree, parsed, bounded = await self._html.parse(page.text() or "")
+        tree, parsed, bounded = await self._html.parse(page.text() or "")
+        page.tree = tree
         if bounded:
             page.error = HTML_TOO_COMPLEX
         base = response.url
@@ -461,8 +462,8 @@ class Crawl:
         if self.settings.text:
             # Only hooks and a consumer see the tree after this: without them, no copy.
             seen = self.hooks is not None or self.consumer is not None
-            page.fields["text"] = visible_text(page.tree, keep_tree=seen)
-            page.fields["lang"] = language(page.tree)
+            page.fields["text"] = visible_text(tree, keep_tree=seen)
+            page.fields["lang"] = language(tree)
         page.links = links = canonical_links(parsed.hrefs, base)
         robots_header = response.headers.get("X-Robots-Tag", "")
         if (
