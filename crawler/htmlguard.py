@@ -25,7 +25,7 @@ bound is passed:
 - after MAX_OPTIONS options, a <select> is closed and a new one opened.
 
 A page of some other slow shape, or one that hides its shape from the counts, still gets its
-record: after a budget of time for its size, its markup is bounded and parsed again, and the
+record: after a budget of CPU time for its size, its markup is bounded and parsed again, and the
 first parse, which cannot be stopped, is left to end on its own; while it runs, every large
 page is bounded first. A page whose markup was edited gets the error kind "html_too_complex",
 with the title, links and text of the bounded markup.
@@ -39,8 +39,9 @@ import itertools
 import random
 import re
 import threading
+import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from selectolax.lexbor import LexborHTMLParser
 
@@ -53,10 +54,11 @@ HTML_TOO_COMPLEX = "html_too_complex"
 # At most this many characters a page is parsed on the event loop: the slowest shape of this
 # size measured 0.07 s (6,500 nested <div>s), the cost of a thread hand-off is saved.
 INLINE_MAX_CHARS = 32 * 1024
-# The time a parse may take before the page's markup is bounded and parsed again: 15 times
+# The CPU time a parse may take before the page's markup is bounded and parsed again: 15 times
 # what plain HTML takes (Lexbor parses it at about 60 MB/s), and a margin for a busy machine.
 _BUDGET_BASE_S = 0.25
 _BUDGET_CHARS_PER_S = 4_000_000
+_MIN_WAIT_S = 0.05
 # What sends a page to `bounded()` before Lexbor sees it: one window of _WINDOW characters at
 # a random place in each _PERIOD of the page (so 1/16 of it is read, and a hostile stretch
 # longer than a period cannot be missed) holding more start than end tags by _MAX_NET_OPENS
@@ -318,30 +320,41 @@ def _bounded_parsed(html: str) -> _Parsed:
 _T = TypeVar("_T")
 
 
-def _in_thread(function: Callable[[str], _T], html: str) -> asyncio.Future[_T]:
-    """`function(html)` in a daemon thread of its own: one that cannot be stopped must not
-    keep the process from ending either."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[_T] = loop.create_future()
+class _Job(Generic[_T]):
+    """`function(html)` in a daemon thread of its own (one that cannot be stopped must not
+    keep the process from ending either), and the CPU time it has taken."""
 
-    def settle(result: _T | None, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)  # type: ignore[arg-type]
+    def __init__(self, function: Callable[[str], _T], html: str) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[_T] = self._loop.create_future()
+        self._function = function
+        self._html = html
+        self._clock: int | None = None
+        threading.Thread(target=self._run, name="crawler-parse", daemon=True).start()
 
-    def run() -> None:
+    def cpu_s(self) -> float:
         try:
-            result, error = function(html), None
+            return time.clock_gettime(self._clock) if self._clock is not None else 0.0
+        except OSError:  # the thread has just ended
+            return 0.0
+
+    def _run(self) -> None:
+        self._clock = time.pthread_getcpuclockid(threading.get_ident())
+        try:
+            result, error = self._function(self._html), None
         except Exception as exc:  # given to the awaiting page, as if raised there
             result, error = None, exc
+        self._clock = None
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it any more
-            loop.call_soon_threadsafe(settle, result, error)
+            self._loop.call_soon_threadsafe(self._settle, result, error)
 
-    threading.Thread(target=run, name="crawler-parse", daemon=True).start()
-    return future
+    def _settle(self, result: _T | None, error: Exception | None) -> None:
+        if self.future.done():
+            return
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(result)  # type: ignore[arg-type]
 
 
 class HtmlParser:
@@ -358,23 +371,22 @@ class HtmlParser:
         if len(html) <= INLINE_MAX_CHARS:
             return _parsed(html)
         if self._runaways or may_be_slow(html, self._random):
-            return await _in_thread(_bounded_parsed, html)
-        first = _in_thread(_parsed, html)
-        done, _ = await asyncio.wait({first}, timeout=_budget_s(html))
-        if done:
-            return first.result()
+            return await _Job(_bounded_parsed, html).future
+        first = _Job(_parsed, html)
+        budget_s = _BUDGET_BASE_S + len(html) / _BUDGET_CHARS_PER_S
+        # CPU time, not the clock's: on a busy machine a plain page may take long to parse.
+        while (left_s := budget_s - first.cpu_s()) > 0:
+            done, _ = await asyncio.wait({first.future}, timeout=max(left_s, _MIN_WAIT_S))
+            if done:
+                return first.future.result()
         self._runaways += 1
-        first.add_done_callback(self._runaway_ended)
-        bounded_parse = await _in_thread(_bounded_parsed, html)
+        first.future.add_done_callback(self._runaway_ended)
+        bounded_parse = await _Job(_bounded_parsed, html).future
         if not bounded_parse[2]:  # none of the known shapes: only slow, so the first will do
-            return await first
+            return await first.future
         return bounded_parse
 
     def _runaway_ended(self, future: asyncio.Future[_Parsed]) -> None:
         self._runaways -= 1
         if not future.cancelled():
             future.exception()  # retrieved: a parse given up on has nobody else to tell
-
-
-def _budget_s(html: str) -> float:
-    return _BUDGET_BASE_S + len(html) / _BUDGET_CHARS_PER_S
