@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 import random
 import re
 import threading
@@ -364,12 +365,19 @@ class HtmlParser:
     def __init__(self) -> None:
         self._runaways = 0  # parses given up on that still run
         self._random = random.Random()
+        # As many pages parse at once as there are cores: a tree takes some 25 times its page's
+        # size in memory (260 MB for 10 MB of paragraphs). A parse given up on leaves its place.
+        self._threads = asyncio.Semaphore(os.cpu_count() or 1)
 
     async def parse(self, html: str) -> _Parsed:
         """The page's tree, what `parse_html` reads in it, and whether its markup had to be
         bounded. A large page's are read in a thread too: a page of 500,000 links took 1.2 s."""
         if len(html) <= INLINE_MAX_CHARS:
             return _parsed(html)
+        async with self._threads:
+            return await self._parse_in_threads(html)
+
+    async def _parse_in_threads(self, html: str) -> _Parsed:
         if self._runaways or may_be_slow(html, self._random):
             return await _Job(_bounded_parsed, html).future
         first = _Job(_parsed, html)
