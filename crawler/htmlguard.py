@@ -61,14 +61,16 @@ _BUDGET_BASE_S = 0.25
 _BUDGET_CHARS_PER_S = 4_000_000
 _MIN_WAIT_S = 0.05
 # What sends a page to `bounded()` before Lexbor sees it: one window of _WINDOW characters at
-# a random place in each _PERIOD of the page (so 1/16 of it is read, and a hostile stretch
-# longer than a period cannot be missed) holding more start than end tags by _MAX_NET_OPENS
-# (the Python docs' pages: at most 91 in 64 KB), no "<" or ">" at all (the inside of a huge
-# tag), or more than _MAX_OPTIONS_SEEN options. A plain page sent there only costs the read.
+# a random place in each _PERIOD of the page (so 1/64 of it is read, and a hostile stretch
+# longer than a period cannot be missed) holding more start than end tags, of elements that
+# nothing else closes, by _MAX_NET_OPENS (the Python docs' pages: at most 9 in any 1 KiB), no
+# "<" or ">" at all (the inside of a huge tag), or more than _MAX_OPTIONS_SEEN options. A plain
+# page sent there only costs the pass. Nesting spread thinner than that, or hidden behind
+# bogus end tags, is left to the budget.
 _PERIOD = 64 * 1024
-_WINDOW = 4 * 1024
-_MAX_NET_OPENS = 64
-_MAX_OPTIONS_SEEN = 32
+_WINDOW = 1024
+_MAX_NET_OPENS = 16
+_MAX_OPTIONS_SEEN = 8
 
 # What may follow "<": a comment, a bogus comment or doctype, an end tag, or a start tag.
 _MARKUP = re.compile(r"<(?:(!--)|([!?]|/(?![A-Za-z]))|(/?)([A-Za-z][^\t\n\f\r />]*))")
@@ -128,6 +130,15 @@ _BREAK_OUT = _CLOSES_P | frozenset(
     "b big body br code em embed font head i img meta nobr ruby s small span strike strong "  # noqa: SIM905
     "sub sup tt u var".split()
 )
+# Elements that a later tag closes anyway (the next <td>, <li>, <p>, <option>, <a>...): a run
+# of them open is no deep nesting, as an unclosed table or a run of <a>s is not.
+_CLOSED_ANYWAY = (
+    _VOID
+    | _HEADINGS
+    | _TABLE_PARTS
+    | frozenset("html head body p li dd dt option optgroup a button nobr select".split())  # noqa: SIM905
+)
+_TAG_NAME = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)")
 _RAW_TEXT_END = {name: re.compile(rf"</{name}[\t\n\f\r />]", re.IGNORECASE) for name in _RAW_TEXT}
 
 
@@ -295,12 +306,14 @@ def may_be_slow(html: str, rng: random.Random) -> bool:
         stop = start + _WINDOW
         if stop > len(html):
             start, stop = max(0, len(html) - _WINDOW), len(html)
-        tags = html.count("<", start, stop)
-        if (
-            tags - 2 * html.count("</", start, stop) > _MAX_NET_OPENS
-            or (tags == 0 and html.count(">", start, stop) == 0)
-            or html.count("<option", start, stop) > _MAX_OPTIONS_SEEN
-        ):
+        window = html[start:stop]
+        if ("<" not in window and ">" not in window) or window.count("<option") > _MAX_OPTIONS_SEEN:
+            return True
+        opens = 0
+        for slash, name in _TAG_NAME.findall(window):
+            if name.lower() not in _CLOSED_ANYWAY:
+                opens += -1 if slash else 1
+        if opens > _MAX_NET_OPENS:
             return True
     return False
 
