@@ -60,6 +60,7 @@ INLINE_MAX_CHARS = 32 * 1024
 _BUDGET_BASE_S = 0.25
 _BUDGET_CHARS_PER_S = 4_000_000
 _MIN_WAIT_S = 0.05
+_THREAD_CPU_CLOCKS = hasattr(time, "pthread_getcpuclockid")
 # What sends a page to `bounded()` before Lexbor sees it: one window of _WINDOW characters at
 # a random place in each _PERIOD of the page (so 1/64 of it is read, and a hostile stretch
 # longer than a period cannot be missed) holding more start than end tags, of elements that
@@ -344,16 +345,20 @@ class _Job(Generic[_T]):
         self._function = function
         self._html = html
         self._clock: int | None = None
+        self._started_s = time.monotonic()
         threading.Thread(target=self._run, name="crawler-parse", daemon=True).start()
 
     def cpu_s(self) -> float:
+        if not _THREAD_CPU_CLOCKS:  # macOS, Windows: the time since it started
+            return time.monotonic() - self._started_s
         try:
             return time.clock_gettime(self._clock) if self._clock is not None else 0.0
         except OSError:  # the thread has just ended
             return 0.0
 
     def _run(self) -> None:
-        self._clock = time.pthread_getcpuclockid(threading.get_ident())
+        if _THREAD_CPU_CLOCKS:
+            self._clock = time.pthread_getcpuclockid(threading.get_ident())
         try:
             result, error = self._function(self._html), None
         except Exception as exc:  # given to the awaiting page, as if raised there
