@@ -51,7 +51,6 @@ from crawler.parse import ParsedPage, parse_html
 MAX_DEPTH = 512
 MAX_ATTRIBUTES = 64
 MAX_OPTIONS = 256
-HTML_TOO_COMPLEX = "html_too_complex"
 # At most this many characters a page is parsed on the event loop: the slowest shape of this
 # size measured 0.07 s (6,500 nested <div>s), the cost of a thread hand-off is saved.
 INLINE_MAX_CHARS = 32 * 1024
