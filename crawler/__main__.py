@@ -13,7 +13,7 @@ from typing import Any
 from crawler.api import Crawler, event_loop_runner
 from crawler.config import STDOUT, ConfigError, Settings, load_settings, print_error, read_seeds
 from crawler.malloc import keep_freed_memory
-from crawler.report import Reporter
+from crawler.observe.progress import Reporter
 from crawler.sinks import OutputClosed
 
 log = logging.getLogger("crawler")
@@ -77,9 +77,14 @@ def _check_writable(path: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments[:1] == ["report"]:  # a seeds file named "report" is ./report
+        from crawler.observe.report import main as report
+
+        return report(arguments[1:])
     _configure_logging()
     try:
-        settings = load_settings(argv)
+        settings = load_settings(arguments)
         assert settings.seeds is not None  # load_settings asks for it
         seeds = read_seeds(settings.seeds)
         _check_output_paths(settings)
@@ -134,6 +139,9 @@ def _run(settings: Settings, crawler: Crawler) -> int:
 
     try:
         event_loop_runner(settings.uvloop)(supervise())
+    except ConfigError as exc:  # the dashboard's address could not be bound
+        print_error(str(exc))
+        return EXIT_BAD_INPUT
     except Exception as exc:
         if exc is not crawler.failure:  # reported by main(); anything else is a bug
             raise

@@ -21,7 +21,6 @@ from crawler.config import ConfigError, Settings, meant_url
 from crawler.engine import Crawl
 from crawler.hooks import FollowHook, Hooks, PageHook
 from crawler.page import Page
-from crawler.report import snapshot
 from crawler.session import Client
 from crawler.state import Store, open_store
 from crawler.stats import CrawlStats
@@ -200,12 +199,18 @@ class Crawler:
         slower (the live status line reads the cheap estimate several times a second)."""
         if self._crawl is None:
             raise RuntimeError("the crawl has not started")
-        return snapshot(self._crawl, exact)
+        return self._crawl.stats.snapshot(exact)
 
     async def _run_engine(self) -> None:
         crawl = self._opened()
         try:
-            await crawl.run()
+            if self.settings.dashboard is None:
+                await crawl.run()
+            else:
+                from crawler.observe.dashboard import Dashboard
+
+                async with Dashboard(crawl.stats, self.settings):
+                    await crawl.run()
         finally:
             if self._outbox is not None:
                 self._outbox.put(None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import ipaddress
 import logging
 import math
 import os
@@ -76,6 +77,8 @@ class Settings:
     lease_s: float = 30.0
     drain_timeout: float = 5.0
     stats: str | None = None
+    dashboard: str | None = None
+    dashboard_public: bool = False
     warc: str | None = None
     warc_prefix: str = "crawl"
     warc_max_size: int = 2**30
@@ -102,6 +105,15 @@ class Settings:
             raise ConfigError("--crawl-id only makes sense with --redis URL")
         if self.redis is not None and self.state is not None:
             raise ConfigError("--redis and --state are two places for the crawl's state; pick one")
+        if self.dashboard is not None and not self.dashboard_public:
+            host, _ = dashboard_address(self.dashboard)
+            if not is_loopback(host):
+                raise ConfigError(
+                    f"--dashboard {self.dashboard} is not a loopback address, and the page "
+                    "shows the crawl's URLs; add --dashboard-public to serve it there"
+                )
+        if self.dashboard_public and self.dashboard is None:
+            raise ConfigError("--dashboard-public only makes sense with --dashboard [HOST:]PORT")
         if self.wacz is not None:
             _check_wacz(self)
         if self.per_host > self.concurrency:
@@ -234,6 +246,36 @@ def redact_url(url: str) -> str:
     return f"{scheme}://{credentials.partition(':')[0]}:****@{host}"
 
 
+def dashboard_address(value: str) -> tuple[str, int]:
+    """--dashboard's [HOST:]PORT as (host, port); HOST is 127.0.0.1 if left out, and an
+    IPv6 address is written in brackets, as in a URL ([::1]:8080)."""
+    host, colon, port = value.rpartition(":")
+    if not colon:
+        host = "127.0.0.1"
+    host = host.removeprefix("[").removesuffix("]") if host.startswith("[") else host
+    if not port.isdigit() or int(port) > 65535 or not host or (":" in host and "[" not in value):
+        raise ValueError(value)
+    return host, int(port)
+
+
+def _dashboard_problem(value: str) -> str | None:
+    try:
+        dashboard_address(value)
+    except ValueError:
+        return "must be [HOST:]PORT, PORT from 0 (any free one) to 65535"
+    return None
+
+
+def is_loopback(host: str) -> bool:
+    """Is `host` (a name or an address) this machine's loopback, for sure?"""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name other than localhost: it may resolve to anything
+        return False
+
+
 def proxy_problem(url: str) -> str | None:
     """What is wrong with a proxy URL, or None."""
     scheme, sep, rest = url.partition("://")
@@ -250,7 +292,10 @@ GROUPS: dict[str, tuple[str, str]] = {
     "scope": ("what to crawl", "which links are followed, from the seeds"),
     "politeness": ("politeness", "how hard one host is asked, and robots.txt"),
     "limits": ("limits and traps", "where a crawl, a URL or a response is cut short"),
-    "output": ("output", "records, statistics, WARC archives, and what stderr shows"),
+    "output": (
+        "output",
+        "records, statistics, WARC archives, the dashboard, and what stderr shows",
+    ),
     "state": (
         "state and Redis",
         "where the crawl lives, so it survives a crash or is shared, and its visited set",
@@ -521,6 +566,21 @@ OPTIONS: tuple[Option, ...] = (
         "path",
         "write JSON stats here every 10 s and at the end",
         metavar="FILE",
+        group="output",
+    ),
+    Option(
+        "dashboard",
+        "str",
+        "serve a live dashboard and Prometheus /metrics on this [HOST:]PORT "
+        "(HOST 127.0.0.1 if left out)",
+        _dashboard_problem,
+        metavar="[HOST:]PORT",
+        group="output",
+    ),
+    Option(
+        "dashboard_public",
+        "bool",
+        "let --dashboard bind an address other than loopback (the page shows the crawl's URLs)",
         group="output",
     ),
     Option(

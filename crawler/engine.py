@@ -16,6 +16,7 @@ and ends it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections import Counter, deque
@@ -114,6 +115,14 @@ class BreadthFirstGate:
         if not self._held:
             return 0
         return sum(self._unfinished[depth] for depth in range(min(self._held)))
+
+    def slow_pages(self, limit: int) -> list[str]:
+        """Up to `limit` URLs of started pages the held ones wait for (for the dashboard)."""
+        if not self._held:
+            return []
+        shallowest_held = min(self._held)
+        slow = (r.url for r in self._started.values() if r.depth < shallowest_held)
+        return list(itertools.islice(slow, limit))
 
     def hold(self, request: Request, page: Page, follow: list[str]) -> None:
         self._held.setdefault(request.depth, deque()).append((request, page, follow))
@@ -231,6 +240,7 @@ class Crawl:
         )
         self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared)
         store.gate = self.gate
+        self.stats.watch(store.bloom, store.frontier, self.scheduler, self.gate)
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._warned_held = False

@@ -53,6 +53,7 @@ class Frontier(Protocol):
     def peek(self, host: str) -> Request | None: ...
     def pop(self, host: str) -> Request | None: ...
     def hosts(self) -> list[str]: ...
+    def queued_for(self, host: str) -> int: ...
     def __len__(self) -> int: ...
 
 
@@ -85,6 +86,9 @@ class MemoryFrontier:
 
     def hosts(self) -> list[str]:
         return list(self._queues)
+
+    def queued_for(self, host: str) -> int:
+        return len(self._queues.get(host, ()))
 
     def depths(self) -> Counter[int]:
         """How many requests are queued at each depth."""
@@ -198,6 +202,9 @@ class SqliteFrontier:
             for h in {*self._buffers, *self._unbuffered}
             if self._buffers.get(h) or self._unbuffered.get(h)
         ]
+
+    def queued_for(self, host: str) -> int:
+        return len(self._buffers.get(host, ())) + self._unbuffered.get(host, 0)
 
     def depths(self) -> Counter[int]:
         """How many requests are queued at each depth."""

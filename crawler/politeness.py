@@ -23,6 +23,7 @@ import re
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from protego import Protego
 
@@ -141,6 +142,21 @@ class Robots:
             future.set_result(rules)
         return rules
 
+    def state(self, origin: str) -> str:
+        """What is known of `origin`'s robots.txt, in a word or two (for the dashboard)."""
+        if not self._enabled:
+            return "ignored"
+        if origin in self._pending:
+            return "fetching"
+        rules = self._rules.get(origin)
+        if rules is None:
+            return "unknown"
+        if rules.denied is not None:
+            return rules.denied
+        if rules.crawl_delay_s:
+            return f"Crawl-delay {rules.crawl_delay_s:g} s"
+        return "read" if rules.parser is not None else "none"
+
     def failures(self, origin: str) -> int:
         """Consecutive failed fetches of `origin`'s robots.txt."""
         return self._failures.get(origin, 0)
@@ -207,6 +223,7 @@ class _Host:
         "in_heap",
         "key",
         "next_start",
+        "origin",
         "retries",
     )
 
@@ -218,6 +235,7 @@ class _Host:
         self.backoff_s = 0.0
         self.retries: deque[Request] = deque()  # retried requests go before the frontier's
         self.in_heap = False
+        self.origin = ""  # of the last request handed out, whose robots.txt it obeys
 
     @property
     def delay_s(self) -> float:
@@ -357,6 +375,21 @@ class HostScheduler:
     def queued(self) -> int:
         return len(self._frontier) + self._retrying
 
+    def host_view(self, key: str) -> dict[str, Any]:
+        """Host `key` now: requests in flight and waiting to be retried, its delay and
+        backoff, the wait before its next start, and its robots.txt."""
+        host = self._hosts.get(key)
+        if host is None:
+            return {}
+        return {
+            "in_flight": host.active,
+            "retrying": len(host.retries),
+            "delay_s": round(host.base_delay_s, 3),
+            "backoff_s": round(host.backoff_s, 3),
+            "wait_s": round(max(0.0, host.next_start - time.monotonic()), 3),
+            "robots": self._robots.state(host.origin) if host.origin else "unknown",
+        }
+
     @property
     def in_flight(self) -> int:
         return self._active
@@ -405,7 +438,7 @@ class HostScheduler:
             retried = bool(host.retries)
             if not retried and self._budget <= 0:
                 return None
-            origin = origin_of(request.location or request.url)
+            origin = host.origin = origin_of(request.location or request.url)
             rules = self._robots.cached(origin)
             if rules is None:
                 if origin in self._robots_pending:

@@ -1,16 +1,27 @@
-"""Named counters of a crawl, and the figures made from them."""
+"""Named counters of a crawl, and the figures made from them.
+
+`Stats.snapshot()` is the one source of every figure people see: the status line,
+the summary, the --stats file, the dashboard and /metrics. Besides the counters it
+reads the parts of the crawl that know the rest (the visited set, the frontier, the
+host scheduler and the breadth-first gate), which the engine hands it with `watch()`.
+"""
 
 from __future__ import annotations
 
 import time
-from collections import Counter
-from typing import Any, NotRequired, TypedDict
+from bisect import bisect_left
+from collections import Counter, deque
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from crawler.page import Page
 
 # Rate samples closer together than this replace each other: reading the figures
 # often (an API user polling `stats`) keeps the history short and the last one current.
 RATE_SAMPLE_MIN_S = 1.0
+# Upper bounds of the fetch-time histogram (ms): a Prometheus histogram's `le` buckets.
+LATENCY_BUCKETS_MS = (10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
+LAST_ERRORS = 20  # the most recent error records kept for the dashboard
+BUSIEST_HOSTS = 10
 
 
 class RatePoint(TypedDict):
@@ -47,7 +58,10 @@ class CounterFigures(TypedDict):
     host_count: int
     elapsed_s: float  # every run of the crawl, resumed ones included
     pages_per_s: float  # this run
+    fetch_ms_sum: float
     mean_fetch_ms: float | None
+    fetch_ms_percentiles: dict[str, float | None]  # p50, p90, p99, from the histogram
+    fetch_ms_buckets: dict[str, int]  # by upper bound in ms (LATENCY_BUCKETS_MS), and "+Inf"
     rate_history: list[RatePoint]
     claims_per_host: NotRequired[dict[str, int]]  # with --max-pages-per-host
 
@@ -60,6 +74,52 @@ class CrawlStats(CounterFigures):
     held: int  # pages waiting for shallower ones (breadth-first order)
     held_for: int  # the pages they wait for
     visited: VisitedFigures
+
+
+class VisitedSet(Protocol):
+    """The figures of the visited set (crawler.bloom.BloomFilter)."""
+
+    def __len__(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def slice_count(self) -> int: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def error_rate(self) -> float: ...
+    @property
+    def false_positive_rate(self) -> float: ...
+    @property
+    def predicted_false_positive_rate(self) -> float: ...
+    @property
+    def expected_missed_urls(self) -> float: ...
+
+
+class Queued(Protocol):
+    """The frontier, as far as it is counted."""
+
+    def __len__(self) -> int: ...
+    def queued_for(self, host: str) -> int: ...
+
+
+class Scheduling(Protocol):
+    """The host scheduler (crawler.politeness.HostScheduler), as far as it is watched."""
+
+    @property
+    def queued(self) -> int: ...
+    @property
+    def in_flight(self) -> int: ...
+    def host_view(self, host: str) -> dict[str, Any]: ...
+
+
+class Holding(Protocol):
+    """The breadth-first gate, as far as it is watched."""
+
+    @property
+    def held(self) -> int: ...
+    def waiting_on(self) -> int: ...
+    def slow_pages(self, limit: int) -> list[str]: ...
 
 
 class Stats:
@@ -82,6 +142,14 @@ class Stats:
         self.previous_runs_s = 0.0
         self.restored_records = 0
         self.rate_history: list[tuple[float, int]] = []  # (seconds since start, records)
+        # Fetch times by LATENCY_BUCKETS_MS bucket; the last one is above them all.
+        self.latency_counts = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self.last_errors: deque[dict[str, Any]] = deque(maxlen=LAST_ERRORS)
+        self.member: str | None = None  # this process's id in a crawl shared by --redis
+        self._visited: VisitedSet | None = None
+        self._frontier: Queued | None = None
+        self._scheduler: Scheduling | None = None
+        self._gate: Holding | None = None
         if restored:
             self._restore(restored)
 
@@ -90,12 +158,29 @@ class Stats:
         self.records += 1
         if page.error:
             self.errors[str(page.error)] += 1  # a plain str, for any JSON encoder
+            self.last_errors.append(
+                {
+                    "at": page.fetched_at,
+                    "url": page.url,
+                    "error": str(page.error),
+                    "status": page.status,
+                }
+            )
         self.statuses["none" if page.status is None else str(page.status)] += 1
         self.depths[str(page.depth)] += 1
         self.hosts[host] += 1
         self.bytes += page.bytes or 0
         self.truncated += page.truncated
-        self.fetch_ms += page.elapsed_ms or 0
+        if page.elapsed_ms is not None:
+            self.fetch_ms += page.elapsed_ms
+            self.latency_counts[bisect_left(LATENCY_BUCKETS_MS, page.elapsed_ms)] += 1
+
+    def watch(
+        self, visited: VisitedSet, frontier: Queued, scheduler: Scheduling, gate: Holding
+    ) -> None:
+        """The parts of the crawl whose figures are part of every snapshot."""
+        self._visited, self._frontier = visited, frontier
+        self._scheduler, self._gate = scheduler, gate
 
     @property
     def elapsed_s(self) -> float:
@@ -113,6 +198,63 @@ class Stats:
         else:
             history.append(sample)
 
+    def latency_percentile_ms(self, fraction: float) -> float | None:
+        """The fetch time under which `fraction` of fetches took, interpolated within its
+        bucket as Prometheus's histogram_quantile() does (None: no fetch yet; the last
+        bound if it lies above it)."""
+        total = sum(self.latency_counts)
+        if not total:
+            return None
+        rank, seen, lower = fraction * total, 0, 0.0
+        for bound, count in zip(LATENCY_BUCKETS_MS, self.latency_counts, strict=False):
+            if count and seen + count >= rank:
+                return round(lower + (bound - lower) * (rank - seen) / count, 1)
+            seen, lower = seen + count, bound
+        return float(LATENCY_BUCKETS_MS[-1])
+
+    def snapshot(self, exact: bool = False) -> CrawlStats:
+        """The crawl's figures now. `exact` measures the visited set's fill (slower), and
+        samples the rate for the history."""
+        visited, scheduler, gate = self._visited, self._scheduler, self._gate
+        assert visited is not None and scheduler is not None and gate is not None, "not watched"
+        if exact:
+            self.sample_rate()
+        return CrawlStats(
+            **self.as_dict(),
+            queued=scheduler.queued,
+            in_flight=scheduler.in_flight,
+            held=gate.held,
+            held_for=gate.waiting_on(),
+            visited={
+                "urls": len(visited),
+                "bytes": visited.nbytes,
+                "slices": visited.slice_count,
+                "capacity": visited.capacity,
+                "target_fp_rate": visited.error_rate,
+                "fp_rate": visited.false_positive_rate
+                if exact
+                else visited.predicted_false_positive_rate,
+                "expected_missed_urls": visited.expected_missed_urls,
+            },
+        )
+
+    def busiest_hosts(self, n: int = BUSIEST_HOSTS) -> list[dict[str, Any]]:
+        """The hosts with the most records, each with its queue, requests in flight,
+        delay or backoff and robots.txt state."""
+        hosts = []
+        for host, records in self.hosts.most_common(n):
+            view: dict[str, Any] = {"host": host, "records": records}
+            if self._frontier is not None:
+                view["queued"] = self._frontier.queued_for(host)
+            if self._scheduler is not None:
+                view |= self._scheduler.host_view(host)
+            hosts.append(view)
+        return hosts
+
+    def slow_pages(self, limit: int = BUSIEST_HOSTS) -> list[str]:
+        """URLs of the started pages that held pages wait for."""
+        return self._gate.slow_pages(limit) if self._gate is not None else []
+
     def as_dict(self) -> CounterFigures:
         figures: CounterFigures = {
             "records": self.records,
@@ -129,6 +271,13 @@ class Stats:
             "host_count": len(self.hosts),
             "elapsed_s": round(self.elapsed_s + self.previous_runs_s, 3),
             "pages_per_s": round(self.pages_per_s(), 2),
+            "fetch_ms_sum": round(self.fetch_ms, 1),
+            "fetch_ms_percentiles": {
+                f"p{round(q * 100)}": self.latency_percentile_ms(q) for q in (0.5, 0.9, 0.99)
+            },
+            "fetch_ms_buckets": dict(
+                zip([*map(str, LATENCY_BUCKETS_MS), "+Inf"], self.latency_counts, strict=True)
+            ),
             "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
             "rate_history": [{"t_s": t, "records": n} for t, n in self.rate_history],
         }
@@ -148,4 +297,8 @@ class Stats:
         self.dropped.update(saved.get("dropped", {}))
         self.claims_per_host.update(saved.get("claims_per_host", {}))
         self.depth_inexact = saved.get("depth_inexact", 0)
+        self.fetch_ms = saved.get("fetch_ms_sum", 0.0)
+        buckets = saved.get("fetch_ms_buckets", {})
+        keys = [*map(str, LATENCY_BUCKETS_MS), "+Inf"]
+        self.latency_counts = [buckets.get(key, 0) for key in keys]
         self.previous_runs_s = saved.get("elapsed_s", 0.0)

@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 from rich.console import Console
 
-from crawler.report import render_status, status_line, summary_table
+from crawler.observe.progress import render_status, status_line, summary_table
 from tests.conftest import Site
 
 

@@ -33,7 +33,8 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler.sinks.cdxj import index_path
 from crawler.sinks.wacz import write_wacz
-from tests.archive_tools import chromium, replaywebpage, run_tool, tool
+from tests.archive_tools import replaywebpage, run_tool, tool
+from tests.browser import Chromium
 from tests.conftest import Site, crawl, html
 from tests.test_state import Run, build_graph_site
 from tests.test_warc import warc_files
@@ -454,47 +455,6 @@ async def test_without_warc_nothing_of_the_index_is_imported(site: Site, tmp_pat
     assert "crawler.sinks.jsonl" in imported
 
 
-@asynccontextmanager
-async def devtools(browser: str, profile: Path) -> AsyncIterator[Any]:
-    """A headless Chromium, and a call(method, **params) to its page over DevTools."""
-    process = await asyncio.create_subprocess_exec(
-        browser,
-        "--headless=new",
-        "--no-sandbox",  # as root, in a container
-        "--disable-gpu",
-        f"--user-data-dir={profile}",
-        "--remote-debugging-port=0",
-        "about:blank",
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    port_file = profile / "DevToolsActivePort"  # Chromium writes its port there
-    try:
-        async with asyncio.timeout(30):
-            while not (port_file.exists() and port_file.read_text().strip()):
-                assert process.returncode is None, "chromium exited"
-                await asyncio.sleep(0.05)
-        port = port_file.read_text().split()[0]
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"http://127.0.0.1:{port}/json") as response:
-                targets = await response.json()
-            page = next(t for t in targets if t["type"] == "page")
-            async with session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
-                ids = iter(range(1, 1_000_000))
-
-                async def call(method: str, **params: Any) -> Any:
-                    sent = next(ids)
-                    await ws.send_json({"id": sent, "method": method, "params": params})
-                    while (message := await ws.receive_json()).get("id") != sent:
-                        pass
-                    return message["result"]
-
-                yield call
-    finally:
-        process.terminate()
-        await process.wait()
-
-
 def frames(tree: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield tree["frame"]
     for child in tree.get("childFrames", []):
@@ -511,7 +471,7 @@ def file_handler(path: Path) -> Callable[[web.Request], Awaitable[web.FileRespon
 async def test_replaywebpage_itself_replays_the_wacz_in_chromium(
     site: Site, tmp_path: Path
 ) -> None:
-    browser, player = chromium(), replaywebpage()
+    player = replaywebpage()
     archive_site(site)
     warc, wacz = archive_paths(tmp_path)
     await crawl(tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz), ignore_robots=False)
@@ -543,7 +503,8 @@ async def test_replaywebpage_itself_replays_the_wacz_in_chromium(
         "/moved": "B|",
     }
     try:
-        async with devtools(browser, tmp_path / "chromium") as call:
+        async with Chromium(tmp_path / "chromium") as browser:
+            call = (await browser.new_tab()).send
             await call("Page.enable")
             for path, shows in expected.items():
                 await call("Page.navigate", url=f"{base}/embed?url={site.url}{path}")

@@ -351,6 +351,7 @@ class RedisStore:
         )
         self.frontier = MemoryFrontier()  # URLs taken from Redis, not started yet
         self.stats = Stats()
+        self.stats.member = self.member  # labels this process's /metrics
         self._is_trap = trap_check(settings, self.stats)
         # The output is appended to, so that a process started again keeps what it
         # wrote before; WARC files are named after the member, so that no two

@@ -1,6 +1,6 @@
 """What the user sees on stderr while and after crawling, and the --stats file.
 
-All three are made from one `snapshot()`: a live status line (rich) when stderr
+All three are made from one `Stats.snapshot()`: a live status line (rich) when stderr
 is a terminal, a plain status line every 10 s when it is not, a JSON file every
 10 s with --stats, and the summary table at the end. --quiet silences the
 status and the summary; the stats file is still written.
@@ -18,7 +18,6 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING
 
 from crawler.config import Settings
-from crawler.engine import Crawl
 from crawler.stats import CrawlStats
 
 if TYPE_CHECKING:
@@ -31,30 +30,6 @@ STATS_EVERY_S = 10.0
 
 # The figures now; exact=True measures the visited set's fill (slower) and samples the rate.
 Figures = Callable[[bool], CrawlStats]
-
-
-def snapshot(crawl: Crawl, exact: bool = False) -> CrawlStats:
-    """The crawl's figures now. `exact` measures the visited set's fill (slower), and
-    samples the rate for the history."""
-    stats, bloom, scheduler, gate = crawl.stats, crawl.store.bloom, crawl.scheduler, crawl.gate
-    if exact:
-        stats.sample_rate()
-    return CrawlStats(
-        **stats.as_dict(),
-        queued=scheduler.queued,
-        in_flight=scheduler.in_flight,
-        held=gate.held,
-        held_for=gate.waiting_on(),
-        visited={
-            "urls": len(bloom),
-            "bytes": bloom.nbytes,
-            "slices": bloom.slice_count,
-            "capacity": bloom.capacity,
-            "target_fp_rate": bloom.error_rate,
-            "fp_rate": bloom.false_positive_rate if exact else bloom.predicted_false_positive_rate,
-            "expected_missed_urls": bloom.expected_missed_urls,
-        },
-    )
 
 
 def _count(n: int, noun: str) -> str:
