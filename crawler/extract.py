@@ -1,0 +1,489 @@
+"""Main content (--extract): the text a reader came for, as plain text and Markdown,
+and the page's metadata, from the tree the crawl has already parsed (selectolax, Lexbor).
+
+How the main content is found, in the manner of Readability (Arc90, then Mozilla):
+
+1. On a copy of the tree, what is never content goes: scripts, navigation, headers,
+   footers, asides, forms' controls, hidden elements, and elements whose class or id
+   names a known kind of boilerplate (comments, share bars, cookie notices, ads...).
+2. The text is cut into blocks (the text under one block-level element). A block of
+   enough words, and not mostly link text, gives points to its parent and half as
+   many to its grandparent: one, one per comma, one per 100 characters up to three.
+3. The best-scored element, weighed by how little of its text is links and by what
+   its class or id says (`article-body` counts for, `sidebar` against), is the main
+   content, with those of its siblings that scored nearly as well.
+4. That content is written out block by block, as plain text and as Markdown;
+   a block that is mostly links (a list of related stories) is left out.
+
+All of it reads the tree through CSS queries and one walk of the kept part, so it
+costs about as much as parsing (benchmarks/extract_eval.py measures it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+# Never content: their text is no part of what a reader reads.
+_STRIPPED_TAGS = [
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "iframe",
+    "svg",
+    "canvas",
+    "nav",
+    "aside",
+    "footer",
+    "header",
+    "button",
+    "select",
+    "input",
+    "textarea",
+    "label",
+    "dialog",
+    "menu",
+    "object",
+    "embed",
+]
+# Class and id words of boilerplate, matched as whole class names or ids, or as a
+# prefix before a hyphen or underscore ("comment-list", "share_bar").
+_BOILERPLATE_WORDS = (
+    "ad ads adv advert advertisement advertising banner breadcrumb breadcrumbs byline "
+    "comment comments cookie cookies consent disqus footer share sharing social "
+    "sidebar newsletter subscribe subscription signup promo related recommended "
+    "recirculation navbar nav menu masthead popup modal outbrain taboola tags tag-list "
+    "author-bio paywall skip-link sr-only visually-hidden print-only"
+).split()
+_BOILERPLATE = ", ".join(
+    selector
+    for word in _BOILERPLATE_WORDS
+    for selector in (
+        f"[class~={word} i]",
+        f"[id={word} i]",
+        f'[class^="{word}-" i]',
+        f'[class^="{word}_" i]',
+        f'[id^="{word}-" i]',
+        f'[id^="{word}_" i]',
+    )
+) + (
+    ', [hidden], [aria-hidden="true"], [role=navigation], [role=banner], '
+    "[role=contentinfo], [role=complementary], [role=dialog], [role=alert], "
+    '[style*="display:none" i], [style*="display: none" i], '
+    '[style*="visibility:hidden" i], [itemprop=comment], [itemprop=author]'
+)
+_POSITIVE = re.compile(
+    r"article|body|content|entry|main|page|post|story|text|blog|prose|hentry|articlebody",
+    re.I,
+)
+_NEGATIVE = re.compile(
+    r"comment|com-|contact|foot|footer|footnote|masthead|media|meta|outbrain|promo|related|"
+    r"scroll|share|shoutbox|sidebar|skyscraper|sponsor|shopping|tags|tool|widget|hidden|"
+    r"caption|credit|byline|author|nav|menu|social|subscribe|newsletter|cookie|banner|\bad",
+    re.I,
+)
+_BLOCK_TAGS = frozenset(
+    "address article blockquote body center dd details div dl dt fieldset figcaption figure "  # noqa: SIM905
+    "h1 h2 h3 h4 h5 h6 hr li main ol p pre section summary table tbody td tfoot th thead tr "
+    "ul".split()
+)
+_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+_MIN_BLOCK_CHARS = 25
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]"})
+_WHITESPACE = re.compile(r"\s+")
+
+
+@dataclass(slots=True)
+class Extracted:
+    """What --extract adds to a record."""
+
+    main_text: str
+    markdown: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def extract(tree: LexborHTMLParser, url: str) -> Extracted:
+    """The main content of `tree` (a page of `url`) and its metadata; `tree` is left as it was."""
+    metadata = page_metadata(tree)
+    base = url
+    base_node = tree.css_first("base[href]")
+    if base_node is not None:
+        base = urljoin(url, (base_node.attrs.get("href") or "").strip())
+    work = tree.clone()
+    body = work.body
+    if body is None:
+        return Extracted("", "", metadata)
+    work.strip_tags(_STRIPPED_TAGS)
+    for node in body.css(_BOILERPLATE):
+        node.decompose()
+    roots = _main_nodes(body)
+    writer = _Writer(base)
+    for root in roots:
+        writer.render(root)
+    writer.end_block()
+    return Extracted(writer.text(), writer.markdown(), metadata)
+
+
+def _main_nodes(body: LexborNode) -> list[LexborNode]:
+    """The element holding the main content, with its siblings that hold more of it."""
+    scores: dict[int, float] = {}
+    nodes: dict[int, LexborNode] = {}
+    for block in body.css("p, pre, td, blockquote, li, div, section, article, dd"):
+        own = _own_text_chars(block)
+        if own < _MIN_BLOCK_CHARS:
+            continue
+        text = block.text(deep=True)
+        if _link_chars(block) > 0.5 * len(text):
+            continue
+        points = 1 + text.count(",") + text.count("，") + min(len(text) // 100, 3)
+        parent = block.parent
+        if parent is None:
+            continue
+        for ancestor, share in ((parent, 1.0), (parent.parent, 0.5)):
+            if ancestor is None or ancestor.tag in ("html", "#document"):
+                break
+            key = ancestor.mem_id
+            if key not in nodes:
+                nodes[key] = ancestor
+                scores[key] = _class_weight(ancestor)
+            scores[key] += points * share
+    if not scores:
+        return [body]
+    best = sorted(scores, key=scores.__getitem__, reverse=True)[:5]
+    weighed = {key: scores[key] * (1 - _link_density(nodes[key])) for key in best}
+    top_key = max(weighed, key=weighed.__getitem__)
+    top = nodes[top_key]
+    threshold = max(10.0, weighed[top_key] * 0.2)
+    parent = top.parent
+    if parent is None:
+        return [top]
+    kept = []
+    for sibling in parent.iter():
+        key = sibling.mem_id
+        if key == top_key or (key in scores and scores[key] * (1 - _link_density(sibling)) >= threshold):
+            kept.append(sibling)
+    return kept
+
+
+def _own_text_chars(node: LexborNode) -> int:
+    """Characters of text directly in `node` or in its inline children."""
+    total = 0
+    for child in node.iter(include_text=True):
+        if child.tag == "-text":
+            total += len((child.text_content or "").strip())
+        elif child.tag not in _BLOCK_TAGS:
+            total += len(child.text(deep=True).strip())
+    return total
+
+
+def _link_chars(node: LexborNode) -> int:
+    return sum(len(a.text(deep=True)) for a in node.css("a"))
+
+
+def _link_density(node: LexborNode) -> float:
+    total = len(node.text(deep=True))
+    return _link_chars(node) / total if total else 1.0
+
+
+def _class_weight(node: LexborNode) -> float:
+    weight = 0.0
+    if node.tag in ("article", "main"):
+        weight += 10
+    attributes = node.attrs
+    for name in ("class", "id"):
+        value = attributes.get(name)
+        if value:
+            if _NEGATIVE.search(value):
+                weight -= 25
+            if _POSITIVE.search(value):
+                weight += 25
+    if attributes.get("itemprop") == "articleBody":
+        weight += 50
+    return weight
+
+
+class _Writer:
+    """Blocks of text and Markdown, written while walking the kept elements."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.blocks: list[tuple[str, str]] = []  # (plain text, Markdown)
+        self._text: list[str] = []
+        self._md: list[str] = []
+        self._link_chars = 0
+        self._prefix = ""  # of the Markdown block: "## ", "- ", "> "...
+        self._list: list[int] = []  # per open list: the next number, or 0 if unordered
+        self._quote = 0
+
+    def render(self, node: LexborNode) -> None:
+        for child in node.iter(include_text=True):
+            tag = child.tag
+            if tag == "-text":
+                self._inline_text(child.text_content or "")
+            elif tag in _BLOCK_TAGS:
+                self._block(child, tag)
+            else:
+                self._inline(child, tag)
+
+    def _inline_text(self, text: str) -> None:
+        text = _WHITESPACE.sub(" ", text)
+        if text:
+            self._text.append(text)
+            self._md.append(text.translate(_MD_SPECIAL))
+
+    def _inline(self, node: LexborNode, tag: str) -> None:
+        if tag == "br":
+            self._text.append("\n")
+            self._md.append("  \n")
+        elif tag == "a":
+            start_text, start_md = len(self._text), len(self._md)
+            self.render(node)
+            href = (node.attrs.get("href") or "").strip()
+            inner = "".join(self._text[start_text:])
+            self._link_chars += len(inner.strip())
+            if href and not href.startswith(("javascript:", "#")) and inner.strip():
+                label = "".join(self._md[start_md:]).strip()
+                del self._md[start_md:]
+                self._md.append(f"[{label}]({urljoin(self.base, href)})")
+        elif tag == "img":
+            alt = (node.attrs.get("alt") or "").strip()
+            src = (node.attrs.get("src") or "").strip()
+            if src and not src.startswith("data:"):
+                self._md.append(f"![{alt.translate(_MD_SPECIAL)}]({urljoin(self.base, src)})")
+        elif tag in ("b", "strong", "em", "i", "code", "kbd", "samp", "tt"):
+            mark = {"b": "**", "strong": "**", "em": "*", "i": "*"}.get(tag, "`")
+            start = len(self._md)
+            self.render(node)
+            inner = "".join(self._md[start:])
+            if inner.strip():
+                del self._md[start:]
+                lead = inner[: len(inner) - len(inner.lstrip())]
+                trail = inner[len(inner.rstrip()) :]
+                self._md.append(f"{lead}{mark}{inner.strip()}{mark}{trail}")
+        else:
+            self.render(node)
+
+    def _block(self, node: LexborNode, tag: str) -> None:
+        self.end_block()
+        if tag in _HEADINGS:
+            self._prefix = "#" * _HEADINGS[tag] + " "
+            self.render(node)
+            self.end_block()
+        elif tag == "pre":
+            code = node.text(deep=True).strip("\n")
+            if code.strip():
+                fence = "```" if "```" not in code else "~~~"
+                self.blocks.append((code, f"{fence}\n{code}\n{fence}"))
+        elif tag in ("ul", "ol"):
+            self._list.append(1 if tag == "ol" else 0)
+            self.render(node)
+            self.end_block()
+            self._list.pop()
+        elif tag == "li":
+            indent = "   " * (len(self._list) - 1) if self._list else ""
+            if self._list and self._list[-1]:
+                self._prefix = f"{indent}{self._list[-1]}. "
+                self._list[-1] += 1
+            else:
+                self._prefix = f"{indent}- "
+            self.render(node)
+            self.end_block()
+        elif tag == "blockquote":
+            self._quote += 1
+            self.render(node)
+            self.end_block()
+            self._quote -= 1
+        elif tag == "table":
+            self._table(node)
+        elif tag == "hr":
+            pass
+        else:
+            self.render(node)
+            self.end_block()
+
+    def _table(self, node: LexborNode) -> None:
+        rows: list[list[tuple[str, str]]] = []
+        for row in node.css("tr"):
+            cells = []
+            for cell in row.iter():
+                if cell.tag in ("td", "th"):
+                    sub = _Writer(self.base)
+                    sub.render(cell)
+                    sub.end_block()
+                    cells.append((" ".join(t for t, _ in sub.blocks), " ".join(m for _, m in sub.blocks)))
+            if any(t for t, _ in cells):
+                rows.append(cells)
+        if not rows:
+            return
+        if len(rows) == 1 or max(len(r) for r in rows) == 1:  # a layout table: its cells are blocks
+            for row in rows:
+                for text, md in row:
+                    if text:
+                        self.blocks.append((text, md))
+            return
+        width = max(len(r) for r in rows)
+        lines = []
+        for i, row in enumerate(rows):
+            mds = [md.replace("|", "\\|").replace("\n", " ") for _, md in row]
+            mds += [""] * (width - len(mds))
+            lines.append("| " + " | ".join(mds) + " |")
+            if i == 0:
+                lines.append("|" + " --- |" * width)
+        text = "\n".join("\t".join(t for t, _ in row) for row in rows)
+        self.blocks.append((text, "\n".join(lines)))
+
+    def end_block(self) -> None:
+        text = "".join(self._text).strip()
+        if text:
+            text = "\n".join(line.strip() for line in text.split("\n"))
+            md = "".join(self._md).strip()
+            linky = self._link_chars > 0.5 * len(text)
+            if not linky or self._prefix.startswith("#"):
+                prefix = "> " * self._quote + self._prefix
+                self.blocks.append((text, prefix + md))
+        self._text, self._md, self._link_chars, self._prefix = [], [], 0, ""
+
+    def text(self) -> str:
+        return "\n".join(text for text, _ in self.blocks)
+
+    def markdown(self) -> str:
+        return "\n\n".join(md for _, md in self.blocks)
+
+
+# --- metadata -----------------------------------------------------------------
+
+_OPENGRAPH = "meta[property][content]"
+
+
+def page_metadata(tree: LexborHTMLParser) -> dict[str, Any]:
+    """Author, dates, site name, and the page's JSON-LD, OpenGraph and microdata objects."""
+    json_ld = []
+    for script in tree.css('script[type="application/ld+json" i]'):
+        try:
+            json_ld.append(json.loads(script.text(deep=True)))
+        except ValueError:
+            continue
+    opengraph: dict[str, str] = {}
+    meta: dict[str, str] = {}
+    for node in tree.css("meta[content]"):
+        attributes = node.attrs
+        content = (attributes.get("content") or "").strip()
+        prop = (attributes.get("property") or "").strip().lower()
+        name = (attributes.get("name") or attributes.get("itemprop") or "").strip().lower()
+        if prop.startswith(("og:", "article:")):
+            opengraph.setdefault(prop, content)
+        elif name:
+            meta.setdefault(name, content)
+    objects = _json_ld_objects(json_ld)
+    article = next((o for o in objects if _is_article(o)), {})
+    result: dict[str, Any] = {
+        "author": _author(article) or meta.get("author") or opengraph.get("article:author"),
+        "published": article.get("datePublished")
+        or opengraph.get("article:published_time")
+        or meta.get("datepublished")
+        or _first_time(tree),
+        "modified": article.get("dateModified")
+        or opengraph.get("article:modified_time")
+        or meta.get("datemodified"),
+        "site_name": opengraph.get("og:site_name") or _name(article.get("publisher")),
+    }
+    if json_ld:
+        result["json_ld"] = json_ld
+    if opengraph:
+        result["opengraph"] = opengraph
+    microdata = _microdata(tree)
+    if microdata:
+        result["microdata"] = microdata
+    return {key: value for key, value in result.items() if value}
+
+
+def _json_ld_objects(values: list[Any]) -> list[dict[str, Any]]:
+    """Every object of the JSON-LD blocks, @graph members included."""
+    found: list[dict[str, Any]] = []
+    pending = list(values)
+    while pending:
+        value = pending.pop(0)
+        if isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            found.append(value)
+            if isinstance(value.get("@graph"), list):
+                pending.extend(value["@graph"])
+    return found
+
+
+def _is_article(value: dict[str, Any]) -> bool:
+    kinds = value.get("@type")
+    names = kinds if isinstance(kinds, list) else [kinds]
+    return any(isinstance(k, str) and ("Article" in k or k in ("BlogPosting", "WebPage")) for k in names)
+
+
+def _name(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value.strip() or None
+    if isinstance(value, dict):
+        return _name(value.get("name"))
+    return None
+
+
+def _author(article: dict[str, Any]) -> str | None:
+    author = article.get("author")
+    authors = author if isinstance(author, list) else [author]
+    names = [name for name in map(_name, authors) if name]
+    return ", ".join(names) or None
+
+
+def _first_time(tree: LexborHTMLParser) -> str | None:
+    node = tree.css_first("time[datetime]")
+    return (node.attrs.get("datetime") or "").strip() or None if node is not None else None
+
+
+def _microdata(tree: LexborHTMLParser) -> list[dict[str, Any]]:
+    """The page's top-level schema.org microdata items, as JSON objects."""
+    items = []
+    for node in tree.css("[itemscope]"):
+        if not _inside_item(node):
+            items.append(_item(node))
+    return items
+
+
+def _inside_item(node: LexborNode) -> bool:
+    return _owner(node) is not None
+
+
+def _item(node: LexborNode) -> dict[str, Any]:
+    item: dict[str, Any] = {}
+    kind = node.attrs.get("itemtype")
+    if kind:
+        item["@type"] = kind.strip()
+    for prop in node.css("[itemprop]"):
+        if _owner(prop) != node.mem_id:
+            continue
+        value: Any = _item(prop) if "itemscope" in prop.attrs else _property_value(prop)
+        for name in (prop.attrs.get("itemprop") or "").split():
+            item.setdefault(name, []).append(value)
+    return {k: v[0] if isinstance(v, list) and len(v) == 1 else v for k, v in item.items()}
+
+
+def _owner(prop: LexborNode) -> int | None:
+    parent = prop.parent
+    while parent is not None and parent.is_element_node:
+        if "itemscope" in parent.attrs:
+            return parent.mem_id
+        parent = parent.parent
+    return None
+
+
+def _property_value(node: LexborNode) -> str:
+    attributes = node.attrs
+    for name in ("content", "datetime", "href", "src"):
+        value = attributes.get(name)
+        if value is not None:
+            return value.strip()
+    return " ".join(node.text(deep=True).split())
