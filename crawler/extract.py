@@ -59,7 +59,7 @@ _BOILERPLATE_WORDS = (
     "comment comments cookie cookies consent disqus footer share sharing social "
     "sidebar newsletter subscribe subscription signup promo related recommended "
     "recirculation navbar nav menu masthead popup modal outbrain taboola tags tag-list "
-    "author-bio paywall skip-link sr-only visually-hidden print-only"
+    "author-bio skip-link sr-only visually-hidden print-only"
 ).split()
 _BOILERPLATE = ", ".join(
     selector
@@ -78,6 +78,8 @@ _BOILERPLATE = ", ".join(
     '[style*="display:none" i], [style*="display: none" i], '
     '[style*="visibility:hidden" i], [itemprop=comment], [itemprop=author]'
 )
+# A class such as <body class="nav-closed"> says nothing about the body's content.
+_NEVER_BOILERPLATE = frozenset(["html", "body", "main", "article"])
 _POSITIVE = re.compile(
     r"article|body|content|entry|main|page|post|story|text|blog|prose|hentry|articlebody",
     re.I,
@@ -95,6 +97,9 @@ _BLOCK_TAGS = frozenset(
 )
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _MIN_BLOCK_CHARS = 25
+# A block's points go to its ancestors up to five levels, a share less at each (as
+# Readability.js does), so that an article cut into many small wrappers still adds up.
+_ANCESTOR_DIVISORS = (1, 2, 6, 9, 12)
 _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]"})
 _WHITESPACE = re.compile(r"\s+")
 
@@ -121,7 +126,8 @@ def extract(tree: LexborHTMLParser, url: str) -> Extracted:
         return Extracted("", "", metadata)
     work.strip_tags(_STRIPPED_TAGS)
     for node in body.css(_BOILERPLATE):
-        node.decompose()
+        if node.tag not in _NEVER_BOILERPLATE:
+            node.decompose()
     roots = _main_nodes(body)
     writer = _Writer(base)
     for root in roots:
@@ -142,17 +148,16 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
         if _link_chars(block) > 0.5 * len(text):
             continue
         points = 1 + text.count(",") + text.count("，") + min(len(text) // 100, 3)
-        parent = block.parent
-        if parent is None:
-            continue
-        for ancestor, share in ((parent, 1.0), (parent.parent, 0.5)):
-            if ancestor is None or ancestor.tag in ("html", "#document"):
+        ancestor = block.parent
+        for divisor in _ANCESTOR_DIVISORS:
+            if ancestor is None or ancestor.tag == "html":
                 break
             key = ancestor.mem_id
             if key not in nodes:
                 nodes[key] = ancestor
                 scores[key] = _class_weight(ancestor)
-            scores[key] += points * share
+            scores[key] += points / divisor
+            ancestor = ancestor.parent
     if not scores:
         return [body]
     best = sorted(scores, key=scores.__getitem__, reverse=True)[:5]
@@ -163,11 +168,17 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
     parent = top.parent
     if parent is None:
         return [top]
+    top_class = top.attrs.get("class")
     kept = []
     for sibling in parent.iter():
         key = sibling.mem_id
-        if key == top_key or (key in scores and scores[key] * (1 - _link_density(sibling)) >= threshold):
+        if key == top_key:
             kept.append(sibling)
+        elif key in scores:
+            # Articles cut into sections of one class (between ads): each is content.
+            alike = top_class is not None and sibling.attrs.get("class") == top_class
+            if scores[key] * (1 - _link_density(sibling)) >= (0 if alike else threshold):
+                kept.append(sibling)
     return kept
 
 
