@@ -80,6 +80,7 @@ class Settings:
     warc_prefix: str = "crawl"
     warc_max_size: int = 2**30
     text: bool = False
+    extract: bool = False
     quiet: bool = False
     uvloop: bool = False
     header: tuple[tuple[str, str], ...] = ()
@@ -446,6 +447,12 @@ OPTIONS: tuple[Option, ...] = (
         metavar="BYTES",
     ),
     Option("text", "bool", "add each HTML page's visible text and language to its record"),
+    Option(
+        "extract",
+        "bool",
+        "add each HTML page's main content (main_text, markdown), metadata, simhash and "
+        "near_duplicate_of to its record",
+    ),
     Option("quiet", "bool", "no progress display or summary on stderr"),
     Option("uvloop", "bool", "use uvloop if it is installed (measured no faster here)"),
     Option(

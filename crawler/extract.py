@@ -29,6 +29,9 @@ from urllib.parse import urljoin
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from crawler.page import Page
+from crawler.simhash import simhash, to_hex
+
 # Never content: their text is no part of what a reader reads.
 _STRIPPED_TAGS = [
     "script",
@@ -49,18 +52,64 @@ _STRIPPED_TAGS = [
     "label",
     "dialog",
     "menu",
+    "figcaption",
     "object",
     "embed",
 ]
 # Class and id words of boilerplate, matched as whole class names or ids, or as a
 # prefix before a hyphen or underscore ("comment-list", "share_bar").
-_BOILERPLATE_WORDS = (
-    "ad ads adv advert advertisement advertising banner breadcrumb breadcrumbs byline "
-    "comment comments cookie cookies consent disqus footer share sharing social "
-    "sidebar newsletter subscribe subscription signup promo related recommended "
-    "recirculation navbar nav menu masthead popup modal outbrain taboola tags tag-list "
-    "author-bio skip-link sr-only visually-hidden print-only"
-).split()
+_BOILERPLATE_WORDS = [
+    "ad",
+    "ads",
+    "adv",
+    "advert",
+    "advertisement",
+    "advertising",
+    "banner",
+    "breadcrumb",
+    "breadcrumbs",
+    "byline",
+    "comment",
+    "comments",
+    "cookie",
+    "cookies",
+    "consent",
+    "disqus",
+    "footer",
+    "share",
+    "sharing",
+    "social",
+    "sidebar",
+    "newsletter",
+    "subscribe",
+    "subscription",
+    "signup",
+    "promo",
+    "related",
+    "recommended",
+    "recirculation",
+    "navbar",
+    "nav",
+    "menu",
+    "masthead",
+    "popup",
+    "modal",
+    "outbrain",
+    "taboola",
+    "tags",
+    "tag-list",
+    "author-bio",
+    "caption",
+    "credit",
+    "image-credit",
+    "photo-credit",
+    "gallery",
+    "slideshow",
+    "skip-link",
+    "sr-only",
+    "visually-hidden",
+    "print-only",
+]
 _BOILERPLATE = ", ".join(
     selector
     for word in _BOILERPLATE_WORDS
@@ -97,11 +146,41 @@ _BLOCK_TAGS = frozenset(
 )
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _MIN_BLOCK_CHARS = 25
+# Labels of a page's machinery, left inside the content by many sites: never content alone.
+_LABELS = frozenset(
+    [
+        "ad",
+        "advert",
+        "advertisement",
+        "advertising",
+        "sponsored",
+        "share",
+        "share this",
+        "tags",
+        "comments",
+        "comment",
+        "post a comment",
+        "caption",
+        "close",
+        "trending",
+        "related",
+        "read more",
+        "see more",
+        "continue reading",
+        "back to gallery",
+        "image",
+        "image copyright",
+        "follow us",
+    ]
+)
 # A block's points go to its ancestors up to five levels, a share less at each (as
 # Readability.js does), so that an article cut into many small wrappers still adds up.
 _ANCESTOR_DIVISORS = (1, 2, 6, 9, 12)
 _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]"})
 _WHITESPACE = re.compile(r"\s+")
+# Elements nested deeper are written as their flat text (Python's stack has limits).
+_MAX_DEPTH = 150
+_LIST_ITEM = re.compile(r"(?:> )*\s*(?:-|\d+\.) ")
 
 
 @dataclass(slots=True)
@@ -111,6 +190,22 @@ class Extracted:
     main_text: str
     markdown: str
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def add_main_content(page: Page, url: str) -> None:
+    """--extract: `page`'s main_text, markdown, metadata and simhash fields (an HTML page
+    of `url`, as fetched; a page without a word of main text gets no simhash)."""
+    tree = page.tree
+    if tree is None:
+        return
+    found = extract(tree, url)
+    fields = page.fields
+    fields["main_text"] = found.main_text
+    fields["markdown"] = found.markdown
+    fields["metadata"] = found.metadata
+    fingerprint = simhash(found.main_text)
+    if fingerprint is not None:
+        fields["simhash"] = to_hex(fingerprint)
 
 
 def extract(tree: LexborHTMLParser, url: str) -> Extracted:
@@ -129,11 +224,20 @@ def extract(tree: LexborHTMLParser, url: str) -> Extracted:
         if node.tag not in _NEVER_BOILERPLATE:
             node.decompose()
     roots = _main_nodes(body)
-    writer = _Writer(base)
+    writer = _Writer(base, _headline(tree, metadata))
     for root in roots:
         writer.render(root)
     writer.end_block()
     return Extracted(writer.text(), writer.markdown(), metadata)
+
+
+def _headline(tree: LexborHTMLParser, metadata: dict[str, Any]) -> str:
+    """The page's title and og:title, casefolded, to tell a heading that repeats them."""
+    title = tree.css_first("title")
+    og_title = metadata.get("opengraph", {}).get("og:title", "")
+    return " ".join(
+        ((title.text() if title is not None else "") + "\n" + og_title).split()
+    ).casefold()
 
 
 def _main_nodes(body: LexborNode) -> list[LexborNode]:
@@ -222,8 +326,9 @@ def _class_weight(node: LexborNode) -> float:
 class _Writer:
     """Blocks of text and Markdown, written while walking the kept elements."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, headline: str = "") -> None:
         self.base = base
+        self.headline = headline  # the page's title: a heading that repeats it is left out
         self.blocks: list[tuple[str, str]] = []  # (plain text, Markdown)
         self._text: list[str] = []
         self._md: list[str] = []
@@ -231,8 +336,13 @@ class _Writer:
         self._prefix = ""  # of the Markdown block: "## ", "- ", "> "...
         self._list: list[int] = []  # per open list: the next number, or 0 if unordered
         self._quote = 0
+        self._depth = 0
 
     def render(self, node: LexborNode) -> None:
+        if self._depth >= _MAX_DEPTH:  # deeper than any real page: its text, flat
+            self._inline_text(node.text(deep=True))
+            return
+        self._depth += 1
         for child in node.iter(include_text=True):
             tag = child.tag
             if tag == "-text":
@@ -241,6 +351,7 @@ class _Writer:
                 self._block(child, tag)
             else:
                 self._inline(child, tag)
+        self._depth -= 1
 
     def _inline_text(self, text: str) -> None:
         text = _WHITESPACE.sub(" ", text)
@@ -327,7 +438,9 @@ class _Writer:
                     sub = _Writer(self.base)
                     sub.render(cell)
                     sub.end_block()
-                    cells.append((" ".join(t for t, _ in sub.blocks), " ".join(m for _, m in sub.blocks)))
+                    cells.append(
+                        (" ".join(t for t, _ in sub.blocks), " ".join(m for _, m in sub.blocks))
+                    )
             if any(t for t, _ in cells):
                 rows.append(cells)
         if not rows:
@@ -354,17 +467,32 @@ class _Writer:
         if text:
             text = "\n".join(line.strip() for line in text.split("\n"))
             md = "".join(self._md).strip()
-            linky = self._link_chars > 0.5 * len(text)
-            if not linky or self._prefix.startswith("#"):
+            if self._kept(text):
                 prefix = "> " * self._quote + self._prefix
                 self.blocks.append((text, prefix + md))
         self._text, self._md, self._link_chars, self._prefix = [], [], 0, ""
+
+    def _kept(self, text: str) -> bool:
+        if self._prefix.startswith("#"):
+            return not (self.headline and text.casefold() in self.headline)
+        if len(text) < 40 and text.casefold().rstrip(":.…!").strip() in _LABELS:
+            return False
+        return self._link_chars <= 0.5 * len(text)
 
     def text(self) -> str:
         return "\n".join(text for text, _ in self.blocks)
 
     def markdown(self) -> str:
-        return "\n\n".join(md for _, md in self.blocks)
+        """The blocks, a blank line apart; the items of one list on lines of their own."""
+        parts = []
+        item_before = False
+        for _, md in self.blocks:
+            item = _LIST_ITEM.match(md) is not None
+            if parts:
+                parts.append("\n" if item and item_before else "\n\n")
+            parts.append(md)
+            item_before = item
+        return "".join(parts)
 
 
 # --- metadata -----------------------------------------------------------------
@@ -432,7 +560,9 @@ def _json_ld_objects(values: list[Any]) -> list[dict[str, Any]]:
 def _is_article(value: dict[str, Any]) -> bool:
     kinds = value.get("@type")
     names = kinds if isinstance(kinds, list) else [kinds]
-    return any(isinstance(k, str) and ("Article" in k or k in ("BlogPosting", "WebPage")) for k in names)
+    return any(
+        isinstance(k, str) and ("Article" in k or k in ("BlogPosting", "WebPage")) for k in names
+    )
 
 
 def _name(value: Any) -> str | None:

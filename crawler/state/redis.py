@@ -58,7 +58,12 @@ from crawler.page import Page
 from crawler.partition import owner
 from crawler.politeness import HostScheduler
 from crawler.sinks import WriteFailed, open_sinks
-from crawler.state import MAX_PAGES_PER_HOST, trap_check, warn_sitemaps_dropped
+from crawler.state import (
+    MAX_PAGES_PER_HOST,
+    near_duplicate_index,
+    trap_check,
+    warn_sitemaps_dropped,
+)
 from crawler.state.disk import SHAPING_SETTINGS, crawl_shape
 from crawler.state.redis_bloom import CLAIM_LUA, CLAIM_ONLY_LUA, SharedBloomLayout
 from crawler.state.redis_connection import RedisConnection
@@ -343,6 +348,8 @@ class RedisStore:
         self.frontier = MemoryFrontier()  # URLs taken from Redis, not started yet
         self.stats = Stats()
         self._is_trap = trap_check(settings, self.stats)
+        # Per process: a page is checked against the pages this process committed.
+        self.near_duplicates = near_duplicate_index(settings)
         # The output is appended to, so that a process started again keeps what it
         # wrote before; WARC files are named after the member, so that no two
         # processes write the same file.
@@ -436,6 +443,10 @@ class RedisStore:
         The page goes to the sinks first: if the process dies before the script runs,
         the URL is fetched again by another, rather than lost."""
         if page is not None:
+            if self.near_duplicates is not None:
+                from crawler.simhash import mark_near_duplicate
+
+                mark_near_duplicate(self.near_duplicates, page)
             self.sinks.write(page)
             page.release()
         ask = self._candidates(done, links, listed)
