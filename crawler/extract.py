@@ -344,7 +344,7 @@ class _Writer:
             return
         self._depth += 1
         for child in node.iter(include_text=True):
-            tag = child.tag
+            tag = child.tag or ""
             if tag == "-text":
                 self._inline_text(child.text_content or "")
             elif tag in _BLOCK_TAGS:
@@ -446,20 +446,17 @@ class _Writer:
         if not rows:
             return
         if len(rows) == 1 or max(len(r) for r in rows) == 1:  # a layout table: its cells are blocks
-            for row in rows:
-                for text, md in row:
-                    if text:
-                        self.blocks.append((text, md))
+            self.blocks.extend(cell for cells in rows for cell in cells if cell[0])
             return
         width = max(len(r) for r in rows)
         lines = []
-        for i, row in enumerate(rows):
-            mds = [md.replace("|", "\\|").replace("\n", " ") for _, md in row]
+        for i, cells in enumerate(rows):
+            mds = [md.replace("|", "\\|").replace("\n", " ") for _, md in cells]
             mds += [""] * (width - len(mds))
             lines.append("| " + " | ".join(mds) + " |")
             if i == 0:
                 lines.append("|" + " --- |" * width)
-        text = "\n".join("\t".join(t for t, _ in row) for row in rows)
+        text = "\n".join("\t".join(t for t, _ in cells) for cells in rows)
         self.blocks.append((text, "\n".join(lines)))
 
     def end_block(self) -> None:
@@ -484,7 +481,7 @@ class _Writer:
 
     def markdown(self) -> str:
         """The blocks, a blank line apart; the items of one list on lines of their own."""
-        parts = []
+        parts: list[str] = []
         item_before = False
         for _, md in self.blocks:
             item = _LIST_ITEM.match(md) is not None

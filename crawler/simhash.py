@@ -55,7 +55,7 @@ def tokens(text: str) -> list[str]:
     words = _TOKENS.findall(text.casefold())
     if not _HAS_CJK.search(text):
         return words
-    found = []
+    found: list[str] = []
     for word in words:
         if len(word) > 1 and _HAS_CJK.match(word):
             found.extend(word[i : i + 2] for i in range(len(word) - 1))

@@ -7,9 +7,8 @@ import random
 import subprocess
 import sys
 
-from tests.conftest import Site, by_url, crawl
-
 from crawler.simhash import MAX_DISTANCE, SimhashIndex, distance, from_hex, simhash
+from tests.conftest import Site, by_url, crawl
 
 ARTICLE = """<!doctype html><html lang="en"><head><title>Tea harvest starts early - The Daily</title>
 <meta property="og:site_name" content="The Daily">
