@@ -10,7 +10,8 @@ import sys
 from crawler.simhash import MAX_DISTANCE, SimhashIndex, distance, from_hex, simhash
 from tests.conftest import Site, by_url, crawl
 
-ARTICLE = """<!doctype html><html lang="en"><head><title>Tea harvest starts early - The Daily</title>
+ARTICLE = """<!doctype html><html lang="en"><head>
+<title>Tea harvest starts early - The Daily</title>
 <meta property="og:site_name" content="The Daily">
 <meta property="og:title" content="Tea harvest starts early">
 <meta property="article:modified_time" content="2024-05-02T08:00:00Z">
