@@ -45,6 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 _TOKEN = re.compile(r"\w+")
 
@@ -74,6 +75,35 @@ def f1_of(scores: list[tuple[float, float]]) -> tuple[float, float, float]:
     precision = statistics.mean(p for p, _ in scores)
     recall = statistics.mean(r for _, r in scores)
     return 2 * precision * recall / (precision + recall), precision, recall
+
+
+def load_trafilatura(tests: Path) -> list[tuple[str, str, str, dict[str, list[str]]]]:
+    """(file, url, html, snippets) of each page of trafilatura's evaluation corpus."""
+    from crawler.charset import decode_html
+
+    truth = json.loads((tests / "evaldata.json").read_text(encoding="utf-8"))
+    pages = []
+    for url in sorted(truth):
+        item = truth[url]
+        for folder in ("cache", "eval"):
+            path = tests / folder / item["file"]
+            if path.is_file():
+                html = decode_html(path.read_bytes(), None)
+                pages.append((item["file"], url, html, item))
+                break
+    return pages
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def snippet_counts(item: dict[str, list[str]], text: str) -> tuple[int, int, int, int]:
+    """(tp, fp, fn, tn) of one page, as trafilatura's tests/eval_common.py counts them."""
+    found = _norm(text)
+    tp = sum(_norm(w) in found for w in item["with"])
+    fp = sum(_norm(w) in found for w in item["without"])
+    return tp, fp, len(item["with"]) - tp, len(item["without"]) - fp
 
 
 def load(data: Path, split: str) -> list[tuple[str, str, str, str]]:
@@ -180,7 +210,24 @@ def measure(
     return row
 
 
-def extract_only(pages: list[tuple[str, str, str, str]], repeat: int) -> float:
+def measure_snippets(
+    name: str, run: Callable[[str, str], str], pages: list[tuple[str, str, str, Any]], repeat: int
+) -> tuple[float, float, float, float]:
+    """Precision, recall, F1 over all snippets, and CPU ms a page."""
+    tp = fp = fn = 0
+    cpu_s = []
+    for _, url, html, item in pages:
+        text, seconds = _timed(lambda: run(html, url), repeat)  # noqa: B023 (called at once)
+        assert isinstance(text, str)
+        cpu_s.append(seconds)
+        counts = snippet_counts(item, text)
+        tp, fp, fn = tp + counts[0], fp + counts[1], fn + counts[2]
+    precision, recall = tp / (tp + fp), tp / (tp + fn)
+    f1 = 2 * precision * recall / (precision + recall)
+    return precision, recall, f1, 1000 * statistics.mean(cpu_s)
+
+
+def extract_only(pages: list[tuple[str, str, str, Any]], repeat: int) -> float:
     """Our extraction's CPU ms a page from an already parsed tree (as in a crawl)."""
     from selectolax.lexbor import LexborHTMLParser
 
@@ -198,15 +245,37 @@ def extract_only(pages: list[tuple[str, str, str, str]], repeat: int) -> float:
     return 1000 * statistics.mean(cpu_s)
 
 
+def snippets_report(tests: Path, contenders: list[str], repeat: int) -> int:
+    if not (tests / "evaldata.json").is_file():
+        print(f"error: {tests} holds no evaldata.json (see --help)", file=sys.stderr)
+        return 2
+    pages = load_trafilatura(tests)
+    print(f"{len(pages)} pages of trafilatura's corpus; snippets found (with) and not (without)")
+    print(f"{'':32} {'P':>6} {'R':>6} {'F1':>6} {'CPU ms':>7}")
+    for contender in contenders:
+        for name, run in CONTENDERS[contender]().items():
+            precision, recall, f1, cpu_ms = measure_snippets(name, run, pages, repeat)
+            print(f"{name:32} {precision:6.3f} {recall:6.3f} {f1:6.3f} {cpu_ms:7.2f}")
+        if contender == "ours":
+            print(f"{'ours (extract, tree given)':32} {'':6} {'':6} {'':6}", end="")
+            print(f" {extract_only(pages, repeat):7.2f}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="article-extraction-benchmark")
+    parser.add_argument("--data", type=Path, help="article-extraction-benchmark checkout")
+    parser.add_argument(
+        "--trafilatura", type=Path, help="trafilatura's tests/ folder (evaldata.json, cache, eval)"
+    )
     parser.add_argument("--split", choices=("heldout", "dev", "all"), default="heldout")
     parser.add_argument("--only", default=",".join(CONTENDERS), help="comma-separated contenders")
     parser.add_argument("--repeat", type=int, default=3, help="runs a page; the best CPU time")
     parser.add_argument("--worst", type=int, default=0, help="list the N worst pages (token F1)")
     args = parser.parse_args()
-    if not (args.data / "ground-truth.json").is_file():
+    if args.trafilatura is not None:
+        return snippets_report(args.trafilatura, args.only.split(","), args.repeat)
+    if args.data is None or not (args.data / "ground-truth.json").is_file():
         print(f"error: {args.data} holds no ground-truth.json (see --help)", file=sys.stderr)
         return 2
     pages = load(args.data, args.split)

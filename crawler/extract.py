@@ -30,6 +30,7 @@ from urllib.parse import urljoin
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from crawler.page import Page
+from crawler.parse import copy_of
 from crawler.simhash import simhash, to_hex
 
 # Never content: their text is no part of what a reader reads.
@@ -215,7 +216,7 @@ def extract(tree: LexborHTMLParser, url: str) -> Extracted:
     base_node = tree.css_first("base[href]")
     if base_node is not None:
         base = urljoin(url, (base_node.attrs.get("href") or "").strip())
-    work = tree.clone()
+    work = copy_of(tree)
     body = work.body
     if body is None:
         return Extracted("", "", metadata)
