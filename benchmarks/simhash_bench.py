@@ -259,7 +259,6 @@ def index_report(n: int, lookups: int) -> None:
     add_s = time.process_time() - started
     after_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     queries = [rng.getrandbits(64) for _ in range(lookups)]
-    stored = list(index._urls[:lookups])
     started = time.process_time()
     for q in queries:
         index.first_near(q)

@@ -117,19 +117,18 @@ class SimhashIndex:
         # Per table, block value -> array of (fingerprint, order) pairs, flattened.
         self._tables: list[dict[int, array[int]]] = [{} for _ in range(_BLOCKS)]
         self._urls: list[str] = []
-        self._known: set[int] = set()
 
     def __len__(self) -> int:
         return len(self._urls)
 
     def __contains__(self, fingerprint: int) -> bool:
-        return fingerprint in self._known
+        bucket = self._tables[0].get(fingerprint & _BLOCK_MASK)
+        return bucket is not None and fingerprint in bucket[::2]
 
     def add(self, fingerprint: int, url: str) -> bool:
         """Remember `url` for `fingerprint`; False (and nothing changes) if it had one."""
-        if fingerprint in self._known:
+        if fingerprint in self:
             return False
-        self._known.add(fingerprint)
         order = len(self._urls)
         self._urls.append(url)
         for table, block in zip(self._tables, _blocks(fingerprint), strict=True):
