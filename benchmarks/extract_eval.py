@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import re
 import statistics
@@ -77,13 +78,17 @@ def f1_of(scores: list[tuple[float, float]]) -> tuple[float, float, float]:
     return 2 * precision * recall / (precision + recall), precision, recall
 
 
-def load_trafilatura(tests: Path) -> list[tuple[str, str, str, dict[str, list[str]]]]:
-    """(file, url, html, snippets) of each page of trafilatura's evaluation corpus."""
+def load_trafilatura(tests: Path, split: str) -> list[tuple[str, str, str, dict[str, list[str]]]]:
+    """(file, url, html, snippets) of each page of trafilatura's evaluation corpus in
+    `split`: the dev set is the pages whose URL's SHA-256 starts with 0-7."""
     from crawler.charset import decode_html
 
     truth = json.loads((tests / "evaldata.json").read_text(encoding="utf-8"))
     pages = []
     for url in sorted(truth):
+        dev = hashlib.sha256(url.encode()).hexdigest()[0] in "01234567"
+        if split != "all" and (split == "dev") != dev:
+            continue
         item = truth[url]
         for folder in ("cache", "eval"):
             path = tests / folder / item["file"]
@@ -245,12 +250,12 @@ def extract_only(pages: list[tuple[str, str, str, Any]], repeat: int) -> float:
     return 1000 * statistics.mean(cpu_s)
 
 
-def snippets_report(tests: Path, contenders: list[str], repeat: int) -> int:
+def snippets_report(tests: Path, split: str, contenders: list[str], repeat: int) -> int:
     if not (tests / "evaldata.json").is_file():
         print(f"error: {tests} holds no evaldata.json (see --help)", file=sys.stderr)
         return 2
-    pages = load_trafilatura(tests)
-    print(f"{len(pages)} pages of trafilatura's corpus; snippets found (with) and not (without)")
+    pages = load_trafilatura(tests, split)
+    print(f"{len(pages)} pages of trafilatura's corpus ({split}); snippets found or not")
     print(f"{'':32} {'P':>6} {'R':>6} {'F1':>6} {'CPU ms':>7}")
     for contender in contenders:
         for name, run in CONTENDERS[contender]().items():
@@ -274,7 +279,7 @@ def main() -> int:
     parser.add_argument("--worst", type=int, default=0, help="list the N worst pages (token F1)")
     args = parser.parse_args()
     if args.trafilatura is not None:
-        return snippets_report(args.trafilatura, args.only.split(","), args.repeat)
+        return snippets_report(args.trafilatura, args.split, args.only.split(","), args.repeat)
     if args.data is None or not (args.data / "ground-truth.json").is_file():
         print(f"error: {args.data} holds no ground-truth.json (see --help)", file=sys.stderr)
         return 2

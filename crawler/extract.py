@@ -39,13 +39,14 @@ _STRIPPED_TAGS = [
     "style",
     "noscript",
     "template",
+    "rp",
+    "rt",
     "iframe",
     "svg",
     "canvas",
     "nav",
     "aside",
     "footer",
-    "header",
     "button",
     "select",
     "input",
@@ -110,6 +111,19 @@ _BOILERPLATE_WORDS = [
     "sr-only",
     "visually-hidden",
     "print-only",
+    "screen-reader-text",
+    # Blogging platforms' share, like and related-posts widgets, and post meta lines.
+    "sharedaddy",
+    "jp-relatedposts",
+    "addtoany",
+    "shariff",
+    "yarpp-related",
+    "crp_related",
+    "entry-meta",
+    "post-meta",
+    "postmetadata",
+    "entry-footer",
+    "author-box",
 ]
 _BOILERPLATE = ", ".join(
     selector
@@ -147,6 +161,7 @@ _BLOCK_TAGS = frozenset(
 )
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _MIN_BLOCK_CHARS = 25
+_LEAD_CHARS = 80
 # Labels of a page's machinery, left inside the content by many sites: never content alone.
 _LABELS = frozenset(
     [
@@ -172,7 +187,31 @@ _LABELS = frozenset(
         "image",
         "image copyright",
         "follow us",
-    ]
+        "like this",
+        "share this:",
+        "related posts",
+        "anzeige",
+        "werbung",
+        "teilen",
+        "teilen mit",
+        "teilen sie dies mit",
+        "gefällt mir",
+        "weiterlesen",
+        "mehr zum thema",
+        "ähnliche beiträge",
+        "artikel zum thema",
+        "kommentare",
+        "publicidad",
+        "compartir",
+        "leer más",
+        "publicité",
+        "partager",
+        "lire aussi",
+        "lire la suite",
+        "pubblicità",
+        "condividi",
+        "leggi anche",
+    ]  # fmt: skip
 )
 # A block's points go to its ancestors up to five levels, a share less at each (as
 # Readability.js does), so that an article cut into many small wrappers still adds up.
@@ -221,6 +260,10 @@ def extract(tree: LexborHTMLParser, url: str) -> Extracted:
     if body is None:
         return Extracted("", "", metadata)
     work.strip_tags(_STRIPPED_TAGS)
+    for header in body.css("header"):
+        # A site's header goes; an article's may hold its lead, a paragraph of its own.
+        if not any(len(p.text(deep=True)) >= _LEAD_CHARS for p in header.css("p")):
+            header.decompose()
     for node in body.css(_BOILERPLATE):
         if node.tag not in _NEVER_BOILERPLATE:
             node.decompose()
@@ -260,19 +303,27 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
             key = ancestor.mem_id
             if key not in nodes:
                 nodes[key] = ancestor
-                scores[key] = _class_weight(ancestor)
+                scores[key] = 0.0
             scores[key] += points / divisor
             ancestor = ancestor.parent
     if not scores:
         return [body]
+    for key, node in nodes.items():
+        scores[key] *= 1 + _class_weight(node) / 50
     best = sorted(scores, key=scores.__getitem__, reverse=True)[:5]
     weighed = {key: scores[key] * (1 - _link_density(nodes[key])) for key in best}
     top_key = max(weighed, key=weighed.__getitem__)
-    top = nodes[top_key]
-    threshold = max(10.0, weighed[top_key] * 0.2)
+    top = _widened(nodes[top_key], weighed, nodes, scores)
+    while (parent := top.parent) is not None and parent.tag not in ("body", "html"):
+        if any(child.mem_id != top.mem_id for child in parent.iter()):
+            break
+        top = parent  # an only child: its parent holds the same, and its siblings count
+    top_key = top.mem_id
+    top_score = scores.get(top_key, weighed[top_key] if top_key in weighed else 0.0)
     parent = top.parent
-    if parent is None:
+    if parent is None or top.tag == "body":
         return [top]
+    threshold = max(10.0, top_score * 0.2)
     top_class = top.attrs.get("class")
     kept = []
     for sibling in parent.iter():
@@ -284,7 +335,60 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
             alike = top_class is not None and sibling.attrs.get("class") == top_class
             if scores[key] * (1 - _link_density(sibling)) >= (0 if alike else threshold):
                 kept.append(sibling)
+        elif sibling.tag == "p" and _is_prose(sibling):
+            kept.append(sibling)
     return kept
+
+
+def _widened(
+    top: LexborNode,
+    weighed: dict[int, float],
+    nodes: dict[int, LexborNode],
+    scores: dict[int, float],
+) -> LexborNode:
+    """The top candidate, or the ancestor that holds more of the content (Readability.js's
+    two rules): the one holding 3 of the other close candidates, or a parent scoring higher."""
+    top_score = weighed[top.mem_id]
+    close = [nodes[k] for k, v in weighed.items() if k != top.mem_id and v >= 0.75 * top_score]
+    if len(close) >= 3:
+        lines = [_ancestors(node) for node in close]
+        for ancestor in _ancestor_nodes(top):
+            if sum(ancestor.mem_id in line for line in lines) >= 3:
+                return ancestor
+    last = scores[top.mem_id]
+    floor = last / 3
+    for ancestor in _ancestor_nodes(top):
+        score = scores.get(ancestor.mem_id)
+        if score is None:
+            continue
+        if score < floor:
+            break
+        if score > last:
+            return ancestor
+        last = score
+    return top
+
+
+def _ancestor_nodes(node: LexborNode) -> list[LexborNode]:
+    found = []
+    parent = node.parent
+    while parent is not None and parent.tag not in ("body", "html"):
+        found.append(parent)
+        parent = parent.parent
+    return found
+
+
+def _ancestors(node: LexborNode) -> set[int]:
+    return {ancestor.mem_id for ancestor in _ancestor_nodes(node)}
+
+
+def _is_prose(node: LexborNode) -> bool:
+    """A paragraph beside the content that reads as part of it (Readability's rule)."""
+    text = node.text(deep=True).strip()
+    density = _link_chars(node) / len(text) if text else 1.0
+    if len(text) > 80:
+        return density < 0.25
+    return density == 0 and text.endswith(".") and len(text) > 0
 
 
 def _own_text_chars(node: LexborNode) -> int:
