@@ -211,7 +211,7 @@ _LABELS = frozenset(
         "pubblicità",
         "condividi",
         "leggi anche",
-    ]  # fmt: skip
+    ]
 )
 # A block's points go to its ancestors up to five levels, a share less at each (as
 # Readability.js does), so that an article cut into many small wrappers still adds up.
@@ -319,7 +319,7 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
             break
         top = parent  # an only child: its parent holds the same, and its siblings count
     top_key = top.mem_id
-    top_score = scores.get(top_key, weighed[top_key] if top_key in weighed else 0.0)
+    top_score = scores.get(top_key, 0.0)
     parent = top.parent
     if parent is None or top.tag == "body":
         return [top]
