@@ -125,19 +125,18 @@ _BOILERPLATE_WORDS = [
     "entry-footer",
     "author-box",
 ]
-_BOILERPLATE = ", ".join(
-    selector
+_BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
+# One CSS query finds the elements whose class or id holds one of the words anywhere
+# (a word that holds another is found by it); `_named_boilerplate` then checks the
+# whole-name-or-prefix rule. Lexbor matches a selector list one selector at a time:
+# the 6 exact selectors a word took 1.5 ms a page, 4 times the rest of the extraction.
+_MAY_BE_BOILERPLATE = ", ".join(
+    f"[class*={word} i], [id*={word} i]"
     for word in _BOILERPLATE_WORDS
-    for selector in (
-        f"[class~={word} i]",
-        f"[id={word} i]",
-        f'[class^="{word}-" i]',
-        f'[class^="{word}_" i]',
-        f'[id^="{word}-" i]',
-        f'[id^="{word}_" i]',
-    )
-) + (
-    ', [hidden], [aria-hidden="true"], [role=navigation], [role=banner], '
+    if not any(other != word and other in word for other in _BOILERPLATE_WORDS)
+)
+_HIDDEN_OR_ASIDE = (
+    '[hidden], [aria-hidden="true"], [role=navigation], [role=banner], '
     "[role=contentinfo], [role=complementary], [role=dialog], [role=alert], "
     '[style*="display:none" i], [style*="display: none" i], '
     '[style*="visibility:hidden" i], [itemprop=comment], [itemprop=author]'
@@ -264,7 +263,10 @@ def extract(tree: LexborHTMLParser, url: str) -> Extracted:
         # A site's header goes; an article's may hold its lead, a paragraph of its own.
         if not any(len(p.text(deep=True)) >= _LEAD_CHARS for p in header.css("p")):
             header.decompose()
-    for node in body.css(_BOILERPLATE):
+    for node in body.css(_MAY_BE_BOILERPLATE):
+        if node.tag not in _NEVER_BOILERPLATE and _named_boilerplate(node):
+            node.decompose()
+    for node in body.css(_HIDDEN_OR_ASIDE):
         if node.tag not in _NEVER_BOILERPLATE:
             node.decompose()
     roots = _main_nodes(body)
@@ -273,6 +275,25 @@ def extract(tree: LexborHTMLParser, url: str) -> Extracted:
         writer.render(root)
     writer.end_block()
     return Extracted(writer.text(), writer.markdown(), metadata)
+
+
+def _named_boilerplate(node: LexborNode) -> bool:
+    """Whether one of the class names or the id is a boilerplate word, or the class
+    attribute or the id starts with one and a hyphen or underscore ("comment-list",
+    "share_bar")."""
+    attributes = node.attrs
+    classes = (attributes.get("class") or "").strip().lower()
+    if any(name in _BOILERPLATE_NAMES for name in classes.split()):
+        return True
+    for value in (classes, (attributes.get("id") or "").strip().lower()):
+        if value in _BOILERPLATE_NAMES:
+            return True
+        for i, character in enumerate(value):
+            if character in "-_" and value[:i] in _BOILERPLATE_NAMES:
+                return True
+            if character == " ":
+                break
+    return False
 
 
 def _headline(tree: LexborHTMLParser, metadata: dict[str, Any]) -> str:
