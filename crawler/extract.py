@@ -1,24 +1,29 @@
 """Main content (--extract): the text a reader came for, as plain text and Markdown,
 and the page's metadata, from the tree the crawl has already parsed (selectolax, Lexbor).
 
-How the main content is found, in the manner of Readability (Arc90, then Mozilla):
+How the main content is found, in the manner of Readability (Arc90, then Mozilla's
+Readability.js):
 
-1. On a copy of the tree, what is never content goes: scripts, navigation, headers,
-   footers, asides, forms' controls, hidden elements, and elements whose class or id
-   names a known kind of boilerplate (comments, share bars, cookie notices, ads...).
-2. The text is cut into blocks (the text under one block-level element). A block of
-   enough words, and not mostly link text, gives points to its parent and half as
-   many to its grandparent: one, one per comma, one per 100 characters up to three.
-3. The best-scored element, weighed by how little of its text is links and by what
-   its class or id says (`article-body` counts for, `sidebar` against), is the main
-   content, with those of its siblings that scored nearly as well.
-4. That content is written out block by block, as plain text and as Markdown;
-   a block that is mostly links (a list of related stories) is left out.
+1. On a copy of the tree, what is never content goes: scripts, navigation, footers,
+   asides, form controls, ruby readings, hidden elements, a site's header (an
+   article's header stays when it holds a lead paragraph), and elements whose class
+   or id names a kind of boilerplate (comments, share bars, cookie notices, ads...).
+2. Each block (an element with 25 characters of text of its own, not mostly links)
+   gives points to its ancestors, five levels up, a smaller share at each: one, one
+   per comma, one per 100 characters up to three.
+3. The best-scored element, its score weighed by its class or id (`article-body`
+   for, `sidebar` against) and by how little of its text is links, is the main
+   content; or an ancestor that holds more of it, by Readability.js's rules (the one
+   that holds three other close candidates, a parent that scores higher, the parent
+   of an only child). Its siblings that score nearly as well, or share its class, or
+   are paragraphs of prose, come with it.
+4. That content is written out block by block, as plain text and as Markdown,
+   leaving out a block that is mostly links (a list of related stories), a heading
+   that repeats the page's title, and a page's machinery labels ("Advertisement").
 
-All of it reads the tree through CSS queries and one walk of the kept part, so it
-costs about as much as parsing (benchmarks/extract_eval.py measures it).
+It reads the tree through a few CSS queries and one walk of the kept part: about
+3 ms a page (benchmarks/extract_eval.py measures it, and its accuracy).
 """
-
 from __future__ import annotations
 
 import json
@@ -161,6 +166,8 @@ _BLOCK_TAGS = frozenset(
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _MIN_BLOCK_CHARS = 25
 _LEAD_CHARS = 80
+_COMMAS = (",", "，", "、")  # CJK text has its own commas
+_TITLE_PARTS = re.compile(r"\s+[-|–—:·•»/]+\s+")
 # Labels of a page's machinery, left inside the content by many sites: never content alone.
 _LABELS = frozenset(
     [
@@ -270,7 +277,7 @@ def extract(tree: LexborHTMLParser, url: str) -> Extracted:
         if node.tag not in _NEVER_BOILERPLATE:
             node.decompose()
     roots = _main_nodes(body)
-    writer = _Writer(base, _headline(tree, metadata))
+    writer = _Writer(base, _titles(tree, metadata))
     for root in roots:
         writer.render(root)
     writer.end_block()
@@ -296,13 +303,15 @@ def _named_boilerplate(node: LexborNode) -> bool:
     return False
 
 
-def _headline(tree: LexborHTMLParser, metadata: dict[str, Any]) -> str:
-    """The page's title and og:title, casefolded, to tell a heading that repeats them."""
+def _titles(tree: LexborHTMLParser, metadata: dict[str, Any]) -> frozenset[str]:
+    """The page's <title>, each part of it between " - ", " | " and the like (the site's
+    name is one), and og:title, casefolded: a heading that is one of them is the headline."""
     title = tree.css_first("title")
-    og_title = metadata.get("opengraph", {}).get("og:title", "")
-    return " ".join(
-        ((title.text() if title is not None else "") + "\n" + og_title).split()
-    ).casefold()
+    found = {title.text() if title is not None else ""}
+    found.add(metadata.get("opengraph", {}).get("og:title", ""))
+    for value in list(found):
+        found.update(_TITLE_PARTS.split(value))
+    return frozenset(" ".join(value.split()).casefold() for value in found) - {""}
 
 
 def _main_nodes(body: LexborNode) -> list[LexborNode]:
@@ -316,7 +325,7 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
         text = block.text(deep=True)
         if _link_chars(block) > 0.5 * len(text):
             continue
-        points = 1 + text.count(",") + text.count("，") + min(len(text) // 100, 3)
+        points = 1 + sum(map(text.count, _COMMAS)) + min(len(text) // 100, 3)
         ancestor = block.parent
         for divisor in _ANCESTOR_DIVISORS:
             if ancestor is None or ancestor.tag == "html":
@@ -452,9 +461,9 @@ def _class_weight(node: LexborNode) -> float:
 class _Writer:
     """Blocks of text and Markdown, written while walking the kept elements."""
 
-    def __init__(self, base: str, headline: str = "") -> None:
+    def __init__(self, base: str, titles: frozenset[str] = frozenset()) -> None:
         self.base = base
-        self.headline = headline  # the page's title: a heading that repeats it is left out
+        self.titles = titles  # a heading that repeats the page's title is left out
         self.blocks: list[tuple[str, str]] = []  # (plain text, Markdown)
         self._text: list[str] = []
         self._md: list[str] = []
@@ -597,7 +606,7 @@ class _Writer:
 
     def _kept(self, text: str) -> bool:
         if self._prefix.startswith("#"):
-            return not (self.headline and text.casefold() in self.headline)
+            return " ".join(text.split()).casefold() not in self.titles
         if len(text) < 40 and text.casefold().rstrip(":.…!").strip() in _LABELS:
             return False
         return self._link_chars <= 0.5 * len(text)
