@@ -24,6 +24,7 @@ Readability.js):
 It reads the tree through a few CSS queries and one walk of the kept part: about
 3 ms a page (benchmarks/extract_eval.py measures it, and its accuracy).
 """
+
 from __future__ import annotations
 
 import json
@@ -596,12 +597,16 @@ class _Writer:
 
     def end_block(self) -> None:
         text = "".join(self._text).strip()
+        md = "".join(self._md).strip()
+        if "\n" in md:  # after a <br>: the source's indentation is no Markdown indentation
+            md = "\n".join(line.lstrip() for line in md.split("\n"))
         if text:
             text = "\n".join(line.strip() for line in text.split("\n"))
-            md = "".join(self._md).strip()
             if self._kept(text):
                 prefix = "> " * self._quote + self._prefix
                 self.blocks.append((text, prefix + md))
+        elif md:  # an image alone: no text, but Markdown
+            self.blocks.append(("", md))
         self._text, self._md, self._link_chars, self._prefix = [], [], 0, ""
 
     def _kept(self, text: str) -> bool:
@@ -612,7 +617,7 @@ class _Writer:
         return self._link_chars <= 0.5 * len(text)
 
     def text(self) -> str:
-        return "\n".join(text for text, _ in self.blocks)
+        return "\n".join(text for text, _ in self.blocks if text)
 
     def markdown(self) -> str:
         """The blocks, a blank line apart; the items of one list on lines of their own."""
@@ -652,7 +657,8 @@ def page_metadata(tree: LexborHTMLParser) -> dict[str, Any]:
         elif name:
             meta.setdefault(name, content)
     objects = _json_ld_objects(json_ld)
-    article = next((o for o in objects if _is_article(o)), {})
+    microdata = _microdata(tree)
+    article = next((o for o in [*objects, *microdata] if _is_article(o)), {})
     result: dict[str, Any] = {
         "author": _author(article) or meta.get("author") or opengraph.get("article:author"),
         "published": article.get("datePublished")
@@ -668,7 +674,6 @@ def page_metadata(tree: LexborHTMLParser) -> dict[str, Any]:
         result["json_ld"] = json_ld
     if opengraph:
         result["opengraph"] = opengraph
-    microdata = _microdata(tree)
     if microdata:
         result["microdata"] = microdata
     return {key: value for key, value in result.items() if value}
@@ -690,11 +695,15 @@ def _json_ld_objects(values: list[Any]) -> list[dict[str, Any]]:
 
 
 def _is_article(value: dict[str, Any]) -> bool:
+    """A schema.org Article (NewsArticle, BlogPosting, ...) or WebPage, by JSON-LD's short
+    type or microdata's type URL."""
     kinds = value.get("@type")
-    names = kinds if isinstance(kinds, list) else [kinds]
-    return any(
-        isinstance(k, str) and ("Article" in k or k in ("BlogPosting", "WebPage")) for k in names
-    )
+    names = [
+        k.rsplit("/", 1)[-1]
+        for k in (kinds if isinstance(kinds, list) else [kinds])
+        if isinstance(k, str)
+    ]
+    return any("Article" in k or k in ("BlogPosting", "WebPage") for k in names)
 
 
 def _name(value: Any) -> str | None:

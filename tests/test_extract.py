@@ -107,6 +107,67 @@ async def test_an_article_gives_its_main_text_markdown_and_metadata(site: Site, 
     assert "near_duplicate_of" not in record
 
 
+BLOG = """<html><head><title>Notes on caching | Blog</title>
+<base href="https://cdn.example.org/docs/"></head><body>
+<div id="menu"><a href="/">Home</a> <a href="/about">About</a></div>
+<div class="post-body entry-content" itemscope itemtype="https://schema.org/BlogPosting">
+<meta itemprop="datePublished" content="2023-02-03">
+<span itemprop="author" itemscope itemtype="https://schema.org/Person">
+<span itemprop="name">Bo Chen</span></span>
+<h2>Why cache at all</h2>
+A cache keeps answers close, so that the second request for the same thing is cheap.<br>
+It costs memory, and it can serve stale answers.
+<blockquote><p>There are only two hard things in computer science, cache invalidation and
+naming things.</p></blockquote>
+<ul><li>Time to live, the simplest rule<ul><li>per entry, or</li><li>for the whole cache</li>
+</ul></li><li>Write-through, which keeps the cache in step</li></ul>
+<p>Call <code>cache.get(key)</code> first, and see <a href="guide/ttl.html">the TTL guide</a>.</p>
+<p><img src="img/lru.png" alt="An LRU list"></p>
+</div>
+<div class="share-buttons"><a href="#">Tweet</a> <a href="#">Share on Facebook</a></div>
+</body></html>"""
+
+BLOG_MARKDOWN = """## Why cache at all
+
+A cache keeps answers close, so that the second request for the same thing is cheap.  
+It costs memory, and it can serve stale answers.
+
+> There are only two hard things in computer science, cache invalidation and naming things.
+
+- Time to live, the simplest rule
+   - per entry, or
+   - for the whole cache
+- Write-through, which keeps the cache in step
+
+Call `cache.get(key)` first, and see [the TTL guide](https://cdn.example.org/docs/guide/ttl.html).
+
+![An LRU list](https://cdn.example.org/docs/img/lru.png)"""  # noqa: W291 (a Markdown line break)
+
+
+async def test_a_blog_post_without_paragraphs_gives_its_lists_quote_code_and_microdata(
+    site: Site, tmp_path
+):
+    site.page("/posts/caching", body=BLOG)
+
+    [record] = await crawl(tmp_path, [site.url + "/posts/caching"], extract=True, max_depth=0)
+
+    assert record["markdown"] == BLOG_MARKDOWN
+    assert record["main_text"] == (
+        "Why cache at all\n"
+        "A cache keeps answers close, so that the second request for the same thing is cheap.\n"
+        "It costs memory, and it can serve stale answers.\n"
+        "There are only two hard things in computer science, cache invalidation and naming "
+        "things.\n"
+        "Time to live, the simplest rule\nper entry, or\nfor the whole cache\n"
+        "Write-through, which keeps the cache in step\n"
+        "Call cache.get(key) first, and see the TTL guide."
+    )
+    assert record["metadata"]["author"] == "Bo Chen"
+    assert record["metadata"]["published"] == "2023-02-03"
+    [item] = record["metadata"]["microdata"]
+    assert item["author"] == {"@type": "https://schema.org/Person", "name": "Bo Chen"}
+
+
 async def test_gbk_pages_extract_as_their_utf8_twin_with_and_without_a_charset_header(
     site: Site, tmp_path
 ):
