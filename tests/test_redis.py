@@ -446,6 +446,9 @@ def test_the_shared_near_duplicate_index_answers_as_the_local_one(redis_server):
             added.append(fingerprint)
 
 
+CHAIN_PAGES = 8
+
+
 async def test_processes_share_the_near_duplicate_index(tmp_path, redis_server):
     # Every page has the same article in a frame of its own: one first page in all.
     article = "".join(
@@ -453,30 +456,25 @@ async def test_processes_share_the_near_duplicate_index(tmp_path, redis_server):
         f"word for word, with commas, so that it scores as content.</p>"
         for i in range(12)
     )
+    # A chain of slow pages on each host: the crawl lasts long enough for all to join.
     sites = [await Site(host).start() for host in HOSTS]
     try:
         for n, site in enumerate(sites):
             other = sites[(n + 1) % len(sites)]
-            for i in range(5):
-                hrefs = [f"{other.url}/p{i}", *([f"/p{i + 1}"] if i < 4 else [])]
+            for i in range(CHAIN_PAGES):
+                hrefs = [f"{other.url}/p{i}", *([f"/p{i + 1}"] if i < CHAIN_PAGES - 1 else [])]
                 links = "".join(f'<a href="{href}">next</a>' for href in hrefs)
                 page = f"<html><body><nav>{links}</nav><article>{article}</article></body></html>"
-                site.page(f"/p{i}", body=page, delay_s=0.02)
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text("".join(f"{s.url}/p0\n" for s in sites))
-        crawl = crawl_id()
-        crawlers = [
-            await Crawler.start(
-                seeds, tmp_path / f"pages-{i}.jsonl", redis_server.url, crawl, "--extract"
-            )
-            for i in range(3)
-        ]
+                site.page(f"/p{i}", body=page, delay_s=0.1)
+        crawlers = await start_crawlers(
+            3, Web(sites, CHAIN_PAGES), tmp_path, redis_server.url, "--extract"
+        )
         await run_all(crawlers)
     finally:
         for site in sites:
             await site.stop()
     records = [r for c in crawlers for r in c.records()]
-    assert len(records) == 30
+    assert len(records) == CHAIN_PAGES * len(HOSTS)
     assert sum(1 for c in crawlers if c.records()) >= 2  # the hosts were shared out
     firsts = [r["url"] for r in records if "near_duplicate_of" not in r]
     assert len(firsts) == 1
