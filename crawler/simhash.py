@@ -39,7 +39,8 @@ SHINGLE_TOKENS = 1  # measured best: benchmarks/simhash_bench.py
 _BLOCKS = 4
 _BLOCK_BITS = 64 // _BLOCKS
 _BLOCK_MASK = (1 << _BLOCK_BITS) - 1
-# Han, kana and their punctuation blocks: each character is a token (no spaces there).
+# Han, kana, their punctuation and full-width forms: text without spaces between words,
+# whose runs are cut into pairs of characters.
 _CJK = "\u2e80-\u2fdf\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
 _TOKENS = re.compile(f"[{_CJK}]+|[^\\W{_CJK}]+")
 _HAS_CJK = re.compile(f"[{_CJK}]")
