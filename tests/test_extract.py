@@ -7,7 +7,15 @@ import random
 import subprocess
 import sys
 
-from crawler.simhash import MAX_DISTANCE, SimhashIndex, distance, from_hex, simhash
+from crawler.page import Page
+from crawler.simhash import (
+    MAX_DISTANCE,
+    SimhashIndex,
+    distance,
+    from_hex,
+    mark_near_duplicate,
+    simhash,
+)
 from tests.conftest import Site, by_url, crawl
 
 ARTICLE = """<!doctype html><html lang="en"><head>
@@ -336,3 +344,17 @@ def test_extraction_off_imports_nothing_of_it(site: Site, tmp_path):
         timeout=60,
     )
     assert "AssertionError" not in done.stderr, done.stderr
+
+
+def test_a_page_fetched_again_is_not_its_own_near_duplicate():
+    # After a crash, a page's fingerprint may be in the index from its first fetch.
+    index = SimhashIndex()
+    index.add(0x0123_4567_89AB_CDEF, "http://a.test/")
+    again = Page("http://a.test/", 0, None, fields={"simhash": "0123456789abcdef"})
+    other = Page("http://b.test/", 0, None, fields={"simhash": "0123456789abcdee"})
+
+    mark_near_duplicate(index, again)
+    mark_near_duplicate(index, other)
+
+    assert "near_duplicate_of" not in again.fields
+    assert other.fields["near_duplicate_of"] == "http://a.test/"

@@ -334,10 +334,10 @@ class DiskStore(LocalStore):
                     self.bloom.expected_missed_urls,
                 ),
             )
-            fingerprint = page.fields.get("simhash") if page is not None else None
-            if fingerprint is not None:
+            if page is not None and "simhash" in page.fields:
                 self._db.execute(
-                    "INSERT OR IGNORE INTO simhash VALUES (?, ?)", (fingerprint, page.url)
+                    "INSERT OR IGNORE INTO simhash VALUES (?, ?)",
+                    (page.fields["simhash"], page.url),
                 )
             if self._meta_to_start:
                 self._set_meta(**self._meta_to_start)
