@@ -148,6 +148,8 @@ _HIDDEN_OR_ASIDE = (
     '[style*="visibility:hidden" i], [itemprop=comment], [itemprop=author]'
 )
 # A class such as <body class="nav-closed"> says nothing about the body's content.
+# Readability.js's "ok maybe it's a candidate": a class that also says this.
+_MAYBE_CONTENT = re.compile(r"article|body|column|content|main|entry")
 _NEVER_BOILERPLATE = frozenset(["html", "body", "main", "article"])
 _POSITIVE = re.compile(
     r"article|body|content|entry|main|page|post|story|text|blog|prose|hentry|articlebody",
@@ -291,6 +293,8 @@ def _named_boilerplate(node: LexborNode) -> bool:
     "share_bar")."""
     attributes = node.attrs
     classes = (attributes.get("class") or "").strip().lower()
+    if _MAYBE_CONTENT.search(classes):  # "entry share": an entry that can be shared
+        return False
     if any(name in _BOILERPLATE_NAMES for name in classes.split()):
         return True
     for value in (classes, (attributes.get("id") or "").strip().lower()):
