@@ -169,6 +169,10 @@ _BLOCK_TAGS = frozenset(
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _MIN_BLOCK_CHARS = 25
 _LEAD_CHARS = 80
+_LEADS = ", ".join(
+    f'[class~={word} i], [class*="-{word}" i], [class*="_{word}" i], [class^="{word}-" i]'
+    for word in ("lead", "intro", "standfirst", "excerpt", "subtitle")
+)
 _COMMAS = (",", "，", "、")  # CJK text has its own commas
 _TITLE_PARTS = re.compile(r"\s+[-|–—:·•»/]+\s+")
 # Labels of a page's machinery, left inside the content by many sites: never content alone.
@@ -280,11 +284,34 @@ def extract(tree: LexborHTMLParser, url: str) -> Extracted:
         if node.tag not in _NEVER_BOILERPLATE:
             node.decompose()
     roots = _main_nodes(body)
+    lead = _lead(roots)
+    if lead is not None:
+        roots.insert(0, lead)
     writer = _Writer(base, _titles(tree, metadata))
     for root in roots:
         writer.render(root)
     writer.end_block()
     return Extracted(writer.text(), writer.markdown(), metadata)
+
+
+def _lead(roots: list[LexborNode]) -> LexborNode | None:
+    """A lead paragraph (a "standfirst") just before the content, in its own element."""
+    first = roots[0]
+    ancestor = first.parent
+    kept = {root.mem_id for root in roots}
+    for _ in range(3):
+        if ancestor is None or ancestor.tag in ("body", "html"):
+            return None
+        for node in ancestor.css(_LEADS):
+            if node.mem_id in kept or len(node.text(deep=True).strip()) < _MIN_BLOCK_CHARS:
+                continue
+            inside = node.parent
+            while inside is not None and inside.mem_id not in kept:
+                inside = inside.parent
+            if inside is None:
+                return node
+        ancestor = ancestor.parent
+    return None
 
 
 def _named_boilerplate(node: LexborNode) -> bool:
