@@ -16,7 +16,8 @@ Readability.js):
    content; or an ancestor that holds more of it, by Readability.js's rules (the one
    that holds three other close candidates, a parent that scores higher, the parent
    of an only child). Its siblings that score nearly as well, or share its class, or
-   are paragraphs of prose, come with it.
+   are paragraphs of prose, come with it, and so does a lead paragraph near it in an
+   element of its own (class `lead`, `intro`, `standfirst`...).
 4. That content is written out block by block, as plain text and as Markdown,
    leaving out a block that is mostly links (a list of related stories), a heading
    that repeats the page's title, and a page's machinery labels ("Advertisement").
