@@ -12,8 +12,9 @@ from typing import Any
 
 from crawler.api import Crawler, event_loop_runner
 from crawler.config import STDOUT, ConfigError, Settings, load_settings, print_error, read_seeds
+from crawler.malloc import keep_freed_memory
 from crawler.report import Reporter
-from crawler.sinks import OutputClosed, WriteFailed
+from crawler.sinks import OutputClosed
 
 log = logging.getLogger("crawler")
 
@@ -51,18 +52,19 @@ def _check_output_paths(settings: Settings) -> None:
     """-o and --stats must be writable, and -o must not overwrite the files the crawl reads."""
     if settings.stats:
         _check_writable(settings.stats)
-    if settings.output == STDOUT:
+    output = settings.output
+    if output is None or output == STDOUT:
         return
     for label, path in (("seeds file", settings.seeds), ("config file", settings.config)):
         if (
             path
             and path != "-"
             and os.path.exists(path)
-            and os.path.exists(settings.output)
-            and os.path.samefile(path, settings.output)
+            and os.path.exists(output)
+            and os.path.samefile(path, output)
         ):
-            raise ConfigError(f"-o {settings.output} is the {label}; refusing to overwrite it")
-    _check_writable(settings.output)
+            raise ConfigError(f"-o {output} is the {label}; refusing to overwrite it")
+    _check_writable(output)
 
 
 def _check_writable(path: str) -> None:
@@ -78,62 +80,63 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging()
     try:
         settings = load_settings(argv)
+        assert settings.seeds is not None  # load_settings asks for it
         seeds = read_seeds(settings.seeds)
         _check_output_paths(settings)
         crawler = Crawler(seeds, settings)
-        crawl = crawler.open()
+        crawler.open()
     except ConfigError as exc:
         print_error(str(exc))
         return EXIT_BAD_INPUT
     except OSError as exc:
         print_error(f"cannot open {exc.filename}: {exc.strerror}")
         return EXIT_BAD_INPUT
-    if crawl.store.complete:
+    if crawler.complete:
         print(
             f"crawler: crawl in {settings.state} is complete "
-            f"({crawl.stats.records:,} records); --fresh starts over",
+            f"({crawler.figures()['records']:,} records); --fresh starts over",
             file=sys.stderr,
         )
-        crawl.store.close()
+        asyncio.run(crawler.close())
         return EXIT_OK
+    keep_freed_memory()
     code = _run(settings, crawler)
     # A reader that stops reading (`| head`) ends the crawl, as it does for any Unix tool.
-    if crawl.failure is not None and not isinstance(crawl.failure, OutputClosed):
-        print_error(str(crawl.failure))
+    failure = crawler.failure
+    if failure is not None and not isinstance(failure, OutputClosed):
+        print_error(str(failure))
         code = EXIT_FAILED
     return code
 
 
 def _run(settings: Settings, crawler: Crawler) -> int:
-    received: list[int] = []
-    crawl = crawler.open()
-    reporter = Reporter(crawl, settings)
+    received: list[signal.Signals] = []
+    reporter = Reporter(crawler.figures, settings)
 
     async def supervise() -> None:
         loop = asyncio.get_running_loop()
 
-        def on_signal(signum: int) -> None:
+        def on_signal(signum: signal.Signals) -> None:
             if received:  # second signal: the state is consistent after every commit
                 reporter.clear()
                 os._exit(SIGNAL_EXIT_CODES[signum])
             received.append(signum)
             log.warning(
                 "interrupted: finishing requests in flight (%s again to quit now)",
-                signal.Signals(signum).name,
+                signum.name,
             )
             crawler.stop()
 
         for signum in SIGNAL_EXIT_CODES:
             loop.add_signal_handler(signum, on_signal, signum)
-        async with reporter:
+        async with crawler, reporter:
             await crawler.crawl()
 
     try:
         event_loop_runner(settings.uvloop)(supervise())
-    except WriteFailed as exc:
-        crawl.failure = exc
-    finally:
-        crawl.store.close()
+    except Exception as exc:
+        if exc is not crawler.failure:  # reported by main(); anything else is a bug
+            raise
     reporter.finish()
     return SIGNAL_EXIT_CODES[received[0]] if received else EXIT_OK
 

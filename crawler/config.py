@@ -16,7 +16,7 @@ import sys
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from crawler import __version__
 from crawler.urls import canonicalize, is_host_pattern
@@ -79,6 +79,7 @@ class Settings:
     warc: str | None = None
     warc_prefix: str = "crawl"
     warc_max_size: int = 2**30
+    wacz: str | None = None
     text: bool = False
     extract: bool = False
     quiet: bool = False
@@ -102,6 +103,8 @@ class Settings:
             raise ConfigError("--crawl-id only makes sense with --redis URL")
         if self.redis is not None and self.state is not None:
             raise ConfigError("--redis and --state are two places for the crawl's state; pick one")
+        if self.wacz is not None:
+            _check_wacz(self)
         if self.per_host > self.concurrency:
             object.__setattr__(self, "per_host", self.concurrency)
 
@@ -122,6 +125,18 @@ class Settings:
         )
 
 
+def _check_wacz(settings: Settings) -> None:
+    if not str(settings.wacz).endswith(".wacz"):
+        raise ConfigError(f"--wacz {settings.wacz}: a WACZ file's name must end in .wacz")
+    if settings.warc is None:
+        raise ConfigError("--wacz needs --warc DIR, where the WARC files it packages are written")
+    if settings.redis is not None:
+        raise ConfigError(
+            "--wacz packages one process's crawl; with --redis, give each process --warc "
+            "and package the WARC files afterwards"
+        )
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -130,6 +145,7 @@ class Option:
     check: Callable[[Any], str | None] | None = None
     short: str | None = None
     metavar: str | None = None
+    group: str = ""  # a key of GROUPS: where --help lists it
 
     @property
     def flag(self) -> str:
@@ -230,14 +246,35 @@ def proxy_problem(url: str) -> str | None:
     return None
 
 
+# --help's sections, in order: key -> (title, what its options are for).
+GROUPS: dict[str, tuple[str, str]] = {
+    "scope": ("what to crawl", "which links are followed, from the seeds"),
+    "politeness": ("politeness", "how hard one host is asked, and robots.txt"),
+    "limits": ("limits and traps", "where a crawl, a URL or a response is cut short"),
+    "output": ("output", "records, statistics, WARC archives, and what stderr shows"),
+    "state": (
+        "state and Redis",
+        "where the crawl lives, so it survives a crash or is shared, and its visited set",
+    ),
+    "network": ("network", "headers, cookies, proxy, the address guard, the event loop"),
+}
+
 OPTIONS: tuple[Option, ...] = (
-    Option("output", "path", "write JSON lines here instead of stdout", short="-o", metavar="FILE"),
+    Option(
+        "output",
+        "path",
+        "write JSON lines here instead of stdout",
+        short="-o",
+        metavar="FILE",
+        group="output",
+    ),
     Option(
         "max_depth",
         "int",
         "fetch pages up to this many links from a seed (seeds are 0)",
         _at_least(0),
         metavar="N",
+        group="scope",
     ),
     Option(
         "max_pages",
@@ -245,6 +282,7 @@ OPTIONS: tuple[Option, ...] = (
         "stop after this many records; 0 means no limit",
         _at_least(0),
         metavar="N",
+        group="limits",
     ),
     Option(
         "concurrency",
@@ -252,14 +290,23 @@ OPTIONS: tuple[Option, ...] = (
         "requests in flight at once, over all hosts",
         _at_least(1),
         metavar="N",
+        group="politeness",
     ),
-    Option("per_host", "int", "requests in flight at once to one host", _at_least(1), metavar="N"),
+    Option(
+        "per_host",
+        "int",
+        "requests in flight at once to one host",
+        _at_least(1),
+        metavar="N",
+        group="politeness",
+    ),
     Option(
         "delay",
         "float",
         "minimum seconds between the starts of two requests to one host",
         _at_least(0),
         metavar="S",
+        group="politeness",
     ),
     Option(
         "max_crawl_delay",
@@ -267,6 +314,7 @@ OPTIONS: tuple[Option, ...] = (
         "cap on a robots.txt Crawl-delay, in seconds",
         _at_least(0),
         metavar="S",
+        group="politeness",
     ),
     Option(
         "max_retry_after",
@@ -274,9 +322,15 @@ OPTIONS: tuple[Option, ...] = (
         "longest Retry-After or backoff to wait for, in seconds; past it the URL fails",
         _at_least(0),
         metavar="S",
+        group="politeness",
     ),
     Option(
-        "timeout", "float", "total seconds allowed for one HTTP request", _positive, metavar="S"
+        "timeout",
+        "float",
+        "total seconds allowed for one HTTP request",
+        _positive,
+        metavar="S",
+        group="limits",
     ),
     Option(
         "gate_timeout",
@@ -285,6 +339,7 @@ OPTIONS: tuple[Option, ...] = (
         "pages go ahead (their depths may then come from longer paths); 0 waits forever",
         _at_least(0),
         metavar="S",
+        group="limits",
     ),
     Option(
         "max_bytes",
@@ -292,14 +347,23 @@ OPTIONS: tuple[Option, ...] = (
         "read at most this many body bytes; longer bodies are truncated",
         _at_least(1),
         metavar="N",
+        group="limits",
     ),
-    Option("max_redirects", "int", "redirect hops to follow per URL", _at_least(0), metavar="N"),
+    Option(
+        "max_redirects",
+        "int",
+        "redirect hops to follow per URL",
+        _at_least(0),
+        metavar="N",
+        group="limits",
+    ),
     Option(
         "retries",
         "int",
         "retries after a connection error, timeout, 429 or 5xx",
         _at_least(0),
         metavar="N",
+        group="limits",
     ),
     Option(
         "allow_host",
@@ -307,14 +371,16 @@ OPTIONS: tuple[Option, ...] = (
         "also crawl this host; *.example.com matches subdomains (repeatable)",
         _host_patterns,
         metavar="HOST",
+        group="scope",
     ),
-    Option("any_host", "bool", "crawl every host, not only the seeds' hosts"),
+    Option("any_host", "bool", "crawl every host, not only the seeds' hosts", group="scope"),
     Option(
         "include",
         "list",
         "only follow URLs matching this regex (repeatable)",
         _regexes,
         metavar="REGEX",
+        group="scope",
     ),
     Option(
         "exclude",
@@ -322,14 +388,23 @@ OPTIONS: tuple[Option, ...] = (
         "never follow URLs matching this regex (repeatable)",
         _regexes,
         metavar="REGEX",
+        group="scope",
     ),
-    Option("max_url_length", "int", "drop URLs longer than this", _at_least(16), metavar="N"),
+    Option(
+        "max_url_length",
+        "int",
+        "drop URLs longer than this",
+        _at_least(16),
+        metavar="N",
+        group="limits",
+    ),
     Option(
         "max_pages_per_host",
         "int",
         "at most this many records per host; its further URLs are dropped; 0 means no limit",
         _at_least(0),
         metavar="N",
+        group="limits",
     ),
     Option(
         "max_path_depth",
@@ -337,6 +412,7 @@ OPTIONS: tuple[Option, ...] = (
         "drop links whose path has more segments than this (a trap); 0 means no limit",
         _at_least(0),
         metavar="N",
+        group="limits",
     ),
     Option(
         "max_query_params",
@@ -344,16 +420,19 @@ OPTIONS: tuple[Option, ...] = (
         "drop links with more query parameters than this (a trap); 0 means no limit",
         _at_least(0),
         metavar="N",
+        group="limits",
     ),
     Option(
         "drop_repeating_paths",
         "bool",
         "drop links whose path repeats a run of segments 3 times in a row (/a/b/a/b/a/b)",
+        group="limits",
     ),
     Option(
         "allow_private_addresses",
         "bool",
         "connect to loopback, private and other non-public addresses the seeds do not name",
+        group="network",
     ),
     Option(
         "resolve",
@@ -361,6 +440,7 @@ OPTIONS: tuple[Option, ...] = (
         "connect to ADDR for HOST (on PORT only, if given), like curl's (repeatable)",
         _resolve_entries,
         metavar="HOST[:PORT]:ADDR",
+        group="network",
     ),
     Option(
         "expected_urls",
@@ -368,6 +448,7 @@ OPTIONS: tuple[Option, ...] = (
         "URLs the visited set is sized for before it grows",
         _at_least(1),
         metavar="N",
+        group="state",
     ),
     Option(
         "fp_rate",
@@ -375,6 +456,7 @@ OPTIONS: tuple[Option, ...] = (
         "target false-positive rate of the visited set",
         _probability,
         metavar="P",
+        group="state",
     ),
     Option(
         "user_agent",
@@ -382,27 +464,34 @@ OPTIONS: tuple[Option, ...] = (
         "User-Agent header, also matched against robots.txt",
         lambda v: None if v.strip() else "must not be empty",
         metavar="UA",
+        group="politeness",
     ),
-    Option("ignore_robots", "bool", "do not fetch or obey robots.txt"),
-    Option("sitemaps", "bool", "also crawl the URLs in the seeds' hosts' sitemaps"),
+    Option("ignore_robots", "bool", "do not fetch or obey robots.txt", group="politeness"),
+    Option("sitemaps", "bool", "also crawl the URLs in the seeds' hosts' sitemaps", group="scope"),
     Option(
         "max_sitemaps",
         "int",
         "fetch at most this many sitemap files (with --sitemaps)",
         _at_least(0),
         metavar="N",
+        group="limits",
     ),
     Option(
-        "state", "path", "keep crawl state here; rerunning with the same DIR resumes", metavar="DIR"
+        "state",
+        "path",
+        "keep crawl state here; rerunning with the same DIR resumes",
+        metavar="DIR",
+        group="state",
     ),
-    Option("fresh", "bool", "discard the state in --state DIR and start over"),
-    Option("force_resume", "bool", "resume even if the crawl's settings changed"),
+    Option("fresh", "bool", "discard the state in --state DIR and start over", group="state"),
+    Option("force_resume", "bool", "resume even if the crawl's settings changed", group="state"),
     Option(
         "redis",
         "str",
         "share the crawl with other processes through this Redis (redis://HOST:PORT/DB)",
         _matching(r"(rediss?|unix)://.*", "must be a redis:// URL"),
         metavar="URL",
+        group="state",
     ),
     Option(
         "crawl_id",
@@ -410,6 +499,7 @@ OPTIONS: tuple[Option, ...] = (
         "name of the shared crawl in Redis; processes with the same one crawl together",
         _matching(r"[A-Za-z0-9._-]{1,64}", "must be 1-64 letters, digits, '.', '_' or '-'"),
         metavar="ID",
+        group="state",
     ),
     Option(
         "lease_s",
@@ -417,6 +507,7 @@ OPTIONS: tuple[Option, ...] = (
         "a process silent this long is presumed dead and its URLs go to the others",
         _at_least(0.5),
         metavar="S",
+        group="state",
     ),
     Option(
         "drain_timeout",
@@ -424,13 +515,21 @@ OPTIONS: tuple[Option, ...] = (
         "seconds in-flight requests get to finish after Ctrl-C",
         _at_least(0),
         metavar="S",
+        group="limits",
     ),
-    Option("stats", "path", "write JSON stats here every 10 s and at the end", metavar="FILE"),
+    Option(
+        "stats",
+        "path",
+        "write JSON stats here every 10 s and at the end",
+        metavar="FILE",
+        group="output",
+    ),
     Option(
         "warc",
         "path",
         "archive every HTTP exchange in WARC/1.1 files in this directory",
         metavar="DIR",
+        group="output",
     ),
     Option(
         "warc_prefix",
@@ -438,6 +537,7 @@ OPTIONS: tuple[Option, ...] = (
         "WARC file names are PREFIX-TIMESTAMP-SERIAL.warc.gz (--redis adds each process's id)",
         _matching(r"[\w.-]+", "must be letters, digits, . _ or -"),
         metavar="PREFIX",
+        group="output",
     ),
     Option(
         "warc_max_size",
@@ -445,28 +545,50 @@ OPTIONS: tuple[Option, ...] = (
         "start a new WARC file before one grows past this many bytes",
         _at_least(1024),
         metavar="BYTES",
+        group="output",
     ),
-    Option("text", "bool", "add each HTML page's visible text and language to its record"),
+    Option(
+        "text",
+        "bool",
+        "add each HTML page's visible text and language to its record",
+        group="output",
+    ),
     Option(
         "extract",
         "bool",
         "add each HTML page's main content (main_text, markdown), metadata, simhash and "
         "near_duplicate_of to its record",
+        group="output",
     ),
-    Option("quiet", "bool", "no progress display or summary on stderr"),
-    Option("uvloop", "bool", "use uvloop if it is installed (measured no faster here)"),
+    Option("quiet", "bool", "no progress display or summary on stderr", group="output"),
+    Option(
+        "uvloop",
+        "bool",
+        "run on uvloop's event loop instead of asyncio's, if uvloop is installed "
+        "(pip install uvloop)",
+        group="network",
+    ),
+    Option(
+        "wacz",
+        "path",
+        "also package the crawl as a WACZ file (with --warc DIR), made when the crawl ends",
+        metavar="FILE",
+        group="output",
+    ),
     Option(
         "header",
         "headers",
         "send this header on every request (repeatable; a [header] table in TOML)",
         _headers,
         metavar="'NAME: VALUE'",
+        group="network",
     ),
     Option(
         "cookies",
         "cookies",
         "start the crawl's cookie jar from the cookies in this Netscape cookies.txt",
         metavar="FILE",
+        group="network",
     ),
     Option(
         "proxy",
@@ -475,6 +597,7 @@ OPTIONS: tuple[Option, ...] = (
         "(default: HTTP_PROXY, HTTPS_PROXY and NO_PROXY)",
         proxy_problem,
         metavar="URL",
+        group="network",
     ),
 )
 
@@ -483,13 +606,14 @@ _TOML_ONLY = {"seeds"}  # the positional argument, also settable in the config f
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
         raise ConfigError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="crawler",
+        usage="%(prog)s [options] [SEEDS]",  # the sections below list the options
         description="Crawl from the seed URLs in a file; print one JSON record per page.",
         argument_default=argparse.SUPPRESS,
     )
@@ -500,8 +624,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", metavar="FILE", help="TOML file whose keys are these flags' long names"
     )
     parser.add_argument("--version", action="version", version=f"crawler {__version__}")
+    sections = {key: parser.add_argument_group(*text) for key, text in GROUPS.items()}
     defaults = Settings()
     for option in OPTIONS:
+        section = sections[option.group]
         names = [option.flag] + ([option.short] if option.short else [])
         default = getattr(defaults, option.name)
         help_text = (
@@ -510,26 +636,26 @@ def build_parser() -> argparse.ArgumentParser:
             else f"{option.help} (default {default})"
         )
         if option.kind == "bool":
-            parser.add_argument(
+            section.add_argument(
                 *names,
                 dest=option.name,
                 action=argparse.BooleanOptionalAction,
                 help=f"{option.help} (default {'on' if default else 'off'})",
             )
         elif option.kind in ("list", "headers"):
-            parser.add_argument(
+            section.add_argument(
                 *names, dest=option.name, action="append", metavar=option.metavar, help=help_text
             )
         elif option.kind == "cookies":
-            parser.add_argument(*names, dest=option.name, metavar=option.metavar, help=option.help)
-            parser.add_argument(
+            section.add_argument(*names, dest=option.name, metavar=option.metavar, help=option.help)
+            section.add_argument(
                 "--no-" + option.flag[2:],
                 dest=option.name,
                 action="store_false",
                 help="keep no cookies (default: one cookie jar per crawl)",
             )
         else:
-            parser.add_argument(*names, dest=option.name, metavar=option.metavar, help=help_text)
+            section.add_argument(*names, dest=option.name, metavar=option.metavar, help=help_text)
     return parser
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from crawler.config import Settings
+from crawler.errors import ErrorKind
 from crawler.fetch import Fetcher, Hop, Response
 from crawler.frontier import PAGE, ROBOTS, Request
 from crawler.hooks import Hooks
@@ -207,55 +208,52 @@ class Crawl:
         )
         self._is_trap = trap_check(settings, self.stats)
         self._extract = _main_content(settings)
-        self.scheduler: HostScheduler | None = None
+        archive = store.sinks.archive
+        keep = archive is not None
+        self._fetcher = Fetcher(
+            client, settings.timeout, settings.max_bytes, settings.max_redirects, keep
+        )
+        self._sitemap_fetcher = Fetcher(
+            client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects, keep
+        )
+        robots_fetcher = Fetcher(
+            client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep
+        )
+        self._robots = Robots(
+            robots_fetcher,
+            settings.user_agent,
+            enabled=not settings.ignore_robots,
+            retries=settings.retries,
+            archive=archive,
+        )
+        self._remaining = settings.max_pages - self.stats.records if settings.max_pages else None
+        self.scheduler = HostScheduler(
+            store.frontier,
+            self._robots,
+            per_host=settings.per_host,
+            delay_s=settings.delay,
+            max_crawl_delay_s=settings.max_crawl_delay,
+            max_retry_after_s=settings.max_retry_after,
+            max_pages=self._remaining or 0,
+            open_ended=store.shared,
+        )
+        self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared)
+        store.gate = self.gate
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._warned_held = False
         self._gate_timer: asyncio.TimerHandle | None = None
         self._releasing: asyncio.Task[None] | None = None  # held pages let go past slow ones
         self._progress_at = time.monotonic()  # a page started or finished
-        self.failure: WriteFailed | None = None
+        self.failure: Exception | None = None
 
     async def run(self) -> None:
         settings = self.settings
-        archive = self.store.sinks.archive
         async with self.client as client:
             if client.cookie_jar is not None:
                 self.store.keep_cookies(client.cookie_jar)
-            keep = archive is not None
-            self._fetcher = Fetcher(
-                client, settings.timeout, settings.max_bytes, settings.max_redirects, keep
-            )
-            self._sitemap_fetcher = Fetcher(
-                client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects, keep
-            )
-            robots_fetcher = Fetcher(
-                client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep
-            )
-            self._robots = Robots(
-                robots_fetcher,
-                settings.user_agent,
-                enabled=not settings.ignore_robots,
-                retries=settings.retries,
-                archive=archive,
-            )
-            remaining = settings.max_pages - self.stats.records if settings.max_pages else None
-            if remaining is not None and remaining <= 0:
+            if self._remaining is not None and self._remaining <= 0:
                 return
-            self.scheduler = HostScheduler(
-                self.store.frontier,
-                self._robots,
-                per_host=settings.per_host,
-                delay_s=settings.delay,
-                max_crawl_delay_s=settings.max_crawl_delay,
-                max_retry_after_s=settings.max_retry_after,
-                max_pages=remaining or 0,
-                open_ended=self.store.shared,
-            )
-            if self._stopping:  # stopped before it started
-                self.scheduler.stop()
-            self.gate = BreadthFirstGate(self.store.frontier.depths(), not self.store.shared)
-            self.store.gate = self.gate
             if not self.store.resumed:
                 await self._enqueue_seeds()
             self._workers = [
@@ -274,8 +272,7 @@ class Crawl:
 
     def stop(self, drain: bool = True) -> None:
         """Take no new URLs; in-flight requests get --drain-timeout seconds to finish."""
-        if self.scheduler is not None:
-            self.scheduler.stop()
+        self.scheduler.stop()
         if not drain:
             self._cancel_workers()
         elif not self._stopping:
@@ -300,13 +297,26 @@ class Crawl:
             await self.store.serve(self.scheduler)
         except WriteFailed as exc:
             self._fail(exc)
+        except Exception as exc:
+            self._broken(exc)
 
-    def _fail(self, failure: WriteFailed) -> None:
-        """Records or state have nowhere to go: the crawl cannot go on."""
+    def _broken(self, exc: Exception) -> None:
+        """A bug outside any one page's steps: the crawl stops, rather than hang."""
+        log.exception("internal error: the crawl stops")
+        self._fail(RuntimeError(f"internal error: {exc!r}"))
+
+    def _fail(self, failure: Exception) -> None:
+        """Records or state have nowhere to go, or a bug broke the loop: the crawl cannot go on."""
         self.failure = failure
         self.stop(drain=False)
 
     async def _worker(self) -> None:
+        try:
+            await self._work()
+        except Exception as exc:  # the scheduler or the consumer broke
+            self._broken(exc)
+
+    async def _work(self) -> None:
         scheduler = self.scheduler
         while (job := await scheduler.next_job()) is not None:
             try:
@@ -321,6 +331,8 @@ class Crawl:
             except WriteFailed as exc:
                 self._fail(exc)
                 return
+            except Exception:  # a bug past the guards of the job's own steps
+                log.exception("internal error on %s", _job_url(job))
             if self.consumer is not None:
                 await self.consumer.room()
 
@@ -335,16 +347,18 @@ class Crawl:
             page, follow = self._page(request, response, time.monotonic() - started)
         except Exception:  # a bug must cost one page, not the crawl
             page, follow = self._internal_error(request), []
-        if self.hooks is not None:
-            follow = await self.hooks.apply(page, follow)
-        if follow and self.gate.must_hold(request.depth):
-            page.release()
-            self.gate.hold(request, page, follow)
-        else:
-            await self._commit(request, page, follow)
-        await self._complete_held()
-        self._page_done()
-        self.scheduler.release(request, throttled=_throttled(response))
+        try:
+            if self.hooks is not None:
+                follow = await self.hooks.apply(page, follow)
+            if follow and self.gate.must_hold(request.depth):
+                page.release()
+                self.gate.hold(request, page, follow)
+            else:
+                await self._commit(request, page, follow)
+            await self._complete_held()
+            self._page_done()
+        finally:  # whatever went wrong, the host's slot must not stay taken
+            self.scheduler.release(request, throttled=_throttled(response))
 
     async def _crawl_sitemap(self, request: Request) -> None:
         """A sitemap, or robots.txt's list of them: its record, and what it lists queued."""
@@ -354,7 +368,8 @@ class Crawl:
         try:
             if request.kind == ROBOTS:  # read before this request was handed out
                 rules = self._robots.cached(origin_of(request.url))
-                lines = list(rules.parser.sitemaps) if rules.parser is not None else []
+                parser = rules.parser if rules is not None else None  # None: expired since
+                lines = list(parser.sitemaps) if parser is not None else []
                 page, listed = None, in_robots(request, lines)
             else:
                 response = await self._fetch(request, self._sitemap_fetcher)
@@ -363,10 +378,12 @@ class Crawl:
                 page, listed = await self._sitemap(request, response, time.monotonic() - started)
         except Exception:  # a bug must cost one sitemap, not the crawl
             page, listed = self._internal_error(request), []
-        await self._commit(request, page, [], await self._followed(page, listed))
-        await self._complete_held()
-        self._page_done()
-        self.scheduler.release(request, throttled=_throttled(response))
+        try:
+            await self._commit(request, page, [], await self._followed(page, listed))
+            await self._complete_held()
+            self._page_done()
+        finally:
+            self.scheduler.release(request, throttled=_throttled(response))
 
     async def _fetch(self, request: Request, fetcher: Fetcher) -> Response | None:
         """Fetch `request`; None if the failure was worth another try and it went back
@@ -384,7 +401,7 @@ class Crawl:
 
     def _internal_error(self, request: Request) -> Page:
         log.exception("internal error on %s", request.url)
-        return self._new_page(request, error="internal_error")
+        return self._new_page(request, error=ErrorKind.INTERNAL_ERROR)
 
     def _new_page(self, request: Request, **fields: Any) -> Page:
         page = Page(request.url, request.depth, request.referrer, kind=request.kind, **fields)
@@ -434,6 +451,8 @@ class Crawl:
             await self._complete_held()
         except WriteFailed as exc:
             self._fail(exc)
+        except Exception as exc:
+            self._broken(exc)
 
     def _retried(self, request: Request, response: Response, throttled: bool) -> bool:
         """Send `request` back to its host's line if the failure is worth another try."""
@@ -441,7 +460,7 @@ class Crawl:
             return False
         wait_s = (response.retry_after_s() if throttled else None) or backoff_s(request.attempt)
         if wait_s > self.settings.max_retry_after:
-            response.error = "retry_after_too_long"
+            response.error = ErrorKind.RETRY_AFTER_TOO_LONG
             return False
         request.location, request.redirects = response.url, response.redirects
         self.stats.retries += 1
@@ -456,7 +475,9 @@ class Crawl:
         status = response.status or 0
         if response.error is not None or 300 <= status < 400 or not response.is_html:
             return page, []
-        parsed = parse_html(page.tree)
+        tree = page.tree
+        assert tree is not None  # an HTML response has one
+        parsed = parse_html(tree)
         base = response.url
         if parsed.base_href:
             base = canonicalize(parsed.base_href, base) or base
@@ -469,8 +490,8 @@ class Crawl:
         if self.settings.text:
             # Only hooks and a consumer see the tree after this: without them, no copy.
             seen = self.hooks is not None or self.consumer is not None
-            page.fields["text"] = visible_text(page.tree, keep_tree=seen)
-            page.fields["lang"] = language(page.tree)
+            page.fields["text"] = visible_text(tree, keep_tree=seen)
+            page.fields["lang"] = language(tree)
         page.links = links = canonical_links(parsed.hrefs, base)
         robots_header = response.headers.get("X-Robots-Tag", "")
         if (
@@ -533,7 +554,9 @@ class Crawl:
                     f"{MAX_HELD_PAGES:,}",
                     MAX_HELD_BYTES // 2**20,
                 )
-            await self._commit(*gate.next_ready(everything=True))
+            held = gate.next_ready(everything=True)
+            assert held is not None  # some are held
+            await self._commit(*held)
 
     async def _commit(
         self,
@@ -542,19 +565,29 @@ class Crawl:
         follow: list[str],
         listed: Sequence[Request] = (),
     ) -> None:
-        new = await self.store.commit(request, page, follow, request.hops, listed)
-        if page is not None and self.consumer is not None:
-            self.consumer.put(page)
-        self.gate.finished(request)
+        try:
+            try:
+                new = await self.store.commit(request, page, follow, request.hops, listed)
+            except WriteFailed:
+                raise
+            except Exception:  # a bug (a sink's encoder, the store) costs the page
+                page = None if page is None else self._internal_error(request)
+                new = await self.store.commit(request, page, [], request.hops)
+            if page is not None and self.consumer is not None:
+                self.consumer.put(page)
+        finally:  # pages held for this one must not wait for it forever
+            self.gate.finished(request)
         if new:
             self.gate.queued(new)
             self.scheduler.add(new)
 
-    async def _record_refused(self, request: Request, error: str) -> None:
+    async def _record_refused(self, request: Request, error: ErrorKind) -> None:
         page = None if request.kind == ROBOTS else self._new_page(request, error=error)
-        await self._commit(request, page, [])
-        await self._complete_held()
-        self.scheduler.release(request)
+        try:
+            await self._commit(request, page, [])
+            await self._complete_held()
+        finally:
+            self.scheduler.release(request)
 
     async def _admit_hop(self, target: str) -> Hop:
         """May a redirect go on to `target`? Same checks as a link, plus robots.txt."""
@@ -564,6 +597,12 @@ class Crawl:
         if refusal is not None:
             return Hop(follow=False, error=refusal)
         return Hop(follow=await self.store.claim(target))
+
+
+def _job_url(job: Request | RobotsFetch | Refused) -> str:
+    if isinstance(job, RobotsFetch):
+        return f"{job.origin}/robots.txt"
+    return job.request.url if isinstance(job, Refused) else job.url
 
 
 def _throttled(response: Response | None) -> bool:

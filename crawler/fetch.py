@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from crawler.errors import ErrorKind
 from crawler.netguard import BlockedAddress
 from crawler.urls import canonicalize
 
@@ -36,7 +37,7 @@ except ImportError:  # brotli is optional: without it we do not ask for "br"
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-RETRY_ERRORS = frozenset({"timeout", "connection_error", "proxy_error"})
+RETRY_ERRORS = frozenset({ErrorKind.TIMEOUT, ErrorKind.CONNECTION_ERROR, ErrorKind.PROXY_ERROR})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 ACCEPT_ENCODING = "gzip, deflate, br" if brotli else "gzip, deflate"
 _BrotliError: type[Exception] = brotli.error if brotli is not None else zlib.error
@@ -49,7 +50,7 @@ class Hop:
     """What the caller says about a redirect target: follow it, or stop with this error."""
 
     follow: bool
-    error: str | None = None
+    error: ErrorKind | None = None
 
 
 Admit = Callable[[str], Awaitable[Hop]]
@@ -78,7 +79,7 @@ class Response:
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
     truncated: bool = False
-    error: str | None = None
+    error: ErrorKind | None = None
     redirects: int = 0  # hops followed so far, this attempt and earlier ones
     final_url: str | None = None  # where following stopped, if not at `url`
     hops: list[str] = field(default_factory=list)  # targets admitted during this attempt
@@ -138,7 +139,7 @@ class _Decoder:
 
     def decompress(self, data: bytes, limit: int) -> bytes:
         if self.encoding == "br":
-            out = self._brotli.process(data, output_buffer_limit=limit)
+            out: bytes = self._brotli.process(data, output_buffer_limit=limit)
             while len(out) < limit and not self._brotli.can_accept_more_data():
                 out += self._brotli.process(b"", output_buffer_limit=limit - len(out))
             return out
@@ -209,22 +210,22 @@ def _proxy_errors() -> tuple[type[Exception], ...]:
     )
 
 
-def _error_kind(exc: BaseException) -> str:
+def _error_kind(exc: BaseException) -> ErrorKind:
     if isinstance(getattr(exc, "os_error", None), BlockedAddress):
-        return "blocked_address"
+        return ErrorKind.BLOCKED_ADDRESS
     if isinstance(exc, _proxy_errors()):
-        return "proxy_error"
+        return ErrorKind.PROXY_ERROR
     if isinstance(exc, TimeoutError):  # asyncio.TimeoutError is TimeoutError since 3.11
-        return "timeout"
+        return ErrorKind.TIMEOUT
     if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
-        return "ssl_error"
+        return ErrorKind.SSL_ERROR
     if isinstance(exc, aiohttp.ClientResponseError | aiohttp.http_exceptions.HttpProcessingError):
-        return "invalid_response"
+        return ErrorKind.INVALID_RESPONSE
     if isinstance(exc, BadContentEncoding):
-        return "decoding_error"
+        return ErrorKind.DECODING_ERROR
     if isinstance(exc, ValueError):  # a URL or header aiohttp refuses
-        return "invalid_response"
-    return "connection_error"
+        return ErrorKind.INVALID_RESPONSE
+    return ErrorKind.CONNECTION_ERROR
 
 
 class PeerRecordingResponse(aiohttp.ClientResponse):
@@ -293,7 +294,7 @@ def _exchange(
     r: aiohttp.ClientResponse, fetched_at: float, payload: bytes, response: Response
 ) -> Exchange:
     """`response`'s exchange, its digest already taken."""
-    version = r.version
+    version = r.version or aiohttp.HttpVersion11  # set once the status line was read
     status_line = f"HTTP/{version.major}.{version.minor} {r.status} {r.reason or ''}".rstrip()
     return Exchange(
         url=response.url,
@@ -345,10 +346,10 @@ class Fetcher:
                 break
             target = canonicalize(location, base=response.url)
             if target is None:
-                response.error = "invalid_redirect"
+                response.error = ErrorKind.INVALID_REDIRECT
                 break
             if redirects >= self._max_redirects:
-                response.error = "too_many_redirects"
+                response.error = ErrorKind.TOO_MANY_REDIRECTS
                 break
             hop = await admit(target)
             if not hop.follow:
@@ -386,6 +387,6 @@ class Fetcher:
             ValueError,
             BadContentEncoding,
             *_proxy_errors(),  # evaluated only when something was raised
-        ) as exc:
+        ) as exc:  # type: ignore[misc]  # mypy cannot read a starred tuple of classes here
             response.error = _error_kind(exc)
         return response

@@ -7,6 +7,7 @@ record the CLI writes: every sink and every API user sees the same object.
 
 from __future__ import annotations
 
+import builtins
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.charset import decode_html
+from crawler.errors import ErrorKind
 
 if TYPE_CHECKING:
     from crawler.fetch import Response
@@ -86,7 +88,7 @@ class Page:
     description: str | None = None  # <meta name=description>
     canonical: str | None = None  # <link rel=canonical>, absolute and canonical
     links: list[str] = field(default_factory=list)
-    error: str | None = None
+    error: ErrorKind | None = None
     truncated: bool = False
     kind: str = "page"  # or "sitemap" (--sitemaps)
     fields: dict[str, Any] = field(default_factory=dict)  # added by options and hooks
@@ -95,7 +97,7 @@ class Page:
     _text: str | None = field(default=None, repr=False)
 
     @property
-    def body(self) -> bytes:
+    def body(self) -> builtins.bytes:  # `bytes` in here is the field
         """The body as read, after Content-Encoding; b"" when nothing was read."""
         return self.response.body if self.response is not None else b""
 
@@ -113,7 +115,7 @@ class Page:
     def tree(self) -> LexborHTMLParser | None:
         """The selectolax (Lexbor) tree of an HTML page, parsed once, on first use."""
         if self._tree is None and self.is_html:
-            self._tree = LexborHTMLParser(self.text())
+            self._tree = LexborHTMLParser(self.text() or "")
         return self._tree
 
     def release(self) -> None:
@@ -124,6 +126,8 @@ class Page:
     def from_record(cls, record: dict[str, Any]) -> Page:
         """The page a JSON record was made from (without its response)."""
         standard = {name: record[name] for name in RECORD_FIELDS if name in record}
+        if standard.get("error") is not None:
+            standard["error"] = ErrorKind(standard["error"])
         extra = {name: value for name, value in record.items() if name not in RECORD_FIELDS}
         return cls(**standard, fields=extra)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from protego import Protego
 
+from crawler.errors import ErrorKind
 from crawler.fetch import Fetcher, Hop
 from crawler.frontier import ROBOTS, Frontier, Request
 from crawler.sinks import Archive
@@ -36,8 +37,6 @@ log = logging.getLogger(__name__)
 ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 asks parsers to read at least 500 KiB
 ROBOTS_MAX_REDIRECTS = 5
 UNREACHABLE_HOLD_S = 60.0  # how long an unreachable robots.txt keeps its host disallowed
-# RFC 9309 has a crawler assume a full disallow; its URLs' records say why.
-ROBOTS_UNREACHABLE = "robots_unreachable"
 BACKOFF_BASE_S = 0.5
 # A request reaches the server a little after it starts, by a varying amount; without
 # this margin the server could see two starts a hair closer than the delay.
@@ -47,7 +46,7 @@ DELAY_MARGIN_S = 0.01
 @dataclass(frozen=True, slots=True)
 class RobotsRules:
     parser: Protego | None = None  # None: everything allowed, or everything denied
-    denied: str | None = None  # the error of every URL when robots.txt could not be had
+    denied: ErrorKind | None = None  # the error of every URL when robots.txt could not be had
     expires_at: float = math.inf  # time.monotonic()
     crawl_delay_s: float = 0.0
 
@@ -68,7 +67,7 @@ class Refused:
     """A job for a worker: record `request`, which robots.txt forbids, then release it."""
 
     request: Request
-    error: str
+    error: ErrorKind
 
 
 def product_token(user_agent: str) -> str:
@@ -79,7 +78,7 @@ def product_token(user_agent: str) -> str:
 
 def backoff_s(attempt: int) -> float:
     """Exponential backoff with jitter: about 0.5 s, 1 s, 2 s, ..."""
-    return BACKOFF_BASE_S * 2**attempt * random.uniform(0.5, 1.5)
+    return BACKOFF_BASE_S * 2.0**attempt * random.uniform(0.5, 1.5)
 
 
 class Robots:
@@ -111,13 +110,13 @@ class Robots:
             return None
         return rules
 
-    def refusal(self, rules: RobotsRules, url: str) -> str | None:
+    def refusal(self, rules: RobotsRules, url: str) -> ErrorKind | None:
         """Why `url` may not be fetched under `rules` (a record's error), or None if it may."""
         if rules.denied is not None:
             return rules.denied
         if rules.parser is None or rules.parser.can_fetch(url, self._agent):
             return None
-        return "robots_disallowed"
+        return ErrorKind.ROBOTS_DISALLOWED
 
     async def load(self, origin: str) -> RobotsRules | None:
         """Fetch robots.txt; None if it could not be read and should be tried again later."""
@@ -127,7 +126,14 @@ class Robots:
         future = self._pending[origin] = asyncio.get_running_loop().create_future()
         rules = None
         try:
-            rules = await self._fetch(origin)
+            try:
+                rules = await self._fetch(origin)
+            except Exception:  # a bug: the host's URLs get records saying so, for a while
+                log.exception("internal error on %s/robots.txt", origin)
+                rules = RobotsRules(
+                    denied=ErrorKind.INTERNAL_ERROR,
+                    expires_at=time.monotonic() + UNREACHABLE_HOLD_S,
+                )
             if rules is not None:
                 self._rules[origin] = rules
         finally:
@@ -139,11 +145,12 @@ class Robots:
         """Consecutive failed fetches of `origin`'s robots.txt."""
         return self._failures.get(origin, 0)
 
-    async def check(self, url: str) -> str | None:
+    async def check(self, url: str) -> ErrorKind | None:
         """`refusal` for `url`, fetching robots.txt first if it is not known yet."""
         origin = origin_of(url)
         rules = self.cached(origin) or await self.load(origin)
-        return ROBOTS_UNREACHABLE if rules is None else self.refusal(rules, url)
+        # RFC 9309 has a crawler assume a full disallow; its URLs' records say why.
+        return ErrorKind.ROBOTS_UNREACHABLE if rules is None else self.refusal(rules, url)
 
     async def _fetch(self, origin: str) -> RobotsRules | None:
         robots_url = f"{origin}/robots.txt"
@@ -156,9 +163,9 @@ class Robots:
             return self._parse(origin, response.body)
         if response.error is None and status is not None and 300 <= status < 500 and status != 429:
             return ALLOW_ALL  # 4xx, or a redirect chain too long: RFC 9309 says allow
-        if response.error == "blocked_address" and response.url == robots_url:
+        if response.error == ErrorKind.BLOCKED_ADDRESS and response.url == robots_url:
             # The host's own address is refused: asking again would not change that.
-            return RobotsRules(denied="blocked_address")
+            return RobotsRules(denied=ErrorKind.BLOCKED_ADDRESS)
         failures = self._failures[origin] = self._failures.get(origin, 0) + 1
         reason = response.error or f"HTTP {status}"
         if failures <= self._retries:
@@ -172,7 +179,7 @@ class Robots:
             UNREACHABLE_HOLD_S,
         )
         return RobotsRules(
-            denied=ROBOTS_UNREACHABLE, expires_at=time.monotonic() + UNREACHABLE_HOLD_S
+            denied=ErrorKind.ROBOTS_UNREACHABLE, expires_at=time.monotonic() + UNREACHABLE_HOLD_S
         )
 
     def _parse(self, origin: str, body: bytes) -> RobotsRules:

@@ -25,6 +25,7 @@ from tests.test_limits import crawl_with_stats
 from tests.test_politeness import start_gaps
 from tests.test_sitemaps import index, urlset
 from tests.test_sitemaps import url as url_entry
+from tests.test_wacz import assert_index_is_cdxj_indexers
 from tests.test_warc import read_archive
 
 HOSTS = [f"127.0.0.{i}" for i in range(1, 7)]
@@ -364,6 +365,7 @@ async def test_each_process_writes_its_own_warc_files_and_each_page_is_in_one(
     assert located == {
         (r["file"], r["uri"]) for r in records if r["type"] in ("response", "revisit")
     }
+    assert_index_is_cdxj_indexers(archive)  # each process indexes its own files
 
 
 async def test_sitemap_requests_keep_their_kind_and_lastmod_in_the_shared_queue(

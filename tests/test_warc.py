@@ -6,6 +6,7 @@ import base64
 import gzip
 import io
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -380,3 +381,22 @@ async def test_a_state_directory_of_an_older_format_is_refused_in_one_line(
 @given(st.binary(min_size=20, max_size=20))
 def test_sha1_base32_is_the_standard_base32_of_the_digest(digest):
     assert sha1_base32(digest) == "sha1:" + base64.b32encode(digest).decode("ascii")
+
+
+def test_a_forked_process_draws_record_ids_of_its_own():
+    from crawler.sinks import warc
+
+    warc._record_id()  # the buffer holds 255 more ids: a child must not reuse them
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        try:
+            os.write(writer, b"\n".join(warc._record_id() for _ in range(10)))
+        finally:
+            os._exit(0)
+    os.close(writer)
+    ours = {warc._record_id() for _ in range(10)}
+    with os.fdopen(reader, "rb") as pipe:
+        theirs = set(pipe.read().split(b"\n"))
+    os.waitpid(pid, 0)
+    assert len(theirs) == 10 and not ours & theirs

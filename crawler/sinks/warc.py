@@ -22,6 +22,8 @@ Each page's exchanges (its earlier attempts', its redirect hops, its own) are
 written when the page is committed; the place of its final response (or revisit)
 record goes into the page's fields as `warc_file`, `warc_offset`, `warc_length`.
 robots.txt exchanges, which no page carries, are written as they are fetched.
+Each response or revisit record, once written, is told to `on_record`: the CDXJ
+index (crawler/sinks/cdxj.py) writes its line then.
 
 `position` is what a state directory commits: the current file and its length.
 `WarcSink.resume` cuts that file back to it, deletes the files begun after it,
@@ -43,7 +45,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,12 +55,12 @@ from crawler import __version__
 from crawler.config import ConfigError, Settings
 from crawler.fetch import Exchange, payload_digest, sha1_base32
 from crawler.page import Page
-from crawler.sinks import WriteFailed
+from crawler.sinks import write_all
 
 try:
     from isal import isal_zlib as _deflate
 except ImportError:  # isal has wheels for the common platforms; zlib is 5x slower
-    import zlib as _deflate
+    import zlib as _deflate  # type: ignore[no-redef]  # the same functions, slower
 
 WARC_VERSION = b"WARC/1.1"
 REVISIT_PROFILE = b"http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
@@ -68,7 +70,7 @@ REQUEST_GZIP_LEVEL = 0
 _GZIP_WBITS = 31
 _CRLF = b"\r\n"
 _READ_BYTES = 1 << 20
-_FILE_NAME = re.compile(r"(?P<prefix>.+)-(?P<time>\d{17})-(?P<serial>\d{5,})\.warc\.gz")
+FILE_NAME = re.compile(r"(?P<prefix>.+)-(?P<time>\d{17})-(?P<serial>\d{5,})\.warc\.gz")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,10 @@ class RecordLocation:
     file: str
     offset: int
     length: int
+
+
+# Told of each response or revisit record as it is written: an index (crawler/sinks/cdxj.py).
+OnRecord = Callable[[Exchange, bool, RecordLocation], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +115,17 @@ warc_date = _WarcClock().date
 
 class _RecordIds:
     """Random (version 4) UUID URNs, made without uuid.UUID's slow constructor, from
-    random bytes read 256 ids at a time (a system call an id took 2 us)."""
+    random bytes read 256 ids at a time (a system call an id took 2 us).
+
+    A process forked with some of those bytes unread would draw the same ids as
+    its parent: the child forgets them, and reads its own."""
 
     def __init__(self) -> None:
         self._random = b""
         self._used = 0
+
+    def forget(self) -> None:
+        self._random, self._used = b"", 0
 
     def next(self) -> bytes:
         if self._used == len(self._random):
@@ -126,7 +138,9 @@ class _RecordIds:
         return b"<urn:uuid:%s-%s-%s-%s-%s>" % (x[:8], x[8:12], x[12:16], x[16:20], x[20:])
 
 
-_record_id = _RecordIds().next
+_record_ids = _RecordIds()
+_record_id = _record_ids.next
+os.register_at_fork(after_in_child=_record_ids.forget)
 
 
 def _header_value(value: str) -> bytes:
@@ -189,6 +203,8 @@ class WarcSink:
         self._info_length = -1  # the current file's length with only its warcinfo
         self._first_captures: dict[str, FirstCapture] = {}
         self.revisits = 0
+        self.files: list[str] = []  # the crawl's files so far, in order, the current one last
+        self.on_record: OnRecord | None = None  # (exchange, is_revisit, location)
 
     @property
     def position(self) -> list[str | int]:
@@ -198,9 +214,9 @@ class WarcSink:
     def write(self, page: Page) -> None:
         """Archive `page`'s exchanges; note where its final response record went."""
         response = page.response
-        if response is None or not response.exchanges:
+        location = self.write_exchanges(response.exchanges) if response is not None else None
+        if location is None:  # nothing was fetched
             return
-        location = self.write_exchanges(response.exchanges)
         page.fields["warc_file"] = location.file
         page.fields["warc_offset"] = location.offset
         page.fields["warc_length"] = location.length
@@ -222,7 +238,7 @@ class WarcSink:
         The crawl's files are the run from its first (serial 0) file to `file`, in
         the order of their names' timestamps; other crawls' files in DIR are left alone.
         """
-        match = _FILE_NAME.fullmatch(file)
+        match = FILE_NAME.fullmatch(file)
         path = self.directory / file
         if match is None or not path.exists():
             raise FileNotFoundError(path)
@@ -240,6 +256,7 @@ class WarcSink:
         os.ftruncate(self._fd, offset)
         os.lseek(self._fd, offset, os.SEEK_SET)
         self.file, self.offset, self._serial = file, offset, serial
+        self.files = [kept_path.name for kept_path in kept]
         header = next(read_record_headers(path, offset))
         self._warcinfo_id = header[b"WARC-Record-ID"]
 
@@ -298,6 +315,8 @@ class WarcSink:
             self.file, self.offset + len(request_member), len(response_member)
         )
         self._write(request_member + response_member)  # one system call, not two
+        if self.on_record is not None:
+            self.on_record(exchange, first is not None, location)
         return location
 
     def close(self) -> None:
@@ -319,6 +338,7 @@ class WarcSink:
         stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S%f")[:17]
         self.file = f"{self.prefix}-{stamp}-{self._serial:05d}.warc.gz"
         self._fd = os.open(self.directory / self.file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self.files.append(self.file)
         self.offset = 0
         self._warcinfo_id = _record_id()
         block = "".join(f"{name}: {value}\r\n" for name, value in self._info.items())
@@ -335,20 +355,13 @@ class WarcSink:
         self._info_length = self.offset
 
     def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(self._fd, view) :]
-        except OSError as exc:
-            raise WriteFailed(
-                f"cannot write {self.directory / self.file}: {exc.strerror}"
-            ) from None
+        write_all(self._fd, data, self.directory / self.file)
         self.offset += len(data)
 
     def _own_files(self) -> Iterator[tuple[Path, str, int]]:
         """Files in DIR named as this writer names them: path, timestamp, serial."""
         for path in self.directory.glob(f"{glob.escape(self.prefix)}-*.warc.gz"):
-            match = _FILE_NAME.fullmatch(path.name)
+            match = FILE_NAME.fullmatch(path.name)
             if match and match["prefix"] == self.prefix:
                 yield path, match["time"], int(match["serial"])
 
