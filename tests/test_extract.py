@@ -3,9 +3,11 @@ SimHash and near-duplicates, and pages that must not break it."""
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
+import zipfile
 
 from crawler.page import Page
 from crawler.simhash import (
@@ -358,3 +360,23 @@ def test_a_page_fetched_again_is_not_its_own_near_duplicate():
 
     assert "near_duplicate_of" not in again.fields
     assert other.fields["near_duplicate_of"] == "http://a.test/"
+
+
+async def test_the_wacz_pages_hold_the_main_text_for_full_text_search(site: Site, tmp_path):
+    site.page("/news/tea", body=ARTICLE)
+    warc, wacz = tmp_path / "warc", tmp_path / "crawl.wacz"
+
+    [record] = await crawl(
+        tmp_path,
+        [site.url + "/news/tea"],
+        extract=True,
+        max_depth=0,
+        warc=str(warc),
+        wacz=str(wacz),
+    )
+
+    with zipfile.ZipFile(wacz) as package:
+        header, *lines = package.read("pages/pages.jsonl").decode().splitlines()
+    assert json.loads(header)["hasText"] is True
+    [entry] = map(json.loads, lines)
+    assert entry["url"] == record["url"] and entry["text"] == ARTICLE_TEXT
