@@ -153,20 +153,19 @@ class SimhashIndex:
                     first = bucket[i + 1]
         return self._urls[first] if first < len(self._urls) else None
 
+    def mark(self, page: Page) -> None:
+        """Set `page`'s near_duplicate_of, if its simhash is near an earlier page's, and
+        remember its fingerprint. A page is never its own near-duplicate: after a crash,
+        a page fetched again may find the fingerprint its first fetch left."""
+        value = page.fields.get("simhash")
+        if value is None:
+            return
+        fingerprint = from_hex(value)
+        first = self.first_near(fingerprint)
+        if first is not None and first != page.url:
+            page.fields["near_duplicate_of"] = first
+        self.add(fingerprint, page.url)
+
 
 def _blocks(fingerprint: int) -> tuple[int, ...]:
     return tuple((fingerprint >> (_BLOCK_BITS * i)) & _BLOCK_MASK for i in range(_BLOCKS))
-
-
-def mark_near_duplicate(index: SimhashIndex, page: Page) -> None:
-    """Set `page`'s near_duplicate_of, if its simhash is near an earlier page's, and
-    remember its fingerprint. A page is never its own near-duplicate: after a crash,
-    a page fetched again may find the fingerprint its first fetch left."""
-    value = page.fields.get("simhash")
-    if value is None:
-        return
-    fingerprint = from_hex(value)
-    first = index.first_near(fingerprint)
-    if first is not None and first != page.url:
-        page.fields["near_duplicate_of"] = first
-    index.add(fingerprint, page.url)

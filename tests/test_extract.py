@@ -15,7 +15,6 @@ from crawler.simhash import (
     SimhashIndex,
     distance,
     from_hex,
-    mark_near_duplicate,
     simhash,
 )
 from tests.conftest import Site, by_url, crawl
@@ -355,8 +354,8 @@ def test_a_page_fetched_again_is_not_its_own_near_duplicate():
     again = Page("http://a.test/", 0, None, fields={"simhash": "0123456789abcdef"})
     other = Page("http://b.test/", 0, None, fields={"simhash": "0123456789abcdee"})
 
-    mark_near_duplicate(index, again)
-    mark_near_duplicate(index, other)
+    index.mark(again)
+    index.mark(other)
 
     assert "near_duplicate_of" not in again.fields
     assert other.fields["near_duplicate_of"] == "http://a.test/"

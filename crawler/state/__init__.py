@@ -147,9 +147,7 @@ class LocalStore:
         if listed:
             new += self._claim_listed(listed)
         if page is not None and self.near_duplicates is not None:
-            from crawler.simhash import mark_near_duplicate
-
-            mark_near_duplicate(self.near_duplicates, page)
+            self.near_duplicates.mark(page)
         self.save(done, page, new, claimed)
         return new
 
