@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import subprocess
 import sys
 import zipfile
@@ -17,7 +18,8 @@ from crawler.simhash import (
     from_hex,
     simhash,
 )
-from tests.conftest import Site, by_url, crawl
+from tests.conftest import Site, by_url, crawl, read_records
+from tests.test_state import Run, assert_each_page_once
 
 ARTICLE = """<!doctype html><html lang="en"><head>
 <title>Tea harvest starts early - The Daily</title>
@@ -379,3 +381,54 @@ async def test_the_wacz_pages_hold_the_main_text_for_full_text_search(site: Site
     assert json.loads(header)["hasText"] is True
     [entry] = map(json.loads, lines)
     assert entry["url"] == record["url"] and entry["text"] == ARTICLE_TEXT
+
+
+GROUPS, GROUP_PAGES = 3, 40
+
+
+def build_article_site(site: Site) -> list[str]:
+    """GROUPS distinct articles, each on GROUP_PAGES pages that differ by their date line;
+    page n links to pages 4n+1 .. 4n+4."""
+    rng = random.Random(24)
+    syllables = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]
+    vocabulary = ["".join(rng.sample(syllables, 3)) for _ in range(3000)]
+    articles = [
+        "".join(
+            "<p>" + " ".join(rng.choice(vocabulary) for _ in range(40)) + ", the end.</p>"
+            for _ in range(8)
+        )
+        for _ in range(GROUPS)
+    ]
+    pages = GROUPS * GROUP_PAGES
+    for n in range(pages):
+        links = "".join(
+            f'<a href="/p/{m}">{m}</a> ' for m in range(4 * n + 1, 4 * n + 5) if m < pages
+        )
+        body = f"<p>Updated {n % 28 + 1} March 2021, 10:{n % 60:02d} GMT</p>{articles[n % GROUPS]}"
+        site.page(
+            f"/p/{n}", body=f"<html><body><nav>{links}</nav><article>{body}</article></body></html>"
+        )
+    return [f"{site.url}/p/{n}" for n in range(pages)]
+
+
+async def test_kill_9_and_resumes_leave_each_near_duplicate_naming_an_earlier_record(
+    site: Site, tmp_path
+):
+    urls = build_article_site(site)
+    run = Run(site, tmp_path, "--extract")
+    codes = [await run.interrupted_after(hits, signal.SIGKILL) for hits in (10, 35, 70)]
+    code, err = await run.until_done()
+
+    assert code == 0, err
+    assert codes.count(-signal.SIGKILL) >= 2
+    records = read_records(run.output)
+    assert_each_page_once(records, urls)
+    position = {r["url"]: i for i, r in enumerate(records)}  # the order of the commits
+    for group in range(GROUPS):
+        members = [r for r in records if int(r["url"].rsplit("/", 1)[1]) % GROUPS == group]
+        firsts = [r["url"] for r in members if "near_duplicate_of" not in r]
+        assert firsts == [members[0]["url"]]
+        for record in members[1:]:  # each names an earlier page of its own group
+            earlier = record["near_duplicate_of"]
+            assert earlier in {m["url"] for m in members}
+            assert position[earlier] < position[record["url"]]
