@@ -2,6 +2,7 @@
 
     python benchmarks/simhash_bench.py --data DIR        # planted pairs from real articles
     python benchmarks/simhash_bench.py --index 1000000   # lookup time and memory
+    python benchmarks/simhash_bench.py --redis-index 1000000   # the shared index (--redis)
 
 DIR is a checkout of scrapinghub/article-extraction-benchmark (see
 extract_eval.py): its 181 hand-extracted article bodies are the texts. For each
@@ -269,12 +270,54 @@ def index_report(n: int, lookups: int) -> None:
     print(f"  peak RSS grew {(after_kb - before_kb) / 1024:.0f} MB (fingerprints and URLs)")
 
 
+def redis_index_report(n: int) -> None:
+    """The shared index of --redis in a redis-server of its own: memory and Redis CPU."""
+    import socket
+
+    import redis
+    from redis_bench import start_redis
+
+    from crawler.state.redis import SCRIPTS
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = start_redis(port, None)
+    try:
+        client = redis.Redis(port=port)
+        near = client.register_script(SCRIPTS["near"])
+        rng = random.Random(7)
+        before = client.info("memory")["used_memory"]
+        pipe = client.pipeline(transaction=False)
+        for i in range(n):
+            f = rng.getrandbits(64)
+            url = f"https://example.com/articles/{i:07d}.html"
+            near(args=["crawler:{bench}:", f >> 32, f & 0xFFFFFFFF, url, MAX_DISTANCE], client=pipe)
+            if i % 1000 == 999:
+                pipe.execute()
+        pipe.execute()
+        grown = client.info("memory")["used_memory"] - before
+        client.config_resetstat()
+        for i in range(10_000):
+            f = rng.getrandbits(64)
+            url = f"https://example.com/more/{i:07d}.html"
+            near(args=["crawler:{bench}:", f >> 32, f & 0xFFFFFFFF, url, MAX_DISTANCE], client=pipe)
+        pipe.execute()
+        usec = client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"]
+        print(f"{n:,} fingerprints in Redis: {grown / n:.0f} bytes each (used_memory);")
+        print(f"  then a lookup and insert takes {usec:.1f} us of Redis CPU (commandstats)")
+    finally:
+        server.terminate()
+        server.wait()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, help="article-extraction-benchmark checkout")
     parser.add_argument("--shingle-tokens", type=int, default=SHINGLE_TOKENS)
     parser.add_argument("--index", type=int, default=0, help="fingerprints for the index bench")
     parser.add_argument("--lookups", type=int, default=100_000)
+    parser.add_argument("--redis-index", type=int, default=0, help="fingerprints, in Redis")
     args = parser.parse_args()
     if args.data:
         truth = json.loads((args.data / "ground-truth.json").read_text(encoding="utf-8"))
@@ -287,6 +330,8 @@ def main() -> int:
         html_pairs_report(pages, args.shingle_tokens)
     if args.index:
         index_report(args.index, args.lookups)
+    if args.redis_index:
+        redis_index_report(args.redis_index)
     return 0
 
 
