@@ -269,11 +269,16 @@ return {'ok', top, flags, taken}
 _NEAR = r"""
 local P, url, k = ARGV[1], ARGV[4], tonumber(ARGV[5])
 local high, low = tonumber(ARGV[2]), tonumber(ARGV[3])
-local function bits(x)
-  local n = 0
+-- budget minus the bits set in x, or -1 once past it: most candidates differ in
+-- about 32 bits, and counting stops at the fourth.
+local function spare(x, budget)
   x = bit.tobit(x)
-  while x ~= 0 do x = bit.band(x, x - 1); n = n + 1 end
-  return n
+  while x ~= 0 do
+    budget = budget - 1
+    if budget < 0 then return -1 end
+    x = bit.band(x, x - 1)
+  end
+  return budget
 end
 local lists = {}
 local blocks = {low % 65536, math.floor(low / 65536), high % 65536, math.floor(high / 65536)}
@@ -282,10 +287,11 @@ local first, known = nil, false
 for t = 1, 4 do
   for _, entry in ipairs(redis.call('LRANGE', lists[t], 0, -1)) do
     local order, h, l = string.match(entry, '(%d+):(%d+):(%d+)')
+    local left = spare(bit.bxor(tonumber(h), high), k)
+    if left >= 0 then left = spare(bit.bxor(tonumber(l), low), left) end
+    if left == k then known = true end
     order = tonumber(order)
-    local d = bits(bit.bxor(tonumber(h), high)) + bits(bit.bxor(tonumber(l), low))
-    if d == 0 then known = true end
-    if d <= k and (first == nil or order < first) then first = order end
+    if left >= 0 and (first == nil or order < first) then first = order end
   end
 end
 local found = false
