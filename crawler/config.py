@@ -94,6 +94,7 @@ class Settings:
     warc_max_size: int = 2**30
     wacz: str | None = None
     text: bool = False
+    extract: bool = False
     quiet: bool = False
     uvloop: bool = False
     header: tuple[tuple[str, str], ...] = ()
@@ -712,6 +713,13 @@ OPTIONS: tuple[Option, ...] = (
         "text",
         "bool",
         "add each HTML page's visible text and language to its record",
+        group="output",
+    ),
+    Option(
+        "extract",
+        "bool",
+        "add each HTML page's main content (main_text, markdown), metadata, simhash and "
+        "near_duplicate_of to its record",
         group="output",
     ),
     Option("quiet", "bool", "no progress display or summary on stderr", group="output"),

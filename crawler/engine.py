@@ -20,7 +20,7 @@ import itertools
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler.config import Settings
@@ -59,6 +59,15 @@ THROTTLE_STATUSES = frozenset({429, 503})
 # then come from longer paths.
 MAX_HELD_PAGES = 5000
 MAX_HELD_BYTES = 64 * 2**20
+
+
+def _main_content(settings: Settings) -> Callable[[Page, str], None] | None:
+    """--extract's step, which adds a page's main content; None (and no import) without it."""
+    if not settings.extract:
+        return None
+    from crawler.extract import add_main_content
+
+    return add_main_content
 
 
 class Consumer(Protocol):
@@ -216,6 +225,7 @@ class Crawl:
         )
         self._is_trap = trap_check(settings, self.stats)
         self._html = HtmlParser()
+        self._extract = _main_content(settings)
         archive = store.sinks.archive
         keep = archive is not None
         self._fetcher = Fetcher(
@@ -555,6 +565,8 @@ class Crawl:
         page.description = parsed.description
         if parsed.canonical_href:
             page.canonical = canonicalize(parsed.canonical_href, base)
+        if self._extract is not None:
+            self._extract(page, response.url)
         if self.settings.text:
             # Only hooks and a consumer see the tree after this: without them, no copy.
             seen = self.hooks is not None or self.consumer is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from selectolax.lexbor import LexborHTMLParser
+from selectolax.lexbor import LexborHTMLParser, SelectolaxError
 
 # Not shown by a browser: their text is no part of the page's text.
 _HIDDEN_TAGS = ["script", "style", "template", "noscript"]
@@ -87,7 +87,7 @@ def visible_text(tree: LexborHTMLParser, keep_tree: bool = True) -> str:
     elements measured cheaper than reparsing, or than a CSS query for the inline
     tags, which Lexbor matches one selector at a time.
     """
-    copy = tree.clone() if keep_tree else tree
+    copy = copy_of(tree) if keep_tree else tree
     body = copy.body
     if body is None:
         return ""
@@ -98,6 +98,16 @@ def visible_text(tree: LexborHTMLParser, keep_tree: bool = True) -> str:
     copy.merge_text_nodes()
     text = body.text(separator=_SEPARATOR, strip=True, skip_empty=True)
     return collapse_whitespace(text).replace(_SEPARATOR, "\n")
+
+
+def copy_of(tree: LexborHTMLParser) -> LexborHTMLParser:
+    """A copy of `tree` to change. Lexbor cannot clone a document whose doctype has a
+    system id (`<!DOCTYPE html SYSTEM "about:legacy-compat">`, as XSLT writes it):
+    such a tree is serialized and parsed again."""
+    try:
+        return tree.clone()
+    except SelectolaxError:
+        return LexborHTMLParser(tree.html or "")
 
 
 def collapse_whitespace(text: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import signal
 import sys
 import threading
@@ -441,3 +442,65 @@ async def test_a_recrawl_shared_by_two_processes_checks_each_page_once(tmp_path,
     records = [r for c in crawlers for r in c.records()]
     assert sorted(r["url"] for r in records) == sorted(web.urls())
     assert {r["changed"] for r in records} == {False}
+
+
+# --- near-duplicates (--extract) -------------------------------------------------------------
+
+
+def test_the_shared_near_duplicate_index_answers_as_the_local_one(redis_server):
+    from crawler.simhash import MAX_DISTANCE, SimhashIndex
+    from crawler.state.redis import SCRIPTS
+
+    client = redis_server.client()
+    near = client.register_script(SCRIPTS["near"])
+    prefix = f"crawler:{{{crawl_id()}}}:"
+    rng = random.Random(11)
+    local = SimhashIndex()
+    added: list[int] = []
+    for i in range(1500):
+        fingerprint = rng.getrandbits(64)
+        if i % 2 and added:  # near an earlier one, or the same
+            fingerprint = rng.choice(added)
+            for bit in rng.sample(range(64), rng.randint(0, 5)):
+                fingerprint ^= 1 << bit
+        url = f"http://example.com/{i}"
+        args = [prefix, fingerprint >> 32, fingerprint & 0xFFFFFFFF, url, MAX_DISTANCE]
+        reply = near(args=args)
+        assert (reply.decode() if reply else None) == local.first_near(fingerprint)
+        if local.add(fingerprint, url):
+            added.append(fingerprint)
+
+
+CHAIN_PAGES = 8
+
+
+async def test_processes_share_the_near_duplicate_index(tmp_path, redis_server):
+    # Every page has the same article in a frame of its own: one first page in all.
+    article = "".join(
+        f"<p>Paragraph {i} of the one article that every page of these sites copies, "
+        f"word for word, with commas, so that it scores as content.</p>"
+        for i in range(12)
+    )
+    # A chain of slow pages on each host: the crawl lasts long enough for all to join.
+    sites = [await Site(host).start() for host in HOSTS]
+    try:
+        for n, site in enumerate(sites):
+            other = sites[(n + 1) % len(sites)]
+            for i in range(CHAIN_PAGES):
+                hrefs = [f"{other.url}/p{i}", *([f"/p{i + 1}"] if i < CHAIN_PAGES - 1 else [])]
+                links = "".join(f'<a href="{href}">next</a>' for href in hrefs)
+                page = f"<html><body><nav>{links}</nav><article>{article}</article></body></html>"
+                site.page(f"/p{i}", body=page, delay_s=0.1)
+        crawlers = await start_crawlers(
+            3, Web(sites, CHAIN_PAGES), tmp_path, redis_server.url, "--extract"
+        )
+        await run_all(crawlers)
+    finally:
+        for site in sites:
+            await site.stop()
+    records = [r for c in crawlers for r in c.records()]
+    assert len(records) == CHAIN_PAGES * len(HOSTS)
+    assert sum(1 for c in crawlers if c.records()) >= 2  # the hosts were shared out
+    firsts = [r["url"] for r in records if "near_duplicate_of" not in r]
+    assert len(firsts) == 1
+    assert {r["near_duplicate_of"] for r in records if r["url"] not in firsts} == set(firsts)

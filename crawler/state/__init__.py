@@ -26,6 +26,7 @@ from crawler.urls import TrapRules, host_of, visit_key, visit_keys
 
 if TYPE_CHECKING:
     from crawler.politeness import HostScheduler
+    from crawler.simhash import SimhashIndex
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,15 @@ def trap_check(settings: Settings, stats: Stats) -> Callable[[str], bool] | None
     return is_trap
 
 
+def near_duplicate_index(settings: Settings) -> SimhashIndex | None:
+    """The index of the pages' fingerprints (--extract); None, and no import, without it."""
+    if not settings.extract:
+        return None
+    from crawler.simhash import SimhashIndex
+
+    return SimhashIndex()
+
+
 class LocalStore:
     """The claims and commit of a crawl that one process has to itself.
 
@@ -120,6 +130,7 @@ class LocalStore:
     stats: Stats
 
     def __init__(self, settings: Settings) -> None:
+        self.near_duplicates = near_duplicate_index(settings)
         self._is_trap = trap_check(settings, self.stats)
         self._max_pages_per_host = settings.max_pages_per_host
         self._max_sitemaps = settings.max_sitemaps
@@ -135,6 +146,8 @@ class LocalStore:
         new = self._claim_links(done, links) if links else []
         if listed:
             new += self._claim_listed(listed)
+        if page is not None and self.near_duplicates is not None:
+            self.near_duplicates.mark(page)
         self.save(done, page, new, claimed)
         return new
 

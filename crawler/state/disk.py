@@ -57,6 +57,9 @@ SCHEMA_VERSION = 4
 # log: one row per commit, appended: the page done, each sink's position (JSON, by
 # sink name) and the record count after it, the visited-set keys it claimed,
 # newline-separated, and the filter's expected missed URLs after it.
+# simhash (--extract): each page's fingerprint (16 hex digits) and the first URL that
+# had it, in commit order, committed with the page's record: the near-duplicate
+# index is read back from it on resume.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS log (
@@ -69,6 +72,7 @@ CREATE TABLE IF NOT EXISTS log (
     missed_urls REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS hosts (host TEXT PRIMARY KEY, records INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS simhash (fingerprint TEXT PRIMARY KEY, url TEXT NOT NULL);
 """
 DATABASE, BLOOM, LOCK, COOKIES = "crawl.sqlite", "visited.bloom", "lock", "cookies.json"
 CHECKPOINT_EVERY_S = 1.0  # header of the filter, journal pruning, stats
@@ -143,6 +147,7 @@ class DiskStore(LocalStore):
         try:
             self._open(settings, seeds)
             super().__init__(settings)
+            self._restore_fingerprints()
         except sqlite3.Error as exc:
             os.close(self._lock_fd)
             raise ConfigError(
@@ -292,6 +297,18 @@ class DiskStore(LocalStore):
             )
         return shape
 
+    def _restore_fingerprints(self) -> None:
+        """The near-duplicate index as the committed pages left it (--extract)."""
+        index = self.near_duplicates
+        if index is None or not self.resumed:
+            return
+        from crawler.simhash import from_hex
+
+        for fingerprint, url in self._db.execute(
+            "SELECT fingerprint, url FROM simhash ORDER BY rowid"
+        ):
+            index.add(from_hex(fingerprint), url)
+
     def _replay_log(self) -> int:
         """Set the bits of keys logged after the filter's last checkpoint; the log's end."""
         replayed = 0
@@ -332,6 +349,11 @@ class DiskStore(LocalStore):
                     self.bloom.expected_missed_urls,
                 ),
             )
+            if page is not None and "simhash" in page.fields:
+                self._db.execute(
+                    "INSERT OR IGNORE INTO simhash VALUES (?, ?)",
+                    (page.fields["simhash"], page.url),
+                )
             if self._meta_to_start:
                 self._set_meta(**self._meta_to_start)
                 self._meta_to_start = {}

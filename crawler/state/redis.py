@@ -4,6 +4,7 @@ Keys, all under the hash tag `{<crawl-id>}` (the visited set's shards aside, see
 `crawler.redis_bloom`):
 
     settings        the crawl-shaping settings; a joiner with others is refused
+    simhash:*       --extract's near-duplicate index, shared (see _NEAR)
     members         sorted set: member id -> lease deadline (Redis time, ms)
     counts          hash: queued, inflight, started (toward --max-pages), records,
                     sitemaps (toward --max-sitemaps)
@@ -259,12 +260,58 @@ return {'ok', top, flags, taken}
 )
 
 
+# near(P, high, low, url, max_distance): the near-duplicate index of --extract, shared
+# by all processes. The 64-bit fingerprint comes as two 32-bit halves (Lua numbers are
+# doubles; its bit library works on 32 bits). As in crawler/simhash.py, 4 lists, one
+# per 16-bit block, hold "order:high:low" of each distinct fingerprint, and
+# simhash:urls maps order -> URL. Answers the URL of the first fingerprint within
+# max_distance bits (false if none) and records this one, in one step.
+_NEAR = r"""
+local P, url, k = ARGV[1], ARGV[4], tonumber(ARGV[5])
+local high, low = tonumber(ARGV[2]), tonumber(ARGV[3])
+-- budget minus the bits set in x, or -1 once past it: most candidates differ in
+-- about 32 bits, and counting stops at the fourth.
+local function spare(x, budget)
+  x = bit.tobit(x)
+  while x ~= 0 do
+    budget = budget - 1
+    if budget < 0 then return -1 end
+    x = bit.band(x, x - 1)
+  end
+  return budget
+end
+local lists = {}
+local blocks = {low % 65536, math.floor(low / 65536), high % 65536, math.floor(high / 65536)}
+for t = 1, 4 do lists[t] = P .. 'simhash:' .. t .. ':' .. blocks[t] end
+local first, known = nil, false
+for t = 1, 4 do
+  for _, entry in ipairs(redis.call('LRANGE', lists[t], 0, -1)) do
+    local order, h, l = string.match(entry, '(%d+):(%d+):(%d+)')
+    local left = spare(bit.bxor(tonumber(h), high), k)
+    if left >= 0 then left = spare(bit.bxor(tonumber(l), low), left) end
+    if left == k then known = true end
+    order = tonumber(order)
+    if left >= 0 and (first == nil or order < first) then first = order end
+  end
+end
+local found = false
+if first ~= nil then found = redis.call('HGET', P .. 'simhash:urls', first) end
+if not known then
+  local order = redis.call('INCR', P .. 'simhash:order')
+  redis.call('HSET', P .. 'simhash:urls', order, url)
+  local entry = order .. ':' .. ARGV[2] .. ':' .. ARGV[3]
+  for t = 1, 4 do redis.call('RPUSH', lists[t], entry) end
+end
+return found
+"""
+
 SCRIPTS = {
     "tick": _TICK,
     "take": _TAKE,
     "release": _RELEASE,
     "commit": _COMMIT,
     "claim": CLAIM_ONLY_LUA,
+    "near": _NEAR,
 }
 SHAS = {name: hashlib.sha1(lua.encode()).hexdigest() for name, lua in SCRIPTS.items()}
 
@@ -446,6 +493,8 @@ class RedisStore:
         The page goes to the sinks first: if the process dies before the script runs,
         the URL is fetched again by another, rather than lost."""
         if page is not None:
+            if "simhash" in page.fields:
+                await self._mark_near_duplicate(page)
             self.sinks.write(page)
             page.release()
         ask = self._candidates(done, links, listed)
@@ -594,6 +643,17 @@ class RedisStore:
                 return await connection.send(packed)
         except redis.RedisError as exc:
             raise self._lost_redis(exc) from None
+
+    async def _mark_near_duplicate(self, page: Page) -> None:
+        """--extract: the page's near_duplicate_of, from the index all processes share."""
+        from crawler.simhash import MAX_DISTANCE
+
+        fingerprint = int(page.fields["simhash"], 16)
+        high, low = fingerprint >> 32, fingerprint & 0xFFFFFFFF
+        first = await self._call(_command("near", self._prefix, high, low, page.url, MAX_DISTANCE))
+        # After a crash, a page fetched again may find the fingerprint it left itself.
+        if first is not None and first.decode() != page.url:
+            page.fields["near_duplicate_of"] = first.decode()
 
     async def _connect(self) -> RedisConnection:
         async with self._connecting:

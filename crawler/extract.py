@@ -1,0 +1,803 @@
+"""Main content (--extract): the text a reader came for, as plain text and Markdown,
+and the page's metadata, from the tree the crawl has already parsed (selectolax, Lexbor).
+
+How the main content is found, in the manner of Readability (Arc90, then Mozilla's
+Readability.js):
+
+1. On a copy of the tree, what is never content goes: scripts, navigation, footers,
+   asides, form controls, ruby readings, hidden elements, a site's header (an
+   article's header stays when it holds a lead paragraph), and elements whose class
+   or id names a kind of boilerplate (comments, share bars, cookie notices, ads...).
+2. Each block (an element with 25 characters of text of its own, not mostly links)
+   gives points to its ancestors, five levels up, a smaller share at each: one, one
+   per comma, one per 100 characters up to three.
+3. The best-scored element, its score weighed by its class or id (`article-body`
+   for, `sidebar` against) and by how little of its text is links, is the main
+   content; or an ancestor that holds more of it, by Readability.js's rules (the one
+   that holds three other close candidates, a parent that scores higher, the parent
+   of an only child). Its siblings that score nearly as well, or share its class, or
+   are paragraphs of prose, come with it, and so does a lead paragraph near it in an
+   element of its own (class `lead`, `intro`, `standfirst`...).
+4. That content is written out block by block, as plain text and as Markdown,
+   leaving out a block that is mostly links (a list of related stories), a heading
+   that repeats the page's title, and a page's machinery labels ("Advertisement").
+
+It reads the tree through a few CSS queries and one walk of the kept part: about
+3 ms a page (benchmarks/extract_eval.py measures it, and its accuracy).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from crawler.page import Page
+from crawler.parse import copy_of
+from crawler.simhash import simhash, to_hex
+
+# Never content: their text is no part of what a reader reads.
+_STRIPPED_TAGS = [
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "rp",
+    "rt",
+    "iframe",
+    "svg",
+    "canvas",
+    "nav",
+    "aside",
+    "footer",
+    "button",
+    "select",
+    "input",
+    "textarea",
+    "label",
+    "dialog",
+    "menu",
+    "figcaption",
+    "object",
+    "embed",
+]
+# Class and id words of boilerplate, matched as whole class names or ids, or as a
+# prefix before a hyphen or underscore ("comment-list", "share_bar").
+_BOILERPLATE_WORDS = [
+    "ad",
+    "ads",
+    "adv",
+    "advert",
+    "advertisement",
+    "advertising",
+    "banner",
+    "breadcrumb",
+    "breadcrumbs",
+    "byline",
+    "comment",
+    "comments",
+    "cookie",
+    "cookies",
+    "consent",
+    "disqus",
+    "footer",
+    "share",
+    "sharing",
+    "social",
+    "sidebar",
+    "newsletter",
+    "subscribe",
+    "subscription",
+    "signup",
+    "promo",
+    "related",
+    "recommended",
+    "recirculation",
+    "navbar",
+    "nav",
+    "menu",
+    "masthead",
+    "popup",
+    "modal",
+    "outbrain",
+    "taboola",
+    "tags",
+    "tag-list",
+    "author-bio",
+    "caption",
+    "credit",
+    "image-credit",
+    "photo-credit",
+    "gallery",
+    "slideshow",
+    "skip-link",
+    "sr-only",
+    "visually-hidden",
+    "print-only",
+    "screen-reader-text",
+    # Blogging platforms' share, like and related-posts widgets, and post meta lines.
+    "sharedaddy",
+    "jp-relatedposts",
+    "addtoany",
+    "shariff",
+    "yarpp-related",
+    "crp_related",
+    "entry-meta",
+    "post-meta",
+    "postmetadata",
+    "entry-footer",
+    "author-box",
+]
+_BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
+# One CSS query finds the elements whose class or id holds one of the words anywhere
+# (a word that holds another is found by it); `_named_boilerplate` then checks the
+# whole-name-or-prefix rule. Lexbor matches a selector list one selector at a time:
+# the 6 exact selectors a word took 1.5 ms a page, 4 times the rest of the extraction.
+_MAY_BE_BOILERPLATE = ", ".join(
+    f"[class*={word} i], [id*={word} i]"
+    for word in _BOILERPLATE_WORDS
+    if not any(other != word and other in word for other in _BOILERPLATE_WORDS)
+)
+_HIDDEN_OR_ASIDE = (
+    '[hidden], [aria-hidden="true"], [role=navigation], [role=banner], '
+    "[role=contentinfo], [role=complementary], [role=dialog], [role=alert], "
+    '[style*="display:none" i], [style*="display: none" i], '
+    '[style*="visibility:hidden" i], [itemprop=comment], [itemprop=author]'
+)
+# A class such as <body class="nav-closed"> says nothing about the body's content.
+# Readability.js's "ok maybe it's a candidate": a class that also says this.
+_MAYBE_CONTENT = re.compile(r"article|body|column|content|main|entry")
+_NEVER_BOILERPLATE = frozenset(["html", "body", "main", "article"])
+_POSITIVE = re.compile(
+    r"article|body|content|entry|main|page|post|story|text|blog|prose|hentry|articlebody",
+    re.I,
+)
+_NEGATIVE = re.compile(
+    r"comment|com-|contact|foot|footer|footnote|masthead|media|meta|outbrain|promo|related|"
+    r"scroll|share|shoutbox|sidebar|skyscraper|sponsor|shopping|tags|tool|widget|hidden|"
+    r"caption|credit|byline|author|nav|menu|social|subscribe|newsletter|cookie|banner|\bad",
+    re.I,
+)
+_BLOCK_TAGS = frozenset(
+    "address article blockquote body center dd details div dl dt fieldset figcaption figure "  # noqa: SIM905
+    "h1 h2 h3 h4 h5 h6 hr li main ol p pre section summary table tbody td tfoot th thead tr "
+    "ul".split()
+)
+_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+_MIN_BLOCK_CHARS = 25
+_LEAD_CHARS = 80
+_LEADS = ", ".join(
+    f'[class~={word} i], [class*="-{word}" i], [class*="_{word}" i], [class^="{word}-" i]'
+    for word in ("lead", "intro", "standfirst", "excerpt", "subtitle")
+)
+_COMMAS = (",", "，", "、")  # CJK text has its own commas
+_TITLE_PARTS = re.compile(r"\s+[-|–—:·•»/]+\s+")
+# Labels of a page's machinery, left inside the content by many sites: never content alone.
+_LABELS = frozenset(
+    [
+        "ad",
+        "advert",
+        "advertisement",
+        "advertising",
+        "sponsored",
+        "share",
+        "share this",
+        "tags",
+        "comments",
+        "comment",
+        "post a comment",
+        "caption",
+        "close",
+        "trending",
+        "related",
+        "read more",
+        "see more",
+        "continue reading",
+        "back to gallery",
+        "image",
+        "image copyright",
+        "follow us",
+        "like this",
+        "share this:",
+        "related posts",
+        "anzeige",
+        "werbung",
+        "teilen",
+        "teilen mit",
+        "teilen sie dies mit",
+        "gefällt mir",
+        "weiterlesen",
+        "mehr zum thema",
+        "ähnliche beiträge",
+        "artikel zum thema",
+        "kommentare",
+        "publicidad",
+        "compartir",
+        "leer más",
+        "publicité",
+        "partager",
+        "lire aussi",
+        "lire la suite",
+        "pubblicità",
+        "condividi",
+        "leggi anche",
+    ]
+)
+# A block's points go to its ancestors up to five levels, a share less at each (as
+# Readability.js does), so that an article cut into many small wrappers still adds up.
+_ANCESTOR_DIVISORS = (1, 2, 6, 9, 12)
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]"})
+_WHITESPACE = re.compile(r"\s+")
+# Elements nested deeper are written as their flat text (Python's stack has limits).
+_MAX_DEPTH = 150
+_LIST_ITEM = re.compile(r"(?:> )*\s*(?:-|\d+\.) ")
+
+
+@dataclass(slots=True)
+class Extracted:
+    """What --extract adds to a record."""
+
+    main_text: str
+    markdown: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def add_main_content(page: Page, url: str) -> None:
+    """--extract: `page`'s main_text, markdown, metadata and simhash fields (an HTML page
+    of `url`, as fetched; a page without a word of main text gets no simhash)."""
+    tree = page.tree
+    if tree is None:
+        return
+    found = extract(tree, url)
+    fields = page.fields
+    fields["main_text"] = found.main_text
+    fields["markdown"] = found.markdown
+    fields["metadata"] = found.metadata
+    fingerprint = simhash(found.main_text)
+    if fingerprint is not None:
+        fields["simhash"] = to_hex(fingerprint)
+
+
+def extract(tree: LexborHTMLParser, url: str) -> Extracted:
+    """The main content of `tree` (a page of `url`) and its metadata; `tree` is left as it was."""
+    metadata = page_metadata(tree)
+    base = url
+    base_node = tree.css_first("base[href]")
+    if base_node is not None:
+        base = urljoin(url, (base_node.attrs.get("href") or "").strip())
+    work = copy_of(tree)
+    body = work.body
+    if body is None:
+        return Extracted("", "", metadata)
+    work.strip_tags(_STRIPPED_TAGS)
+    for header in body.css("header"):
+        # A site's header goes; an article's may hold its lead, a paragraph of its own.
+        if not any(len(p.text(deep=True)) >= _LEAD_CHARS for p in header.css("p")):
+            header.decompose()
+    for node in body.css(_MAY_BE_BOILERPLATE):
+        if node.tag not in _NEVER_BOILERPLATE and _named_boilerplate(node):
+            node.decompose()
+    for node in body.css(_HIDDEN_OR_ASIDE):
+        if node.tag not in _NEVER_BOILERPLATE:
+            node.decompose()
+    roots = _main_nodes(body)
+    lead = _lead(roots)
+    if lead is not None:
+        roots.insert(0, lead)
+    writer = _Writer(base, _titles(tree, metadata))
+    for root in roots:
+        writer.render(root)
+    writer.end_block()
+    return Extracted(writer.text(), writer.markdown(), metadata)
+
+
+def _lead(roots: list[LexborNode]) -> LexborNode | None:
+    """A lead paragraph (a "standfirst") just before the content, in its own element."""
+    first = roots[0]
+    ancestor = first.parent
+    kept = {root.mem_id for root in roots}
+    for _ in range(3):
+        if ancestor is None or ancestor.tag in ("body", "html"):
+            return None
+        for node in ancestor.css(_LEADS):
+            if node.mem_id in kept or len(node.text(deep=True).strip()) < _MIN_BLOCK_CHARS:
+                continue
+            inside = node.parent
+            while inside is not None and inside.mem_id not in kept:
+                inside = inside.parent
+            if inside is None:
+                return node
+        ancestor = ancestor.parent
+    return None
+
+
+def _named_boilerplate(node: LexborNode) -> bool:
+    """Whether one of the class names or the id is a boilerplate word, or the class
+    attribute or the id starts with one and a hyphen or underscore ("comment-list",
+    "share_bar")."""
+    attributes = node.attrs
+    classes = (attributes.get("class") or "").strip().lower()
+    if _MAYBE_CONTENT.search(classes):  # "entry share": an entry that can be shared
+        return False
+    if any(name in _BOILERPLATE_NAMES for name in classes.split()):
+        return True
+    for value in (classes, (attributes.get("id") or "").strip().lower()):
+        if value in _BOILERPLATE_NAMES:
+            return True
+        for i, character in enumerate(value):
+            if character in "-_" and value[:i] in _BOILERPLATE_NAMES:
+                return True
+            if character == " ":
+                break
+    return False
+
+
+def _titles(tree: LexborHTMLParser, metadata: dict[str, Any]) -> frozenset[str]:
+    """The page's <title>, each part of it between " - ", " | " and the like (the site's
+    name is one), and og:title, casefolded: a heading that is one of them is the headline."""
+    title = tree.css_first("title")
+    found = {title.text() if title is not None else ""}
+    found.add(metadata.get("opengraph", {}).get("og:title", ""))
+    for value in list(found):
+        found.update(_TITLE_PARTS.split(value))
+    return frozenset(" ".join(value.split()).casefold() for value in found) - {""}
+
+
+def _main_nodes(body: LexborNode) -> list[LexborNode]:
+    """The element holding the main content, with its siblings that hold more of it."""
+    scores: dict[int, float] = {}
+    nodes: dict[int, LexborNode] = {}
+    for block in body.css("p, pre, td, blockquote, li, div, section, article, dd"):
+        own = _own_text_chars(block)
+        if own < _MIN_BLOCK_CHARS:
+            continue
+        text = block.text(deep=True)
+        if _link_chars(block) > 0.5 * len(text):
+            continue
+        points = 1 + sum(map(text.count, _COMMAS)) + min(len(text) // 100, 3)
+        ancestor = block.parent
+        for divisor in _ANCESTOR_DIVISORS:
+            if ancestor is None or ancestor.tag == "html":
+                break
+            key = ancestor.mem_id
+            if key not in nodes:
+                nodes[key] = ancestor
+                scores[key] = 0.0
+            scores[key] += points / divisor
+            ancestor = ancestor.parent
+    if not scores:
+        return [body]
+    for key, node in nodes.items():
+        scores[key] *= 1 + _class_weight(node) / 50
+    best = sorted(scores, key=scores.__getitem__, reverse=True)[:5]
+    weighed = {key: scores[key] * (1 - _link_density(nodes[key])) for key in best}
+    top_key = max(weighed, key=weighed.__getitem__)
+    top = _widened(nodes[top_key], weighed, nodes, scores)
+    while (parent := top.parent) is not None and parent.tag not in ("body", "html"):
+        if any(child.mem_id != top.mem_id for child in parent.iter()):
+            break
+        top = parent  # an only child: its parent holds the same, and its siblings count
+    top_key = top.mem_id
+    top_score = scores.get(top_key, 0.0)
+    parent = top.parent
+    if parent is None or top.tag == "body":
+        return [top]
+    threshold = max(10.0, top_score * 0.2)
+    top_class = top.attrs.get("class")
+    kept = []
+    for sibling in parent.iter():
+        key = sibling.mem_id
+        if key == top_key:
+            kept.append(sibling)
+        elif key in scores:
+            # Articles cut into sections of one class (between ads): each is content.
+            alike = top_class is not None and sibling.attrs.get("class") == top_class
+            if scores[key] * (1 - _link_density(sibling)) >= (0 if alike else threshold):
+                kept.append(sibling)
+        elif sibling.tag == "p" and _is_prose(sibling):
+            kept.append(sibling)
+    return kept
+
+
+def _widened(
+    top: LexborNode,
+    weighed: dict[int, float],
+    nodes: dict[int, LexborNode],
+    scores: dict[int, float],
+) -> LexborNode:
+    """The top candidate, or the ancestor that holds more of the content (Readability.js's
+    two rules): the one holding 3 of the other close candidates, or a parent scoring higher."""
+    top_score = weighed[top.mem_id]
+    close = [nodes[k] for k, v in weighed.items() if k != top.mem_id and v >= 0.75 * top_score]
+    if len(close) >= 3:
+        lines = [_ancestors(node) for node in close]
+        for ancestor in _ancestor_nodes(top):
+            if sum(ancestor.mem_id in line for line in lines) >= 3:
+                return ancestor
+    last = scores[top.mem_id]
+    floor = last / 3
+    for ancestor in _ancestor_nodes(top):
+        score = scores.get(ancestor.mem_id)
+        if score is None:
+            continue
+        if score < floor:
+            break
+        if score > last:
+            return ancestor
+        last = score
+    return top
+
+
+def _ancestor_nodes(node: LexborNode) -> list[LexborNode]:
+    found = []
+    parent = node.parent
+    while parent is not None and parent.tag not in ("body", "html"):
+        found.append(parent)
+        parent = parent.parent
+    return found
+
+
+def _ancestors(node: LexborNode) -> set[int]:
+    return {ancestor.mem_id for ancestor in _ancestor_nodes(node)}
+
+
+def _is_prose(node: LexborNode) -> bool:
+    """A paragraph beside the content that reads as part of it (Readability's rule)."""
+    text = node.text(deep=True).strip()
+    density = _link_chars(node) / len(text) if text else 1.0
+    if len(text) > 80:
+        return density < 0.25
+    return density == 0 and text.endswith(".") and len(text) > 0
+
+
+def _own_text_chars(node: LexborNode) -> int:
+    """Characters of text directly in `node` or in its inline children."""
+    total = 0
+    for child in node.iter(include_text=True):
+        if child.tag == "-text":
+            total += len((child.text_content or "").strip())
+        elif child.tag not in _BLOCK_TAGS:
+            total += len(child.text(deep=True).strip())
+    return total
+
+
+def _link_chars(node: LexborNode) -> int:
+    return sum(len(a.text(deep=True)) for a in node.css("a"))
+
+
+def _link_density(node: LexborNode) -> float:
+    total = len(node.text(deep=True))
+    return _link_chars(node) / total if total else 1.0
+
+
+def _class_weight(node: LexborNode) -> float:
+    weight = 0.0
+    if node.tag in ("article", "main"):
+        weight += 10
+    attributes = node.attrs
+    for name in ("class", "id"):
+        value = attributes.get(name)
+        if value:
+            if _NEGATIVE.search(value):
+                weight -= 25
+            if _POSITIVE.search(value):
+                weight += 25
+    if attributes.get("itemprop") == "articleBody":
+        weight += 50
+    return weight
+
+
+class _Writer:
+    """Blocks of text and Markdown, written while walking the kept elements."""
+
+    def __init__(self, base: str, titles: frozenset[str] = frozenset()) -> None:
+        self.base = base
+        self.titles = titles  # a heading that repeats the page's title is left out
+        self.blocks: list[tuple[str, str]] = []  # (plain text, Markdown)
+        self._text: list[str] = []
+        self._md: list[str] = []
+        self._link_chars = 0
+        self._prefix = ""  # of the Markdown block: "## ", "- ", "> "...
+        self._list: list[int] = []  # per open list: the next number, or 0 if unordered
+        self._quote = 0
+        self._depth = 0
+
+    def render(self, node: LexborNode) -> None:
+        if self._depth >= _MAX_DEPTH:  # deeper than any real page: its text, flat
+            self._inline_text(node.text(deep=True))
+            return
+        self._depth += 1
+        for child in node.iter(include_text=True):
+            tag = child.tag or ""
+            if tag == "-text":
+                self._inline_text(child.text_content or "")
+            elif tag in _BLOCK_TAGS:
+                self._block(child, tag)
+            else:
+                self._inline(child, tag)
+        self._depth -= 1
+
+    def _inline_text(self, text: str) -> None:
+        text = _WHITESPACE.sub(" ", text)
+        if text:
+            self._text.append(text)
+            self._md.append(text.translate(_MD_SPECIAL))
+
+    def _inline(self, node: LexborNode, tag: str) -> None:
+        if tag == "br":
+            self._text.append("\n")
+            self._md.append("  \n")
+        elif tag == "a":
+            start_text, start_md = len(self._text), len(self._md)
+            self.render(node)
+            href = (node.attrs.get("href") or "").strip()
+            inner = "".join(self._text[start_text:])
+            self._link_chars += len(inner.strip())
+            if href and not href.startswith(("javascript:", "#")) and inner.strip():
+                label = "".join(self._md[start_md:]).strip()
+                del self._md[start_md:]
+                self._md.append(f"[{label}]({urljoin(self.base, href)})")
+        elif tag == "img":
+            alt = (node.attrs.get("alt") or "").strip()
+            src = (node.attrs.get("src") or "").strip()
+            if src and not src.startswith("data:"):
+                self._md.append(f"![{alt.translate(_MD_SPECIAL)}]({urljoin(self.base, src)})")
+        elif tag in ("b", "strong", "em", "i", "code", "kbd", "samp", "tt"):
+            mark = {"b": "**", "strong": "**", "em": "*", "i": "*"}.get(tag, "`")
+            start = len(self._md)
+            self.render(node)
+            inner = "".join(self._md[start:])
+            if inner.strip():
+                del self._md[start:]
+                lead = inner[: len(inner) - len(inner.lstrip())]
+                trail = inner[len(inner.rstrip()) :]
+                self._md.append(f"{lead}{mark}{inner.strip()}{mark}{trail}")
+        else:
+            self.render(node)
+
+    def _block(self, node: LexborNode, tag: str) -> None:
+        self.end_block()
+        if tag in _HEADINGS:
+            self._prefix = "#" * _HEADINGS[tag] + " "
+            self.render(node)
+            self.end_block()
+        elif tag == "pre":
+            code = node.text(deep=True).strip("\n")
+            if code.strip():
+                fence = "```" if "```" not in code else "~~~"
+                self.blocks.append((code, f"{fence}\n{code}\n{fence}"))
+        elif tag in ("ul", "ol"):
+            self._list.append(1 if tag == "ol" else 0)
+            self.render(node)
+            self.end_block()
+            self._list.pop()
+        elif tag == "li":
+            indent = "   " * (len(self._list) - 1) if self._list else ""
+            if self._list and self._list[-1]:
+                self._prefix = f"{indent}{self._list[-1]}. "
+                self._list[-1] += 1
+            else:
+                self._prefix = f"{indent}- "
+            self.render(node)
+            self.end_block()
+        elif tag == "blockquote":
+            self._quote += 1
+            self.render(node)
+            self.end_block()
+            self._quote -= 1
+        elif tag == "table":
+            self._table(node)
+        elif tag == "hr":
+            pass
+        else:
+            self.render(node)
+            self.end_block()
+
+    def _table(self, node: LexborNode) -> None:
+        rows: list[list[tuple[str, str]]] = []
+        for row in node.css("tr"):
+            cells = []
+            for cell in row.iter():
+                if cell.tag in ("td", "th"):
+                    sub = _Writer(self.base)
+                    sub.render(cell)
+                    sub.end_block()
+                    cells.append(
+                        (" ".join(t for t, _ in sub.blocks), " ".join(m for _, m in sub.blocks))
+                    )
+            if any(t for t, _ in cells):
+                rows.append(cells)
+        if not rows:
+            return
+        if len(rows) == 1 or max(len(r) for r in rows) == 1:  # a layout table: its cells are blocks
+            self.blocks.extend(cell for cells in rows for cell in cells if cell[0])
+            return
+        width = max(len(r) for r in rows)
+        lines = []
+        for i, cells in enumerate(rows):
+            mds = [md.replace("|", "\\|").replace("\n", " ") for _, md in cells]
+            mds += [""] * (width - len(mds))
+            lines.append("| " + " | ".join(mds) + " |")
+            if i == 0:
+                lines.append("|" + " --- |" * width)
+        text = "\n".join("\t".join(t for t, _ in cells) for cells in rows)
+        self.blocks.append((text, "\n".join(lines)))
+
+    def end_block(self) -> None:
+        text = "".join(self._text).strip()
+        md = "".join(self._md).strip()
+        if "\n" in md:  # after a <br>: the source's indentation is no Markdown indentation
+            md = "\n".join(line.lstrip() for line in md.split("\n"))
+        if text:
+            text = "\n".join(line.strip() for line in text.split("\n"))
+            if self._kept(text):
+                prefix = "> " * self._quote + self._prefix
+                self.blocks.append((text, prefix + md))
+        elif md:  # an image alone: no text, but Markdown
+            self.blocks.append(("", md))
+        self._text, self._md, self._link_chars, self._prefix = [], [], 0, ""
+
+    def _kept(self, text: str) -> bool:
+        if self._prefix.startswith("#"):
+            return " ".join(text.split()).casefold() not in self.titles
+        if len(text) < 40 and text.casefold().rstrip(":.…!").strip() in _LABELS:
+            return False
+        return self._link_chars <= 0.5 * len(text)
+
+    def text(self) -> str:
+        return "\n".join(text for text, _ in self.blocks if text)
+
+    def markdown(self) -> str:
+        """The blocks, a blank line apart; the items of one list on lines of their own."""
+        parts: list[str] = []
+        item_before = False
+        for _, md in self.blocks:
+            item = _LIST_ITEM.match(md) is not None
+            if parts:
+                parts.append("\n" if item and item_before else "\n\n")
+            parts.append(md)
+            item_before = item
+        return "".join(parts)
+
+
+# --- metadata -----------------------------------------------------------------
+
+_OPENGRAPH = "meta[property][content]"
+
+
+def page_metadata(tree: LexborHTMLParser) -> dict[str, Any]:
+    """Author, dates, site name, and the page's JSON-LD, OpenGraph and microdata objects."""
+    json_ld = []
+    for script in tree.css('script[type="application/ld+json" i]'):
+        try:
+            json_ld.append(json.loads(script.text(deep=True)))
+        except ValueError:
+            continue
+    opengraph: dict[str, str] = {}
+    meta: dict[str, str] = {}
+    for node in tree.css("meta[content]"):
+        attributes = node.attrs
+        content = (attributes.get("content") or "").strip()
+        prop = (attributes.get("property") or "").strip().lower()
+        name = (attributes.get("name") or attributes.get("itemprop") or "").strip().lower()
+        if prop.startswith(("og:", "article:")):
+            opengraph.setdefault(prop, content)
+        elif name:
+            meta.setdefault(name, content)
+    objects = _json_ld_objects(json_ld)
+    microdata = _microdata(tree)
+    article = next((o for o in [*objects, *microdata] if _is_article(o)), {})
+    result: dict[str, Any] = {
+        "author": _author(article) or meta.get("author") or opengraph.get("article:author"),
+        "published": article.get("datePublished")
+        or opengraph.get("article:published_time")
+        or meta.get("datepublished")
+        or _first_time(tree),
+        "modified": article.get("dateModified")
+        or opengraph.get("article:modified_time")
+        or meta.get("datemodified"),
+        "site_name": opengraph.get("og:site_name") or _name(article.get("publisher")),
+    }
+    if json_ld:
+        result["json_ld"] = json_ld
+    if opengraph:
+        result["opengraph"] = opengraph
+    if microdata:
+        result["microdata"] = microdata
+    return {key: value for key, value in result.items() if value}
+
+
+def _json_ld_objects(values: list[Any]) -> list[dict[str, Any]]:
+    """Every object of the JSON-LD blocks, @graph members included."""
+    found: list[dict[str, Any]] = []
+    pending = list(values)
+    while pending:
+        value = pending.pop(0)
+        if isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            found.append(value)
+            if isinstance(value.get("@graph"), list):
+                pending.extend(value["@graph"])
+    return found
+
+
+def _is_article(value: dict[str, Any]) -> bool:
+    """A schema.org Article (NewsArticle, BlogPosting, ...) or WebPage, by JSON-LD's short
+    type or microdata's type URL."""
+    kinds = value.get("@type")
+    names = [
+        k.rsplit("/", 1)[-1]
+        for k in (kinds if isinstance(kinds, list) else [kinds])
+        if isinstance(k, str)
+    ]
+    return any("Article" in k or k in ("BlogPosting", "WebPage") for k in names)
+
+
+def _name(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value.strip() or None
+    if isinstance(value, dict):
+        return _name(value.get("name"))
+    return None
+
+
+def _author(article: dict[str, Any]) -> str | None:
+    author = article.get("author")
+    authors = author if isinstance(author, list) else [author]
+    names = [name for name in map(_name, authors) if name]
+    return ", ".join(names) or None
+
+
+def _first_time(tree: LexborHTMLParser) -> str | None:
+    node = tree.css_first("time[datetime]")
+    return (node.attrs.get("datetime") or "").strip() or None if node is not None else None
+
+
+def _microdata(tree: LexborHTMLParser) -> list[dict[str, Any]]:
+    """The page's top-level schema.org microdata items, as JSON objects."""
+    items = []
+    for node in tree.css("[itemscope]"):
+        if not _inside_item(node):
+            items.append(_item(node))
+    return items
+
+
+def _inside_item(node: LexborNode) -> bool:
+    return _owner(node) is not None
+
+
+def _item(node: LexborNode) -> dict[str, Any]:
+    item: dict[str, Any] = {}
+    kind = node.attrs.get("itemtype")
+    if kind:
+        item["@type"] = kind.strip()
+    for prop in node.css("[itemprop]"):
+        if _owner(prop) != node.mem_id:
+            continue
+        value: Any = _item(prop) if "itemscope" in prop.attrs else _property_value(prop)
+        for name in (prop.attrs.get("itemprop") or "").split():
+            item.setdefault(name, []).append(value)
+    return {k: v[0] if isinstance(v, list) and len(v) == 1 else v for k, v in item.items()}
+
+
+def _owner(prop: LexborNode) -> int | None:
+    parent = prop.parent
+    while parent is not None and parent.is_element_node:
+        if "itemscope" in parent.attrs:
+            return parent.mem_id
+        parent = parent.parent
+    return None
+
+
+def _property_value(node: LexborNode) -> str:
+    attributes = node.attrs
+    for name in ("content", "datetime", "href", "src"):
+        value = attributes.get(name)
+        if value is not None:
+            return value.strip()
+    return " ".join(node.text(deep=True).split())

@@ -1,0 +1,434 @@
+"""--extract: main text, Markdown and metadata of pages served on 127.0.0.1, their
+SimHash and near-duplicates, and pages that must not break it."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import zipfile
+
+from crawler.page import Page
+from crawler.simhash import (
+    MAX_DISTANCE,
+    SimhashIndex,
+    distance,
+    from_hex,
+    simhash,
+)
+from tests.conftest import Site, by_url, crawl, read_records
+from tests.test_state import Run, assert_each_page_once
+
+ARTICLE = """<!doctype html><html lang="en"><head>
+<title>Tea harvest starts early - The Daily</title>
+<meta property="og:site_name" content="The Daily">
+<meta property="og:title" content="Tea harvest starts early">
+<meta property="article:modified_time" content="2024-05-02T08:00:00Z">
+<script type="application/ld+json">
+{"@context": "https://schema.org", "@type": "NewsArticle", "author": {"@type": "Person",
+ "name": "Ann Lee"}, "datePublished": "2024-05-01T09:30:00Z", "headline": "Tea harvest"}
+</script></head><body>
+<header><a href="/">Home</a> <a href="/news">News</a> <a href="/sport">Sport</a></header>
+<nav><ul><li><a href="/a">World</a></li><li><a href="/b">Business</a></li></ul></nav>
+<div id="cookie-banner"><p>We use cookies to improve your experience. Accept all?</p></div>
+<main><article><h1>Tea harvest starts early</h1>
+<p>The spring tea harvest began early this year, farmers in the hills said on Monday,
+after a warm and dry winter.</p>
+<h2>Prices</h2>
+<p>Prices rose by <b>ten percent</b>, according to <a href="../reports/tea?y=2024">the
+report</a>, and buyers from abroad came early.</p>
+<ol><li>Green tea, the most sold</li><li>Black tea, sold abroad</li></ol>
+<table><tr><th>Tea</th><th>Price</th></tr><tr><td>Green</td><td>12</td></tr></table>
+<pre>price = 12 * 1.1
+print(price)</pre>
+<div class="ad-slot"><p>Advertisement: buy the best kettles in town, now on sale.</p></div>
+<p>Advertisement</p>
+</article>
+<section id="comments"><h3>2 comments</h3><p>Great read, thanks so much for writing this,
+I learned a lot about tea today.</p></section></main>
+<aside><p>Most read: something else entirely that is long enough to count, yes indeed,
+with commas, many, of, them.</p></aside>
+<footer><p>Copyright The Daily, 2024. All rights reserved, everywhere.</p></footer>
+</body></html>"""
+
+ARTICLE_TEXT = """The spring tea harvest began early this year, farmers in the hills said on Monday, after a warm and dry winter.
+Prices
+Prices rose by ten percent, according to the report, and buyers from abroad came early.
+Green tea, the most sold
+Black tea, sold abroad
+Tea\tPrice
+Green\t12
+price = 12 * 1.1
+print(price)"""  # noqa: E501
+
+ARTICLE_MARKDOWN_AT = "{base}/reports/tea?y=2024"
+ARTICLE_MARKDOWN = """The spring tea harvest began early this year, farmers in the hills said on Monday, after a warm and dry winter.
+
+## Prices
+
+Prices rose by **ten percent**, according to [the report]({link}), and buyers from abroad came early.
+
+1. Green tea, the most sold
+2. Black tea, sold abroad
+
+| Tea | Price |
+| --- | --- |
+| Green | 12 |
+
+```
+price = 12 * 1.1
+print(price)
+```"""  # noqa: E501
+
+CHINESE = """<!doctype html><html><head>{meta}<title>春茶开采 - 日报</title></head><body>
+<div class="nav"><a href="/">首页</a> <a href="/news">新闻</a> <a href="/sport">体育</a></div>
+<div id="content" class="article-content">
+<h1>春茶开采</h1>
+<p>今年春茶开采比往年提前了一周，山区的茶农周一表示，这是因为冬天温暖而干燥。</p>
+<p>据报告，茶叶价格上涨了百分之十，外地的买家也来得更早，绿茶仍然是销量最大的品种。</p>
+</div>
+<div class="sidebar"><p>热门文章：另外一篇完全不同的文章，内容足够长，可以计入统计，是的。</p></div>
+<div class="footer"><p>版权所有，日报，二零二四年。保留所有权利，在任何地方。</p></div>
+</body></html>"""
+
+CHINESE_TEXT = (
+    "今年春茶开采比往年提前了一周，山区的茶农周一表示，这是因为冬天温暖而干燥。\n"
+    "据报告，茶叶价格上涨了百分之十，外地的买家也来得更早，绿茶仍然是销量最大的品种。"
+)
+
+
+async def test_an_article_gives_its_main_text_markdown_and_metadata(site: Site, tmp_path):
+    site.page("/news/tea", body=ARTICLE)
+
+    [record] = await crawl(tmp_path, [site.url + "/news/tea"], extract=True, max_depth=0)
+
+    assert record["main_text"] == ARTICLE_TEXT
+    link = ARTICLE_MARKDOWN_AT.format(base=site.url)
+    assert record["markdown"] == ARTICLE_MARKDOWN.format(link=link)
+    metadata = record["metadata"]
+    assert metadata["author"] == "Ann Lee"
+    assert metadata["published"] == "2024-05-01T09:30:00Z"
+    assert metadata["modified"] == "2024-05-02T08:00:00Z"
+    assert metadata["site_name"] == "The Daily"
+    assert metadata["json_ld"][0]["author"] == {"@type": "Person", "name": "Ann Lee"}
+    assert metadata["opengraph"]["og:title"] == "Tea harvest starts early"
+    assert len(record["simhash"]) == 16 and int(record["simhash"], 16) >= 0
+    assert "near_duplicate_of" not in record
+
+
+BLOG = """<html><head><title>Notes on caching | Blog</title>
+<base href="https://cdn.example.org/docs/"></head><body>
+<div id="menu"><a href="/">Home</a> <a href="/about">About</a></div>
+<div class="post-body entry-content" itemscope itemtype="https://schema.org/BlogPosting">
+<meta itemprop="datePublished" content="2023-02-03">
+<span itemprop="author" itemscope itemtype="https://schema.org/Person">
+<span itemprop="name">Bo Chen</span></span>
+<h2>Why cache at all</h2>
+A cache keeps answers close, so that the second request for the same thing is cheap.<br>
+It costs memory, and it can serve stale answers.
+<blockquote><p>There are only two hard things in computer science, cache invalidation and
+naming things.</p></blockquote>
+<ul><li>Time to live, the simplest rule<ul><li>per entry, or</li><li>for the whole cache</li>
+</ul></li><li>Write-through, which keeps the cache in step</li></ul>
+<p>Call <code>cache.get(key)</code> first, and see <a href="guide/ttl.html">the TTL guide</a>.</p>
+<p><img src="img/lru.png" alt="An LRU list"></p>
+</div>
+<div class="share-buttons"><a href="#">Tweet</a> <a href="#">Share on Facebook</a></div>
+</body></html>"""
+
+BLOG_MARKDOWN = """## Why cache at all
+
+A cache keeps answers close, so that the second request for the same thing is cheap.  
+It costs memory, and it can serve stale answers.
+
+> There are only two hard things in computer science, cache invalidation and naming things.
+
+- Time to live, the simplest rule
+   - per entry, or
+   - for the whole cache
+- Write-through, which keeps the cache in step
+
+Call `cache.get(key)` first, and see [the TTL guide](https://cdn.example.org/docs/guide/ttl.html).
+
+![An LRU list](https://cdn.example.org/docs/img/lru.png)"""  # noqa: W291 (a Markdown line break)
+
+
+async def test_a_blog_post_without_paragraphs_gives_its_lists_quote_code_and_microdata(
+    site: Site, tmp_path
+):
+    site.page("/posts/caching", body=BLOG)
+
+    [record] = await crawl(tmp_path, [site.url + "/posts/caching"], extract=True, max_depth=0)
+
+    assert record["markdown"] == BLOG_MARKDOWN
+    assert record["main_text"] == (
+        "Why cache at all\n"
+        "A cache keeps answers close, so that the second request for the same thing is cheap.\n"
+        "It costs memory, and it can serve stale answers.\n"
+        "There are only two hard things in computer science, cache invalidation and naming "
+        "things.\n"
+        "Time to live, the simplest rule\nper entry, or\nfor the whole cache\n"
+        "Write-through, which keeps the cache in step\n"
+        "Call cache.get(key) first, and see the TTL guide."
+    )
+    assert record["metadata"]["author"] == "Bo Chen"
+    assert record["metadata"]["published"] == "2023-02-03"
+    [item] = record["metadata"]["microdata"]
+    assert item["author"] == {"@type": "https://schema.org/Person", "name": "Bo Chen"}
+
+
+async def test_gbk_pages_extract_as_their_utf8_twin_with_and_without_a_charset_header(
+    site: Site, tmp_path
+):
+    site.page("/utf8", body=CHINESE.format(meta=""), content_type="text/html; charset=utf-8")
+    gbk = CHINESE.format(meta='<meta charset="gbk">').encode("gbk")
+    site.page("/gbk-header", body=gbk, content_type="text/html; charset=GBK")
+    site.page("/gbk-meta", body=gbk, content_type="text/html")
+    gb2312 = CHINESE.format(
+        meta='<meta http-equiv="Content-Type" content="text/html; charset=gb2312">'
+    )
+    site.page("/gb2312", body=gb2312.encode("gb2312"), content_type="text/html")
+    urls = [site.url + path for path in ("/utf8", "/gbk-header", "/gbk-meta", "/gb2312")]
+
+    records = by_url(await crawl(tmp_path, urls, extract=True, max_depth=0))
+
+    for url in urls:
+        assert records[url]["main_text"] == CHINESE_TEXT, url
+        assert records[url]["markdown"] == CHINESE_TEXT.replace("\n", "\n\n"), url
+    assert len({records[url]["simhash"] for url in urls}) == 1
+    # The same text under four URLs: each later one is a near-duplicate of the first.
+    firsts = {records[url].get("near_duplicate_of") for url in urls}
+    assert len(firsts - {None}) == 1
+
+
+HUGE = "<html><body>" + ("<p>" + "word " * 200 + "</p>\n") * 5000 + "</body></html>"
+NESTED = "<html><body>" + "<div>" * 20000 + "deep text, deep down" + "</div>" * 20000
+
+
+async def test_pages_that_must_not_break_it_give_records(site: Site, tmp_path):
+    bodies = {
+        "/empty": b"",
+        "/frames": b'<html><frameset cols="50%,50%"><frame src="/a"><frame src="/b"></frameset>',
+        "/huge": HUGE.encode(),
+        "/binary": random.Random(1).randbytes(200_000),
+        "/nested": NESTED.encode(),
+        "/no-body": b"<title>only a title</title>",
+        "/comments-only": b"<html><body><div id=comments><p>a comment</p></div></body></html>",
+    }
+    for path, body in bodies.items():
+        site.page(path, body=body, content_type="text/html")
+    urls = [site.url + path for path in bodies]
+
+    records = by_url(await crawl(tmp_path, urls, extract=True, max_depth=0, max_bytes=2**24))
+
+    for url in urls:
+        assert "error" not in records[url] or records[url]["error"] is None, url
+        assert isinstance(records[url]["main_text"], str), url
+    assert records[site.url + "/empty"]["main_text"] == ""
+    assert "simhash" not in records[site.url + "/empty"]
+    assert records[site.url + "/huge"]["main_text"].count("\n") == 4999
+    assert records[site.url + "/nested"]["main_text"] == "deep text, deep down"
+
+
+def _article(body: str, extra: str = "") -> str:
+    return (
+        f"<html><head><title>t</title></head><body><article>{body}{extra}</article></body></html>"
+    )
+
+
+PARAGRAPHS = [
+    "The city council voted on Tuesday to build a new bridge over the river, after two years "
+    "of debate about its cost and about the traffic it would bring to the old town.",
+    "Work should start next spring, and the bridge should open to cyclists and walkers first, "
+    "the mayor said, before buses and cars are allowed on it a year later.",
+    "Residents of the east bank, who now drive twenty minutes around the bay to reach the "
+    "station, welcomed the vote, while shop owners in the old town fear the noise of works.",
+    "The council will publish the plans next month, and people will have six weeks to comment "
+    "on them before the final design is chosen by a panel of engineers and residents.",
+    "Engineers expect the steel frame to be assembled in a shipyard downstream, floated up on "
+    "barges during high tide, and lifted onto concrete piers sunk deep into the riverbed.",
+    "Opposition members argued that repairing the ferry, which carried eleven thousand "
+    "passengers daily before its engine failed, would cost far less and disturb nobody.",
+    "Environmental groups asked for studies of salmon migration, noting that earlier projects "
+    "upstream had blocked spawning routes for several seasons until ladders were installed.",
+    "Funding comes partly from a regional transport grant, partly from bonds, and partly from "
+    "tolls charged to heavy lorries, which will be barred entirely during weekend markets.",
+]
+
+
+async def test_planted_near_duplicates_point_at_the_first_page(site: Site, tmp_path):
+    body = "<p>Updated 3 March 2021, 10:31 GMT</p>" + "".join(f"<p>{p}</p>" for p in PARAGRAPHS)
+    dated = body.replace("3 March 2021, 10:31", "4 March 2021, 18:02")
+    changed = body.replace("two years", "three years").replace("six weeks", "eight weeks")
+    template = "".join(f"<li><a href='/x{i}'>Section {i} of the site</a></li>" for i in range(60))
+    other = "".join(f"<p>{p[::-1]}</p>" for p in PARAGRAPHS)  # distinct words, same length
+    pages = {
+        "/first": _article(body),
+        "/dated": _article(dated),
+        "/with-ad": _article(body, '<div class="advertisement"><p>Buy kettles now!</p></div>'),
+        "/with-comments": _article(body, '<section class="comments"><p>So true.</p></section>'),
+        "/few-words": _article(changed),
+        "/distinct": f"<html><body><ul>{template}</ul><article>{other}</article></body></html>",
+    }
+    for path, page in pages.items():
+        site.page(path, body=page)
+    urls = [site.url + path for path in pages]
+
+    records = by_url(await crawl(tmp_path, urls, extract=True, max_depth=0, concurrency=1))
+
+    first = site.url + "/first"
+    assert "near_duplicate_of" not in records[first]
+    for path in ("/dated", "/with-ad", "/with-comments", "/few-words"):
+        assert records[site.url + path]["near_duplicate_of"] == first, path
+    assert "near_duplicate_of" not in records[site.url + "/distinct"]
+
+
+async def test_the_near_duplicate_index_survives_a_resume(site: Site, tmp_path):
+    body = "".join(f"<p>{p}</p>" for p in PARAGRAPHS)
+    site.page("/a", body=_article(body))
+    site.page("/b", body=_article(body.replace("next spring", "next summer")))
+    state = str(tmp_path / "state")
+    seeds = [site.url + "/a", site.url + "/b"]
+
+    first = await crawl(tmp_path, seeds, extract=True, state=state, max_pages=1, concurrency=1)
+    both = await crawl(tmp_path, seeds, extract=True, state=state, concurrency=1)
+
+    assert [r["url"] for r in first] == [site.url + "/a"]
+    assert [r["url"] for r in both] == seeds
+    assert both[1]["near_duplicate_of"] == site.url + "/a"
+    assert site.count("/a") == 1
+
+
+def test_the_index_finds_exactly_what_a_scan_finds():
+    rng = random.Random(5)
+    index = SimhashIndex()
+    stored = []
+    for i in range(3000):
+        fingerprint = rng.getrandbits(64)
+        if i % 3 == 0 and stored:  # a near one of an earlier fingerprint
+            fingerprint = rng.choice(stored)[0]
+            for bit in rng.sample(range(64), rng.randint(0, 5)):
+                fingerprint ^= 1 << bit
+        url = f"u{i}"
+        expected = next((u for f, u in stored if distance(f, fingerprint) <= MAX_DISTANCE), None)
+        assert index.first_near(fingerprint) == expected
+        if index.add(fingerprint, url):
+            stored.append((fingerprint, url))
+    assert len(index) == len(stored)
+
+
+def test_chinese_is_shingled_on_characters():
+    text = "今年春茶开采比往年提前了一周，山区的茶农周一表示，这是因为冬天温暖而干燥。" * 3
+    other = "上海的天气预报说明天有大雨，市民出门请带好雨具，注意交通安全，学校推迟上课。" * 3
+    near = text.replace("一周", "两周")
+    a, b, c = simhash(text), simhash(near), simhash(other)
+    assert a is not None and b is not None and c is not None
+    assert distance(a, c) > 10
+    assert distance(a, b) < distance(a, c)
+    assert from_hex(f"{a:016x}") == a
+
+
+def test_extraction_off_imports_nothing_of_it(site: Site, tmp_path):
+    code = (
+        "import sys, asyncio\n"
+        "from crawler.__main__ import main\n"
+        "code = main(['--quiet', '-o', sys.argv[2], sys.argv[1]])\n"
+        "assert 'crawler.extract' not in sys.modules and 'crawler.simhash' not in sys.modules\n"
+        "sys.exit(code)\n"
+    )
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(seeds), str(tmp_path / "out.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "AssertionError" not in done.stderr, done.stderr
+
+
+def test_a_page_fetched_again_is_not_its_own_near_duplicate():
+    # After a crash, a page's fingerprint may be in the index from its first fetch.
+    index = SimhashIndex()
+    index.add(0x0123_4567_89AB_CDEF, "http://a.test/")
+    again = Page("http://a.test/", 0, None, fields={"simhash": "0123456789abcdef"})
+    other = Page("http://b.test/", 0, None, fields={"simhash": "0123456789abcdee"})
+
+    index.mark(again)
+    index.mark(other)
+
+    assert "near_duplicate_of" not in again.fields
+    assert other.fields["near_duplicate_of"] == "http://a.test/"
+
+
+async def test_the_wacz_pages_hold_the_main_text_for_full_text_search(site: Site, tmp_path):
+    site.page("/news/tea", body=ARTICLE)
+    warc, wacz = tmp_path / "warc", tmp_path / "crawl.wacz"
+
+    [record] = await crawl(
+        tmp_path,
+        [site.url + "/news/tea"],
+        extract=True,
+        max_depth=0,
+        warc=str(warc),
+        wacz=str(wacz),
+    )
+
+    with zipfile.ZipFile(wacz) as package:
+        header, *lines = package.read("pages/pages.jsonl").decode().splitlines()
+    assert json.loads(header)["hasText"] is True
+    [entry] = map(json.loads, lines)
+    assert entry["url"] == record["url"] and entry["text"] == ARTICLE_TEXT
+
+
+GROUPS, GROUP_PAGES = 3, 40
+
+
+def build_article_site(site: Site) -> list[str]:
+    """GROUPS distinct articles, each on GROUP_PAGES pages that differ by their date line;
+    page n links to pages 4n+1 .. 4n+4."""
+    rng = random.Random(24)
+    syllables = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]
+    vocabulary = ["".join(rng.sample(syllables, 3)) for _ in range(3000)]
+    articles = [
+        "".join(
+            "<p>" + " ".join(rng.choice(vocabulary) for _ in range(40)) + ", the end.</p>"
+            for _ in range(8)
+        )
+        for _ in range(GROUPS)
+    ]
+    pages = GROUPS * GROUP_PAGES
+    for n in range(pages):
+        links = "".join(
+            f'<a href="/p/{m}">{m}</a> ' for m in range(4 * n + 1, 4 * n + 5) if m < pages
+        )
+        body = f"<p>Updated {n % 28 + 1} March 2021, 10:{n % 60:02d} GMT</p>{articles[n % GROUPS]}"
+        site.page(
+            f"/p/{n}", body=f"<html><body><nav>{links}</nav><article>{body}</article></body></html>"
+        )
+    return [f"{site.url}/p/{n}" for n in range(pages)]
+
+
+async def test_kill_9_and_resumes_leave_each_near_duplicate_naming_an_earlier_record(
+    site: Site, tmp_path
+):
+    urls = build_article_site(site)
+    run = Run(site, tmp_path, "--extract")
+    codes = [await run.interrupted_after(hits, signal.SIGKILL) for hits in (10, 35, 70)]
+    code, err = await run.until_done()
+
+    assert code == 0, err
+    assert codes.count(-signal.SIGKILL) >= 2
+    records = read_records(run.output)
+    assert_each_page_once(records, urls)
+    position = {r["url"]: i for i, r in enumerate(records)}  # the order of the commits
+    for group in range(GROUPS):
+        members = [r for r in records if int(r["url"].rsplit("/", 1)[1]) % GROUPS == group]
+        firsts = [r["url"] for r in members if "near_duplicate_of" not in r]
+        assert firsts == [members[0]["url"]]
+        for record in members[1:]:  # each names an earlier page of its own group
+            earlier = record["near_duplicate_of"]
+            assert earlier in {m["url"] for m in members}
+            assert position[earlier] < position[record["url"]]
