@@ -224,7 +224,9 @@ async def test_pages_that_must_not_break_it_give_records(site: Site, tmp_path):
     records = by_url(await crawl(tmp_path, urls, extract=True, max_depth=0, max_bytes=2**24))
 
     for url in urls:
-        assert "error" not in records[url] or records[url]["error"] is None, url
+        # The deep page is parsed as bounded markup (htmlguard), and says so.
+        expected_error = "html_too_complex" if url.endswith("/nested") else None
+        assert records[url].get("error") == expected_error, url
         assert isinstance(records[url]["main_text"], str), url
     assert records[site.url + "/empty"]["main_text"] == ""
     assert "simhash" not in records[site.url + "/empty"]
