@@ -7,7 +7,7 @@ cannot use), and ReplayWeb.page's built ui.js and sw.js beside it:
     sh tests/install-archive-tools.sh      # .venv-archive/bin, .venv-archive/replaywebpage
 
 CRAWLER_ARCHIVE_TOOLS names another bin directory. Chromium is Debian's `chromium`.
-Without a tool a test skips, unless CI is set: there it fails.
+Without a tool a test fails: the README's test command installs them all.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -24,7 +25,7 @@ TOOLS = Path(os.environ.get("CRAWLER_ARCHIVE_TOOLS", ROOT / ".venv-archive" / "b
 
 
 def tool(name: str) -> str:
-    """The path of the archive tool `name`; skips (fails in CI) if it is not installed."""
+    """The path of the archive tool `name`; fails if it is not installed."""
     return str(_installed(TOOLS / name))
 
 
@@ -46,10 +47,8 @@ def _installed(path: Path) -> Path:
     return path
 
 
-def _missing(message: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
+def _missing(message: str) -> NoReturn:
+    pytest.fail(message)
 
 
 def run_tool(name: str, *args: str, cwd: Path | None = None) -> str:
