@@ -343,8 +343,9 @@ class Crawl:
         self._started(request, started)
         try:
             if request.kind == ROBOTS:  # read before this request was handed out
-                rules = self._robots.cached(origin_of(request.url))
-                lines = list(rules.parser.sitemaps) if rules.parser is not None else []
+                origin = origin_of(request.url)
+                parser = self._robots.parser(origin, self._robots.cached(origin))
+                lines = list(parser.sitemaps) if parser is not None else []
                 page, listed = None, in_robots(request, lines)
             else:
                 response = await self._fetch(request, self._sitemap_fetcher)

@@ -20,8 +20,10 @@ import logging
 import math
 import random
 import re
+import sys
 import time
-from collections import deque
+import zlib
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from protego import Protego
@@ -46,7 +48,9 @@ DELAY_MARGIN_S = 0.01
 
 @dataclass(frozen=True, slots=True)
 class RobotsRules:
-    parser: Protego | None = None  # None: everything allowed, or everything denied
+    # robots.txt as fetched, zlib-compressed: a crawl keeps every host's, and parses again
+    # those it no longer holds parsed. None: everything allowed, or everything denied.
+    packed: bytes | None = None
     denied: str | None = None  # the error of every URL when robots.txt could not be had
     expires_at: float = math.inf  # time.monotonic()
     crawl_delay_s: float = 0.0
@@ -83,7 +87,14 @@ def backoff_s(attempt: int) -> float:
 
 
 class Robots:
-    """robots.txt per origin: fetched once, cached for the crawl."""
+    """robots.txt per origin: fetched once, cached for the crawl.
+
+    A parsed robots.txt takes about 1.4 KB (protego's rule objects), so only the
+    `MAX_PARSED` origins used most recently stay parsed; the others keep their
+    text, compressed, and are parsed again when their host is due.
+    """
+
+    MAX_PARSED = 2048
 
     def __init__(
         self,
@@ -99,6 +110,7 @@ class Robots:
         self._enabled = enabled
         self._retries = retries
         self._rules: dict[str, RobotsRules] = {}
+        self._parsed: OrderedDict[str, Protego] = OrderedDict()  # least recently used first
         self._pending: dict[str, asyncio.Future[RobotsRules | None]] = {}
         self._failures: dict[str, int] = {}
 
@@ -115,9 +127,27 @@ class Robots:
         """Why `url` may not be fetched under `rules` (a record's error), or None if it may."""
         if rules.denied is not None:
             return rules.denied
-        if rules.parser is None or rules.parser.can_fetch(url, self._agent):
+        parser = self.parser(origin_of(url), rules)
+        if parser is None or parser.can_fetch(url, self._agent):
             return None
         return "robots_disallowed"
+
+    def parser(self, origin: str, rules: RobotsRules | None) -> Protego | None:
+        """`origin`'s robots.txt parsed, for its `rules`; None if it has no rules."""
+        if rules is None or rules.packed is None:
+            return None
+        parser = self._parsed.get(origin)
+        if parser is not None:
+            self._parsed.move_to_end(origin)
+            return parser
+        return self._keep_parsed(origin, Protego.parse(zlib.decompress(rules.packed).decode()))
+
+    def _keep_parsed(self, origin: str, parser: Protego) -> Protego:
+        self._parsed[origin] = parser
+        self._parsed.move_to_end(origin)
+        if len(self._parsed) > self.MAX_PARSED:
+            self._parsed.popitem(last=False)
+        return parser
 
     async def load(self, origin: str) -> RobotsRules | None:
         """Fetch robots.txt; None if it could not be read and should be tried again later."""
@@ -129,7 +159,7 @@ class Robots:
         try:
             rules = await self._fetch(origin)
             if rules is not None:
-                self._rules[origin] = rules
+                self._rules[sys.intern(origin)] = rules
         finally:
             del self._pending[origin]
             future.set_result(rules)
@@ -176,8 +206,9 @@ class Robots:
         )
 
     def _parse(self, origin: str, body: bytes) -> RobotsRules:
+        text = body.decode("utf-8", "replace")
         try:
-            parser = Protego.parse(body.decode("utf-8", "replace"))
+            parser = Protego.parse(text)
         except Exception as exc:  # protego on garbage: treat as no rules, but say so
             log.warning("robots.txt of %s could not be parsed (%s); allowing all", origin, exc)
             return ALLOW_ALL
@@ -185,7 +216,8 @@ class Robots:
         rate = parser.request_rate(self._agent)
         if rate is not None and rate.requests > 0:
             delay = max(delay, rate.seconds / rate.requests)
-        return RobotsRules(parser=parser, crawl_delay_s=float(delay))
+        self._keep_parsed(origin, parser)
+        return RobotsRules(packed=zlib.compress(text.encode()), crawl_delay_s=float(delay))
 
 
 async def _follow_any(_target: str) -> Hop:
@@ -209,7 +241,7 @@ class _Host:
         self.next_start = 0.0
         self.base_delay_s = delay_s
         self.backoff_s = 0.0
-        self.retries: deque[Request] = deque()  # retried requests go before the frontier's
+        self.retries: deque[Request] | None = None  # go before the frontier's; made when needed
         self.in_heap = False
 
     @property
@@ -294,6 +326,8 @@ class HostScheduler:
         host = self._hosts[request.host]
         self._end(host, throttled)
         request.attempt += 1
+        if host.retries is None:
+            host.retries = deque()
         host.retries.appendleft(request)
         self._retrying += 1
         host.next_start = max(host.next_start, time.monotonic() + wait_s)
@@ -311,16 +345,14 @@ class HostScheduler:
             wait_s = backoff_s(self._robots.failures(job.origin))
             host.next_start = max(host.next_start, time.monotonic() + wait_s)
         elif rules.crawl_delay_s:
-            delay_s = rules.crawl_delay_s
-            if delay_s > self._max_crawl_delay_s:
+            if rules.crawl_delay_s > self._max_crawl_delay_s:
                 log.warning(
                     "%s asks for Crawl-delay %g s; crawling it at the cap, %g s",
                     job.origin,
-                    delay_s,
+                    rules.crawl_delay_s,
                     self._max_crawl_delay_s,
                 )
-                delay_s = self._max_crawl_delay_s
-            host.base_delay_s = max(host.base_delay_s, delay_s)
+            self._apply_crawl_delay(host, rules)
             # From robots.txt's answer, not its start: a first request to a host may
             # reach it late (a new connection), and the server would see a shorter gap.
             host.next_start = max(host.next_start, time.monotonic() + host.delay_s)
@@ -366,8 +398,14 @@ class HostScheduler:
         return host.retries[0] if host.retries else self._frontier.peek(host.key)
 
     def _schedule(self, host: _Host) -> None:
-        """Put `host` in the heap if it could start a request at some point."""
-        if host.in_heap or host.active >= self._per_host or self._head(host) is None:
+        """Put `host` in the heap if it could start a request at some point; forget it if
+        it has nothing to do and nothing to remember."""
+        if host.in_heap or host.active >= self._per_host:
+            return
+        if not host.retries and not self._frontier.has(host.key):
+            if not host.active and not host.backoff_s and host.next_start <= time.monotonic():
+                # Its Crawl-delay is robots.txt's, applied again when it has work.
+                del self._hosts[host.key]
             return
         host.in_heap = True
         heapq.heappush(self._heap, (host.next_start, next(self._tiebreak), host))
@@ -395,8 +433,8 @@ class HostScheduler:
             request = self._head(host)
             if request is None:
                 return None
-            retried = bool(host.retries)
-            if not retried and self._budget <= 0:
+            retries = host.retries
+            if not retries and self._budget <= 0:
                 return None
             origin = origin_of(request.location or request.url)
             rules = self._robots.cached(origin)
@@ -406,8 +444,10 @@ class HostScheduler:
                 self._robots_pending.add(origin)
                 self._start(host, now)
                 return RobotsFetch(host.key, origin)
-            if retried:
-                host.retries.popleft()
+            if request.location is None:  # a host forgotten while idle gets it back here
+                self._apply_crawl_delay(host, rules)
+            if retries:
+                retries.popleft()
                 self._retrying -= 1
             else:
                 self._frontier.pop(host.key)
@@ -420,6 +460,11 @@ class HostScheduler:
             self._start(host, now)
             return request
         return None
+
+    def _apply_crawl_delay(self, host: _Host, rules: RobotsRules) -> None:
+        delay_s = min(rules.crawl_delay_s, self._max_crawl_delay_s)
+        if delay_s > host.base_delay_s:
+            host.base_delay_s = delay_s
 
     def _start(self, host: _Host, now: float) -> None:
         host.active += 1
