@@ -10,10 +10,12 @@ page i of level d has pages k*i .. k*i+k-1 of level d+1 as its children, `pages`
 pages in all. A page links to its children and, up to `links` links, to pages of
 levels up to its own plus one, chosen by a hash of its number: most links, as on
 the web, lead to pages already seen, and none to a deeper level, so a page's
-breadth-first depth is its level, whatever the fetch order. The first
-`same_host` children of a page are on its host, the others on hosts chosen by
-hash. Every tenth page also links to /private/<n> on its host, a page with no
-links.
+breadth-first depth is its level. (A crawler must still finish shallower pages
+before it claims a deeper page's links: a link back to a page whose parent is
+not fetched yet would otherwise give that page too great a depth.) The first
+`same_host` children of a page are on its host; page n of the others is on host
+n modulo the hosts, so that a web of as many pages as hosts reaches nearly all.
+Every tenth page also links to /private/<n> on its host, a page with no links.
 
 robots.txt, by host number h: one in `DISALLOW_EVERY` disallows /private/, one in
 `DELAY_EVERY` asks for Crawl-delay 1, the first `slow_hosts` hosts (0 ..) ask
@@ -53,7 +55,7 @@ DELAY_EVERY = 50
 NOT_FOUND_EVERY = 40
 SLOW_DELAY_S = 10
 PRIVATE_EVERY = 10  # pages that also link to /private/<n>
-FILLER = "<p>" + "lorem ipsum dolor sit amet " * 40 + "</p>"  # a page of about 1.5 KB
+FILLER = "lorem ipsum dolor sit amet " * 1000
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Shape:
     same_host: int = 2  # of the children, how many are on the parent's host
     slow_hosts: int = 1  # hosts 0 .. slow_hosts-1 ask for Crawl-delay 10
     port: int = 0
+    filler_bytes: int = 1500  # text on each page besides its links
 
     def level_starts(self) -> list[int]:
         """The first page of each level, and `pages` at the end."""
@@ -98,7 +101,7 @@ class Shape:
                 return n % self.hosts
             parent, child = up
             if child >= self.same_host:
-                return _mix(n) % self.hosts
+                return n % self.hosts  # consecutive pages, consecutive hosts: all are used
             n = parent
 
     def links_of(self, n: int, starts: list[int]) -> list[int]:
@@ -143,14 +146,6 @@ class Shape:
         return f"http://{address(h)}:{self.port}"
 
 
-def _mix(n: int) -> int:
-    """A cheap integer hash (splitmix64's finaliser)."""
-    n = (n + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-    n = ((n ^ (n >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    n = ((n ^ (n >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return n ^ (n >> 31)
-
-
 def address(h: int) -> str:
     return socket.inet_ntoa((FIRST_ADDRESS + h).to_bytes(4, "big"))
 
@@ -169,6 +164,8 @@ class _Counters:
         self.before_robots = 0
         self.disallowed = 0
         self.too_soon = 0
+        self.connections = self.most_connections = 0  # open at once, in this process
+        self.shortest_gap_ms = 1e9  # between two requests to a Crawl-delay host
         self.wrong_host = 0
         self.last_start: dict[int, float] = {}
 
@@ -183,6 +180,8 @@ class _Counters:
             "before_robots": self.before_robots,
             "disallowed": self.disallowed,
             "too_soon": self.too_soon,
+            "most_connections": self.most_connections,
+            "shortest_gap_ms": round(self.shortest_gap_ms),
             "wrong_host": self.wrong_host,
         }
 
@@ -198,6 +197,12 @@ class _Http(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        counters = self._server.counters
+        counters.connections += 1
+        counters.most_connections = max(counters.most_connections, counters.connections)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._server.counters.connections -= 1
 
     def data_received(self, data: bytes) -> None:
         self._buffer += data
@@ -235,6 +240,7 @@ class _Server:
             # The crawler's margin is 10 ms; the server's clock reads it a little later.
             if last is not None and now - last < delay_s - 0.005:
                 counters.too_soon += 1
+                counters.shortest_gap_ms = min(counters.shortest_gap_ms, (now - last) * 1000)
             counters.last_start[h] = now
         kind, _, number = path.lstrip("/").partition("/")
         if not number.isdigit() or int(number) >= shape.pages:
@@ -266,7 +272,8 @@ class _Server:
             links.append(f'<a href="{prefix}/p/{m}">page {m}</a>')
         if n % PRIVATE_EVERY == 0:
             links.append(f'<a href="/private/{n}">private</a>')
-        return f"<html><head><title>p{n}</title></head><body>{''.join(links)}{FILLER}</body></html>"
+        filler = FILLER[: self.shape.filler_bytes]
+        return f"<html><head><title>p{n}</title></head><body>{''.join(links)}{filler}</body></html>"
 
 
 def raise_open_files_limit() -> int:
@@ -374,7 +381,10 @@ class BroadWeb:
             control.send("counters")
         for _, control in self._processes:
             for name, value in control.recv().items():
-                total[name] = total.get(name, 0) + value
+                if name == "shortest_gap_ms":
+                    total[name] = min(total.get(name, value), value)
+                else:
+                    total[name] = total.get(name, 0) + value
         return total
 
     def seed_urls(self) -> list[str]:

@@ -274,6 +274,7 @@ class HostScheduler:
         self._budget = max_pages or math.inf  # records still allowed to start
         self._hosts: dict[str, _Host] = {}
         self._heap: list[tuple[float, int, _Host]] = []
+        self._idle: list[tuple[float, str]] = []  # (next start, host): hosts to forget then
         self._tiebreak = itertools.count()
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._timer: asyncio.TimerHandle | None = None
@@ -398,22 +399,37 @@ class HostScheduler:
         return host.retries[0] if host.retries else self._frontier.peek(host.key)
 
     def _schedule(self, host: _Host) -> None:
-        """Put `host` in the heap if it could start a request at some point; forget it if
-        it has nothing to do and nothing to remember."""
+        """Put `host` in the heap if it could start a request at some point; if it has
+        nothing to do, have it forgotten once its next start is no longer ahead."""
         if host.in_heap or host.active >= self._per_host:
             return
-        if not host.retries and not self._frontier.has(host.key):
-            if not host.active and not host.backoff_s and host.next_start <= time.monotonic():
-                # Its Crawl-delay is robots.txt's, applied again when it has work.
-                del self._hosts[host.key]
-            return
-        host.in_heap = True
-        heapq.heappush(self._heap, (host.next_start, next(self._tiebreak), host))
+        if host.retries or self._frontier.has(host.key):
+            host.in_heap = True
+            heapq.heappush(self._heap, (host.next_start, next(self._tiebreak), host))
+        elif not host.active:
+            heapq.heappush(self._idle, (host.next_start, host.key))
+
+    def _forget_idle(self, now: float) -> None:
+        """Drop the hosts with nothing to do whose delay is over: a broad crawl would
+        otherwise keep every host it ever saw. One that gets work again starts afresh,
+        its Crawl-delay applied again from robots.txt; a throttled one is kept."""
+        idle = self._idle
+        while idle and idle[0][0] <= now:
+            _, key = heapq.heappop(idle)
+            host = self._hosts.get(key)
+            if (
+                host is not None
+                and not (host.in_heap or host.active or host.retries or host.backoff_s)
+                and host.next_start <= now
+                and not self._frontier.has(key)
+            ):
+                del self._hosts[key]
 
     def _take(self) -> Request | RobotsFetch | Refused | None:
         if self._stopping:
             return None
         now = time.monotonic()
+        self._forget_idle(now)
         heap = self._heap
         while heap and heap[0][0] <= now:
             _, _, host = heapq.heappop(heap)
