@@ -6,7 +6,8 @@ protego) and answers whether a URL may be fetched.
 `HostScheduler` hands requests to workers. Each host has its own FIFO (in the
 frontier), a cap on requests in flight, and a time before which its next
 request may not start: `--delay`, raised by robots.txt Crawl-delay, doubled by
-429/503 answers and by Retry-After. Hosts that have work sit in a heap ordered
+429/503 answers and by Retry-After, counted from the start of its last request
+and from the end of each. Hosts that have work sit in a heap ordered
 by that time, so a worker always takes from a host that is ready now and never
 waits on a throttled host while another one has work.
 """
@@ -490,6 +491,11 @@ class HostScheduler:
     def _end(self, host: _Host, throttled: bool) -> None:
         host.active -= 1
         self._active -= 1
+        if host.delay_s:
+            # From the end of a request as well as its start (as Nutch and Heritrix
+            # count): a request handed out may reach the wire late, when the loop is
+            # busy, and the server would then see two closer than the delay.
+            host.next_start = max(host.next_start, time.monotonic() + host.delay_s)
         if throttled:
             host.backoff_s = min(self._max_retry_after_s, max(1.0, 2 * host.delay_s))
             host.next_start = max(host.next_start, time.monotonic() + host.backoff_s)
