@@ -34,6 +34,17 @@ import orjson
 from broad_web import BroadWeb, raise_open_files_limit
 
 REDIS_SERVER = "/usr/bin/redis-server"
+Sample = tuple[float, int, float, float]  # seconds, records, RSS MB, crawler CPU seconds
+
+
+def cpu_s(pid: int) -> float:
+    """User and system CPU seconds of process `pid` so far."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
@@ -78,7 +89,7 @@ def crawler_command(args: argparse.Namespace, seeds: Path, scratch: Path) -> lis
 
 def crawl(
     args: argparse.Namespace, web: BroadWeb, scratch: Path, kill_at: int = 0
-) -> tuple[list[tuple[float, int, float]], int]:
+) -> tuple[list[Sample], int]:
     """Run the crawler, sampling (seconds, records, RSS MB); its exit status.
     With `kill_at`, SIGKILL it once it has written that many records."""
     seeds = scratch / "seeds.txt"
@@ -91,35 +102,44 @@ def crawl(
     while child.poll() is None:
         time.sleep(args.sample_s)
         records = counter.update()
-        samples.append((time.monotonic() - started, records, rss_mb(child.pid)))
+        samples.append((time.monotonic() - started, records, rss_mb(child.pid), cpu_s(child.pid)))
         if kill_at and records >= kill_at:
             child.send_signal(signal.SIGKILL)
     child.wait()
-    samples.append((time.monotonic() - started, counter.update(), samples[-1][2] if samples else 0))
+    last = samples[-1] if samples else (0, 0, 0.0, 0.0)
+    samples.append((time.monotonic() - started, counter.update(), last[2], last[3]))
     return samples, child.returncode
 
 
-def rate_between(samples: list[tuple[float, int, float]], low: int, high: int) -> float:
-    """Records per second from the sample reaching `low` records to the one reaching `high`."""
+def rate_between(samples: list[Sample], low: int, high: int, clock: int = 0) -> float:
+    """Records per second from the sample reaching `low` records to the one reaching `high`,
+    by the wall clock (`clock` 0) or the crawler's CPU time (3)."""
     start = next(s for s in samples if s[1] >= low)
     end = next(s for s in samples if s[1] >= high)
-    return (end[1] - start[1]) / (end[0] - start[0]) if end[0] > start[0] else float("nan")
+    seconds = end[clock] - start[clock]
+    return (end[1] - start[1]) / seconds if seconds > 0 else float("nan")
 
 
-def figures(samples: list[tuple[float, int, float]]) -> dict[str, Any]:
+def figures(samples: list[Sample]) -> dict[str, Any]:
     total = samples[-1][1]
     tenth = total // 10
     first = rate_between(samples, 0, tenth)
     last = rate_between(samples, total - tenth, total)
-    rss_after_tenth = [rss for _, records, rss in samples if records >= tenth and rss]
+    first_cpu = rate_between(samples, 0, tenth, clock=3)
+    last_cpu = rate_between(samples, total - tenth, total, clock=3)
+    rss_after_tenth = [rss for _, records, rss, _ in samples if records >= tenth and rss]
     rss_at_tenth = rss_after_tenth[0] if rss_after_tenth else float("nan")
-    peak = max(rss for _, _, rss in samples)
+    peak = max(sample[2] for sample in samples)
     return {
         "records": total,
         "seconds": round(samples[-1][0], 1),
         "pages_per_s_first_10%": round(first, 1),
         "pages_per_s_last_10%": round(last, 1),
         "speed_ratio": round(last / first, 2),
+        "pages_per_cpu_s_first_10%": round(first_cpu, 1),
+        "pages_per_cpu_s_last_10%": round(last_cpu, 1),
+        "cpu_speed_ratio": round(last_cpu / first_cpu, 2),
+        "crawler_cpu_s": round(samples[-1][3], 1),
         "peak_rss_mb": round(peak, 1),
         "rss_at_10%_mb": round(rss_at_tenth, 1),
         "rss_growth_after_10%": round(max(rss_after_tenth) / rss_at_tenth - 1, 3),

@@ -217,6 +217,8 @@ def test_redis_queue_entries_are_short_and_give_back_the_request() -> None:
         Request("https://a.example/x", 1, "http://b.example/y"),
         Request("http://a.example/s.xml", 0, None, kind=SITEMAP, lastmod="2024-01-01 12:00"),
         Request("http://a.example/", 2, "https://a.example/from"),
+        Request("https://a.example/", 2, "https://b.example:8443/from"),
+        Request("http://a.example/", 2, "ftp://c.example/"),
     ]
     for request in requests:
         entry = redis_entry(request)
@@ -229,6 +231,7 @@ def test_redis_queue_entries_are_short_and_give_back_the_request() -> None:
             request.lastmod,
         )
     assert redis_entry(requests[0]) == b"3 /p?q=1 /"
+    assert redis_entry(requests[1]) == b"1 s/x //b.example/y"
 
 
 async def test_hosts_with_nothing_to_do_are_forgotten_once_their_delay_is_over() -> None:

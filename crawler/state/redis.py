@@ -10,9 +10,9 @@ Keys, all under the hash tag `{<crawl-id>}` (the visited set's shards aside, see
     claims          hash: host -> URLs queued (toward --max-pages-per-host)
     hosts           set of hosts with URLs queued
     q:<host>        list of queued URLs, each "depth url referrer", with " kind lastmod"
-                    added for a sitemap's; a URL of the list's host is its path
-                    ("/p" for http://host/p, "s/p" for https://), so is a referrer
-                    on that host; no referrer is ""
+                    added for a sitemap's; a URL on the list's host is its path ("/p"
+                    for http://host/p, "s/p" for https://), one elsewhere a network-
+                    path reference ("//other/p", "s//other/p"); no referrer is ""
     inflight:<id>   hash: a member's taken URLs ("host entry") -> host
     locks, held:<id>, free
                     which member serves a host now, the hosts a member holds, and
@@ -290,23 +290,28 @@ def _record(request: Request) -> bytes:
 
 
 def _on_host(url: str | None, host: str) -> str:
+    """`url` in an entry of `host`'s list: a path on that host ("/p", or "s/p" for
+    https), a network-path reference elsewhere ("//other/p", or "s//other/p")."""
     if url is None:
         return ""
     scheme, _, rest = url.partition("://")
+    mark = {"http": "", "https": "s"}.get(scheme)
+    if mark is None:
+        return url
     if rest.startswith(host) and rest[len(host) : len(host) + 1] == "/":
-        path = rest[len(host) :]
-        if scheme == "http":
-            return path
-        if scheme == "https":
-            return "s" + path
-    return url
+        return mark + rest[len(host) :]
+    return f"{mark}//{rest}"
 
 
 def _off_host(text: str, host: str) -> str:
-    if text.startswith("/"):
-        return f"http://{host}{text}"
+    """The URL `_on_host` gave `text` for."""
+    scheme = "http"
     if text.startswith("s/"):
-        return f"https://{host}{text[1:]}"
+        scheme, text = "https", text[1:]
+    if text.startswith("//"):
+        return f"{scheme}:{text}"
+    if text.startswith("/"):
+        return f"{scheme}://{host}{text}"
     return text
 
 
