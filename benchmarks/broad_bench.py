@@ -185,7 +185,7 @@ def redis_figures(url: str) -> dict[str, Any]:
     info = client.info("memory")
     prefix = "crawler:{broad}:"
     queued = int(client.hget(prefix + "counts", "queued") or 0)
-    bloom = sum(client.memory_usage(key) or 0 for key in client.scan_iter("crawler:{broad}*bloom*"))
+    bloom = sum(client.memory_usage(key) or 0 for key in client.scan_iter("crawler:{broad:bf*"))
     hosts = client.scard(prefix + "hosts")
     used = info["used_memory"] - info.get("used_memory_startup", 0)
     return {

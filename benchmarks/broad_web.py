@@ -13,8 +13,8 @@ the web, lead to pages already seen, and none to a deeper level, so a page's
 breadth-first depth is its level. (A crawler must still finish shallower pages
 before it claims a deeper page's links: a link back to a page whose parent is
 not fetched yet would otherwise give that page too great a depth.) The first
-`same_host` children of a page are on its host; page n of the others is on host
-n modulo the hosts, so that a web of as many pages as hosts reaches nearly all.
+`same_host` children of a page are on its host; the others are on consecutive
+hosts, so that a web of as many pages as hosts reaches nearly all.
 Every tenth page also links to /private/<n> on its host, a page with no links.
 
 robots.txt, by host number h: one in `DISALLOW_EVERY` disallows /private/, one in
@@ -101,7 +101,11 @@ class Shape:
                 return n % self.hosts
             parent, child = up
             if child >= self.same_host:
-                return n % self.hosts  # consecutive pages, consecutive hosts: all are used
+                # The others numbered across their level: consecutive ones, consecutive
+                # hosts, so that every host is used.
+                depth = self.level(n, starts)
+                index = (n - starts[depth]) // self.children * (self.children - self.same_host)
+                return (starts[depth] + index + child - self.same_host) % self.hosts
             n = parent
 
     def links_of(self, n: int, starts: list[int]) -> list[int]:
