@@ -1,12 +1,12 @@
 """Redis memory per queued URL with --redis: the queue entries of today against the JSON ones.
 
-A real redis-server on a free port is filled, as a crawl of the broad web of
-broad_web.py would fill it, with `--urls` queued URLs over `--hosts` hosts: each
-page of the web, with the page linking to it as its referrer, RPUSHed to its
-host's list `q:<host>`, its host added to `hosts`. Then Redis's used_memory,
-less what it used empty, is divided by the URLs. Both entry formats are measured:
-the JSON `[url, depth, referrer]` of queue format 1, and crawler.state.redis's
-`depth path referrer` (format 2).
+A real redis-server on a free port (started as broad_bench.py starts it) is
+filled, as a crawl of the broad web of broad_web.py would fill it, with `--urls`
+queued URLs over `--hosts` hosts: each page of the web, with the page linking to
+it as its referrer, RPUSHed to its host's list `q:<host>`, its host added to
+`hosts`. Then Redis's used_memory, less what it used empty, is divided by the
+URLs. Both entry formats are measured: the JSON `[url, depth, referrer]` of
+queue format 1, and crawler.state.redis's `depth path referrer` (format 2).
 
     python benchmarks/redis_queue_memory.py --urls 10000000 --hosts 100000
 """
@@ -14,14 +14,14 @@ the JSON `[url, depth, referrer]` of queue format 1, and crawler.state.redis's
 from __future__ import annotations
 
 import argparse
-import socket
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import orjson
 import redis
+from broad_bench import start_redis
 from broad_web import Shape
 
 from crawler.frontier import Request
@@ -66,32 +66,10 @@ def fill(client: redis.Redis, shape: Shape, urls: int, entry: Callable[[Request]
 
 
 def measure(shape: Shape, urls: int, entry: Callable[[Request], bytes]) -> dict[str, float]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as directory:
-        server = subprocess.Popen(
-            [
-                "redis-server",
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--save",
-                "",
-                "--dir",
-                directory,
-            ],
-            stdout=subprocess.DEVNULL,
-        )
+        server, url = start_redis(Path(directory))
         try:
-            client = redis.Redis(port=port)
-            for _ in range(200):
-                try:
-                    client.ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.02)
+            client = redis.Redis.from_url(url)
             empty = client.info("memory")["used_memory"]
             started = time.monotonic()
             entry_bytes = fill(client, shape, urls, entry)
