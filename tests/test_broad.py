@@ -146,7 +146,9 @@ def test_the_disk_frontier_reads_ahead_for_few_hosts_and_keeps_each_hosts_order(
     db = sqlite3.connect(tmp_path / "f.sqlite", isolation_level=None)
     frontier = SqliteFrontier(db, buffer_per_host=4, buffered_hosts=8)
     hosts = [f"127.16.0.{h}:80" for h in range(100)]
+    db.execute("BEGIN")
     frontier.push(Request(f"http://{host}/{i}", 1, None) for i in range(10) for host in hosts)
+    db.execute("COMMIT")
 
     popped: dict[str, list[str]] = {host: [] for host in hosts}
     most_buffered = 0
