@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from crawler.api import Crawler, event_loop_runner
-from crawler.config import STDOUT, ConfigError, Settings, load_settings, print_error, read_seeds
-from crawler.report import Reporter
-from crawler.sinks import OutputClosed, WriteFailed
+from crawler.config import (
+    STDOUT,
+    ConfigError,
+    Settings,
+    load_settings,
+    make_directory,
+    print_error,
+    read_seeds,
+)
+from crawler.malloc import keep_freed_memory
+from crawler.observe.progress import Reporter
+from crawler.sinks import OutputClosed
 
 log = logging.getLogger("crawler")
 
@@ -51,18 +63,19 @@ def _check_output_paths(settings: Settings) -> None:
     """-o and --stats must be writable, and -o must not overwrite the files the crawl reads."""
     if settings.stats:
         _check_writable(settings.stats)
-    if settings.output == STDOUT:
+    output = settings.output
+    if output is None or output == STDOUT:
         return
     for label, path in (("seeds file", settings.seeds), ("config file", settings.config)):
         if (
             path
             and path != "-"
             and os.path.exists(path)
-            and os.path.exists(settings.output)
-            and os.path.samefile(path, settings.output)
+            and os.path.exists(output)
+            and os.path.samefile(path, output)
         ):
-            raise ConfigError(f"-o {settings.output} is the {label}; refusing to overwrite it")
-    _check_writable(settings.output)
+            raise ConfigError(f"-o {output} is the {label}; refusing to overwrite it")
+    _check_writable(output)
 
 
 def _check_writable(path: str) -> None:
@@ -75,65 +88,152 @@ def _check_writable(path: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments[:1] == ["report"]:  # a seeds file named "report" is ./report
+        from crawler.observe.report import main as report
+
+        return report(arguments[1:])
     _configure_logging()
     try:
-        settings = load_settings(argv)
+        settings = load_settings(arguments)
+        assert settings.seeds is not None  # load_settings asks for it
         seeds = read_seeds(settings.seeds)
+        if settings.revisit is not None:
+            return _revisit(settings, seeds)
         _check_output_paths(settings)
         crawler = Crawler(seeds, settings)
-        crawl = crawler.open()
+        crawler.open()
     except ConfigError as exc:
         print_error(str(exc))
         return EXIT_BAD_INPUT
     except OSError as exc:
         print_error(f"cannot open {exc.filename}: {exc.strerror}")
         return EXIT_BAD_INPUT
-    if crawl.store.complete:
+    if crawler.complete:
         print(
             f"crawler: crawl in {settings.state} is complete "
-            f"({crawl.stats.records:,} records); --fresh starts over",
+            f"({crawler.figures()['records']:,} records); --fresh starts over",
             file=sys.stderr,
         )
-        crawl.store.close()
+        asyncio.run(crawler.close())
         return EXIT_OK
+    keep_freed_memory()
     code = _run(settings, crawler)
     # A reader that stops reading (`| head`) ends the crawl, as it does for any Unix tool.
-    if crawl.failure is not None and not isinstance(crawl.failure, OutputClosed):
-        print_error(str(crawl.failure))
+    failure = crawler.failure
+    if failure is not None and not isinstance(failure, OutputClosed):
+        print_error(str(failure))
         code = EXIT_FAILED
     return code
 
 
-def _run(settings: Settings, crawler: Crawler) -> int:
+def _revisit(settings: Settings, seeds: list[str]) -> int:
+    """--revisit DIR: round after round, each a recrawl from the one before, until a
+    signal; rerun with the same DIR, it goes on in the round it was in."""
+    from crawler.revisit import round_paths, rounds_in
+
+    assert settings.revisit is not None
+    directory = make_directory(settings.revisit, "--revisit")
+    number = max(rounds_in(directory), default=1)
+    pending: list[int] = []  # a signal between rounds, when no event loop watches for one
+
+    def between_rounds() -> int | None:
+        for signum in SIGNAL_EXIT_CODES:
+            signal.signal(signum, lambda signum, _frame: pending.append(signum))
+        return SIGNAL_EXIT_CODES[signal.Signals(pending[0])] if pending else None
+
+    keep_freed_memory()
+    while (code := between_rounds()) is None:
+        paths = round_paths(directory, number, settings.since)
+        round_settings = replace(
+            settings,
+            output=str(paths.output),
+            state=str(paths.state),
+            since=str(paths.since) if paths.since is not None else None,
+        )
+        crawler = Crawler(seeds, round_settings)
+        crawler.open()
+        if crawler.complete:
+            asyncio.run(crawler.close())
+        else:
+            log.info("round %d: %s", number, paths.output)
+            code = _run(round_settings, crawler)
+            if crawler.failure is not None:
+                print_error(str(crawler.failure))
+                return EXIT_FAILED
+            if code != EXIT_OK:  # interrupted
+                return code
+        if between_rounds() is None:
+            code = _wait_for_round(paths.output, settings)
+            if code is not None:
+                return code
+        number += 1
+    return code
+
+
+def _wait_for_round(output: Path, settings: Settings) -> int | None:
+    """Sleep until the first page of the round just made is due; a signal's exit code
+    if one came first."""
+    from crawler.history import open_history
+    from crawler.revisit import seconds_until
+
+    history = open_history(str(output), [d for d in (settings.warc,) if d is not None])
+    try:
+        wait_s = seconds_until(history.earliest_due())
+    finally:
+        history.close()
     received: list[int] = []
-    crawl = crawler.open()
-    reporter = Reporter(crawl, settings)
+
+    async def sleep() -> None:
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def on_signal(signum: int) -> None:
+            received.append(signum)
+            woken.set()
+
+        for signum in SIGNAL_EXIT_CODES:
+            loop.add_signal_handler(signum, on_signal, signum)
+        if wait_s > 0:
+            log.info("next round in %.1f s, when its first page is due", wait_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), wait_s)
+
+    asyncio.run(sleep())
+    return SIGNAL_EXIT_CODES[signal.Signals(received[0])] if received else None
+
+
+def _run(settings: Settings, crawler: Crawler) -> int:
+    received: list[signal.Signals] = []
+    reporter = Reporter(crawler.figures, settings)
 
     async def supervise() -> None:
         loop = asyncio.get_running_loop()
 
-        def on_signal(signum: int) -> None:
+        def on_signal(signum: signal.Signals) -> None:
             if received:  # second signal: the state is consistent after every commit
                 reporter.clear()
                 os._exit(SIGNAL_EXIT_CODES[signum])
             received.append(signum)
             log.warning(
                 "interrupted: finishing requests in flight (%s again to quit now)",
-                signal.Signals(signum).name,
+                signum.name,
             )
             crawler.stop()
 
         for signum in SIGNAL_EXIT_CODES:
             loop.add_signal_handler(signum, on_signal, signum)
-        async with reporter:
+        async with crawler, reporter:
             await crawler.crawl()
 
     try:
         event_loop_runner(settings.uvloop)(supervise())
-    except WriteFailed as exc:
-        crawl.failure = exc
-    finally:
-        crawl.store.close()
+    except ConfigError as exc:  # the dashboard's address could not be bound
+        print_error(str(exc))
+        return EXIT_BAD_INPUT
+    except Exception as exc:
+        if exc is not crawler.failure:  # reported by main(); anything else is a bug
+            raise
     reporter.finish()
     return SIGNAL_EXIT_CODES[received[0]] if received else EXIT_OK
 

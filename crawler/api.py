@@ -12,21 +12,22 @@ only to the sinks the settings name (-o, --state), with no consumer.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import functools
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawler.config import ConfigError, Settings, meant_url
 from crawler.engine import Crawl
 from crawler.hooks import FollowHook, Hooks, PageHook
 from crawler.page import Page
-from crawler.report import snapshot
 from crawler.session import Client
 from crawler.state import Store, open_store
+from crawler.stats import CrawlStats
 from crawler.urls import canonicalize
+
+if TYPE_CHECKING:
+    from crawler.history import History
 
 # Pages committed but not yet taken by the consumer; past this, workers wait for it.
 PAGES_AHEAD = 16
@@ -35,7 +36,6 @@ PAGES_AHEAD = 16
 # waits, and a gate's release puts many: with trees kept for all, a 2,000-page crawl
 # peaked at 65 MiB, against 48 for the CLI; with 4, at 52.
 TREES_AHEAD = 4
-M_TRIM_THRESHOLD, M_TOP_PAD = -1, -2  # glibc's <malloc.h>
 
 
 class _Outbox:
@@ -99,7 +99,7 @@ class Crawler:
         self._hooks = Hooks(follow, on_page) if follow or on_page else None
         self._client = Client(self.settings, self.seeds)  # reads --cookies FILE, checks the proxy
         self._store: Store | None = None
-        self.engine: Crawl | None = None
+        self._crawl: Crawl | None = None
         self._task: asyncio.Task[None] | None = None
         self._outbox: _Outbox | None = None
 
@@ -115,18 +115,40 @@ class Crawler:
     ) -> None:
         await self.close()
 
-    def open(self) -> Crawl:
-        """Open the crawl's store (a --state directory is locked from here on)."""
-        if self.engine is None:
+    def open(self) -> None:
+        """Open the crawl's store (a --state directory is locked from here on).
+
+        ConfigError if it cannot be used. Entering `async with` opens it too."""
+        self._opened()
+
+    def _opened(self) -> Crawl:
+        if self._crawl is None:
+            history = _open_history(self.settings)  # first: a bad PREV leaves nothing written
             self._store = open_store(self.settings, self.seeds)
-            self.engine = Crawl(self.settings, self.seeds, self._store, self._client, self._hooks)
-        return self.engine
+            if history is not None:
+                self._store.stats.previous_pages = history.pages
+                self._store.stats.shared = self._store.shared
+            self._crawl = Crawl(
+                self.settings, self.seeds, self._store, self._client, self._hooks, history
+            )
+        return self._crawl
+
+    @property
+    def complete(self) -> bool:
+        """The crawl resumed from `state` had nothing left to do (`fresh` starts over)."""
+        return self._opened().store.complete
+
+    @property
+    def failure(self) -> Exception | None:
+        """Why the crawl stopped before its end: records or state could not be written
+        (an `OutputClosed` if the reader of stdout went away), or a bug broke it."""
+        return self._crawl.failure if self._crawl is not None else None
 
     def __aiter__(self) -> Crawler:
         if self._task is not None:
             raise RuntimeError("a Crawler can be iterated or crawled once")
         self._outbox = _Outbox(PAGES_AHEAD)
-        self.open().consumer = self._outbox
+        self._opened().consumer = self._outbox
         self._task = asyncio.create_task(self._run_engine())
         return self
 
@@ -134,7 +156,9 @@ class Crawler:
         assert self._outbox is not None and self._task is not None
         page = await self._outbox.get()
         if page is None:
-            await self._task  # a failure to write the sinks surfaces here
+            await (
+                self._task
+            )  # a failure to write the sinks, or a crawl broken by a bug, surfaces here
             raise StopAsyncIteration
         return page
 
@@ -142,14 +166,14 @@ class Crawler:
         """Crawl to the end, the pages going only to the sinks the settings name."""
         if self._task is not None:
             raise RuntimeError("a Crawler can be iterated or crawled once")
-        self.open()
+        self._opened()
         self._task = asyncio.create_task(self._run_engine())
         await asyncio.shield(self._task)
 
     def stop(self, drain: bool = True) -> None:
         """Take no new URLs; requests in flight get --drain-timeout seconds (if `drain`)."""
-        if self.engine is not None:
-            self.engine.stop(drain)
+        if self._crawl is not None:
+            self._crawl.stop(drain)
 
     async def close(self) -> None:
         """Stop the crawl if it still runs, let requests in flight finish, close the store."""
@@ -164,7 +188,7 @@ class Crawler:
                 self._store.close()
                 self._store = None
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> CrawlStats:
         """Crawl to the end from code that has no event loop of its own; the figures."""
 
         async def whole() -> None:
@@ -175,42 +199,41 @@ class Crawler:
         return self.stats
 
     @property
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> CrawlStats:
         """The crawl's figures, as in the summary and the --stats file."""
-        if self.engine is None:
+        return self.figures(exact=True)
+
+    def figures(self, exact: bool = False) -> CrawlStats:
+        """The crawl's figures now; `exact` measures the visited set's fill, which is
+        slower (the live status line reads the cheap estimate several times a second)."""
+        if self._crawl is None:
             raise RuntimeError("the crawl has not started")
-        return snapshot(self.engine, exact=True)
+        return self._crawl.stats.snapshot(exact)
 
     async def _run_engine(self) -> None:
-        assert self.engine is not None
-        _keep_freed_memory()
+        crawl = self._opened()
         try:
-            await self.engine.run()
+            if self.settings.dashboard is None:
+                await crawl.run()
+            else:
+                from crawler.observe.dashboard import Dashboard
+
+                async with Dashboard(crawl.stats, self.settings):
+                    await crawl.run()
         finally:
             if self._outbox is not None:
                 self._outbox.put(None)
-        if self.engine.failure is not None:
-            raise self.engine.failure
+        if crawl.failure is not None:
+            raise crawl.failure
 
 
-@functools.cache  # once a process
-def _keep_freed_memory() -> None:
-    """Stop glibc from giving the heap back to the kernel after every page (in the
-    whole process, once: the CLI and every API crawl alike).
+def _open_history(settings: Settings) -> History | None:
+    if settings.since is None:
+        return None
+    from crawler.history import open_history
 
-    Each page parsed allocates and frees a Lexbor document at the top of the heap.
-    With glibc's default trim threshold the heap shrank and grew around each one,
-    with fresh zeroed memory pages every time: through `Crawler.run()` on the
-    20,000-page benchmark site, 100,000-370,000 minor page faults against 10,000,
-    and 6-12% more CPU (three alternating runs). Keeping up to 32 MiB costs 1.5 MB
-    more peak RSS. Elsewhere than glibc there is no mallopt, and nothing to tune.
-    """
-    try:
-        mallopt = ctypes.CDLL(None).mallopt  # the process's own symbols include libc's
-    except (OSError, AttributeError):
-        return
-    mallopt(M_TRIM_THRESHOLD, 32 * 2**20)
-    mallopt(M_TOP_PAD, 4 * 2**20)
+    warc_dirs = [d for d in (settings.since_warc, settings.warc) if d is not None]
+    return open_history(settings.since, warc_dirs)
 
 
 def _canonical_seeds(seeds: Iterable[str]) -> list[str]:
@@ -236,5 +259,6 @@ def event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, None]],
         except ImportError:
             pass
         else:
-            return uvloop.run
+            run: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
+            return run
     return asyncio.run

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import ipaddress
 import logging
 import math
 import os
@@ -16,7 +17,8 @@ import sys
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from crawler import __version__
 from crawler.urls import canonicalize, is_host_pattern
@@ -68,6 +70,15 @@ class Settings:
     ignore_robots: bool = False
     sitemaps: bool = False
     max_sitemaps: int = 1000
+    since: str | None = None
+    since_warc: str | None = None
+    fetch_gone: bool = False
+    revisit: str | None = None
+    revisit_interval: float = 86400.0
+    revisit_min_interval: float = 3600.0
+    revisit_max_interval: float = 30 * 86400.0
+    revisit_inc_rate: float = 0.2
+    revisit_dec_rate: float = 0.2
     state: str | None = None
     fresh: bool = False
     force_resume: bool = False
@@ -76,9 +87,12 @@ class Settings:
     lease_s: float = 30.0
     drain_timeout: float = 5.0
     stats: str | None = None
+    dashboard: str | None = None
+    dashboard_public: bool = False
     warc: str | None = None
     warc_prefix: str = "crawl"
     warc_max_size: int = 2**30
+    wacz: str | None = None
     text: bool = False
     quiet: bool = False
     uvloop: bool = False
@@ -101,6 +115,31 @@ class Settings:
             raise ConfigError("--crawl-id only makes sense with --redis URL")
         if self.redis is not None and self.state is not None:
             raise ConfigError("--redis and --state are two places for the crawl's state; pick one")
+        if self.dashboard is not None and not self.dashboard_public:
+            host, _ = dashboard_address(self.dashboard)
+            if not is_loopback(host):
+                raise ConfigError(
+                    f"--dashboard {self.dashboard} is not a loopback address, and the page "
+                    "shows the crawl's URLs; add --dashboard-public to serve it there"
+                )
+        if self.dashboard_public and self.dashboard is None:
+            raise ConfigError("--dashboard-public only makes sense with --dashboard [HOST:]PORT")
+        if self.since_warc is not None and self.since is None:
+            raise ConfigError("--since-warc only makes sense with --since PREV")
+        if self.fetch_gone and self.since is None:
+            raise ConfigError("--fetch-gone only makes sense with --since PREV")
+        if self.fetch_gone and self.redis is not None:
+            raise ConfigError(
+                "--fetch-gone needs the whole visited set, which a --redis process does not hold"
+            )
+        if self.since is not None and self.state is not None and _same_path(self.since, self.state):
+            raise ConfigError(
+                "--since and --state name the same directory; a recrawl needs a new --state DIR"
+            )
+        if not self.revisit_min_interval <= self.revisit_max_interval:
+            raise ConfigError("--revisit-min-interval must not be above --revisit-max-interval")
+        if self.wacz is not None:
+            _check_wacz(self)
         if self.per_host > self.concurrency:
             object.__setattr__(self, "per_host", self.concurrency)
 
@@ -121,6 +160,18 @@ class Settings:
         )
 
 
+def _check_wacz(settings: Settings) -> None:
+    if not str(settings.wacz).endswith(".wacz"):
+        raise ConfigError(f"--wacz {settings.wacz}: a WACZ file's name must end in .wacz")
+    if settings.warc is None:
+        raise ConfigError("--wacz needs --warc DIR, where the WARC files it packages are written")
+    if settings.redis is not None:
+        raise ConfigError(
+            "--wacz packages one process's crawl; with --redis, give each process --warc "
+            "and package the WARC files afterwards"
+        )
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -129,6 +180,7 @@ class Option:
     check: Callable[[Any], str | None] | None = None
     short: str | None = None
     metavar: str | None = None
+    group: str = ""  # a key of GROUPS: where --help lists it
 
     @property
     def flag(self) -> str:
@@ -209,6 +261,10 @@ def _headers(headers: Sequence[tuple[str, str]]) -> str | None:
     return None
 
 
+def _same_path(a: str, b: str) -> bool:
+    return os.path.abspath(a) == os.path.abspath(b)
+
+
 def redact_url(url: str) -> str:
     """`url` with its password, if any, replaced by ****."""
     scheme, sep, rest = url.partition("://")
@@ -216,6 +272,36 @@ def redact_url(url: str) -> str:
     if not sep or not at or ":" not in credentials:
         return url
     return f"{scheme}://{credentials.partition(':')[0]}:****@{host}"
+
+
+def dashboard_address(value: str) -> tuple[str, int]:
+    """--dashboard's [HOST:]PORT as (host, port); HOST is 127.0.0.1 if left out, and an
+    IPv6 address is written in brackets, as in a URL ([::1]:8080)."""
+    host, colon, port = value.rpartition(":")
+    if not colon:
+        host = "127.0.0.1"
+    host = host.removeprefix("[").removesuffix("]") if host.startswith("[") else host
+    if not port.isdigit() or int(port) > 65535 or not host or (":" in host and "[" not in value):
+        raise ValueError(value)
+    return host, int(port)
+
+
+def _dashboard_problem(value: str) -> str | None:
+    try:
+        dashboard_address(value)
+    except ValueError:
+        return "must be [HOST:]PORT, PORT from 0 (any free one) to 65535"
+    return None
+
+
+def is_loopback(host: str) -> bool:
+    """Is `host` (a name or an address) this machine's loopback, for sure?"""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name other than localhost: it may resolve to anything
+        return False
 
 
 def proxy_problem(url: str) -> str | None:
@@ -229,14 +315,42 @@ def proxy_problem(url: str) -> str | None:
     return None
 
 
+# --help's sections, in order: key -> (title, what its options are for).
+GROUPS: dict[str, tuple[str, str]] = {
+    "scope": ("what to crawl", "which links are followed, from the seeds"),
+    "politeness": ("politeness", "how hard one host is asked, and robots.txt"),
+    "limits": ("limits and traps", "where a crawl, a URL or a response is cut short"),
+    "output": (
+        "output",
+        "records, statistics, WARC archives, the dashboard, and what stderr shows",
+    ),
+    "state": (
+        "state and Redis",
+        "where the crawl lives, so it survives a crash or is shared, and its visited set",
+    ),
+    "network": ("network", "headers, cookies, proxy, the address guard, the event loop"),
+    "recrawl": (
+        "recrawling",
+        "a crawl that asks only what changed since a previous one, or keeps a site fresh",
+    ),
+}
+
 OPTIONS: tuple[Option, ...] = (
-    Option("output", "path", "write JSON lines here instead of stdout", short="-o", metavar="FILE"),
+    Option(
+        "output",
+        "path",
+        "write JSON lines here instead of stdout",
+        short="-o",
+        metavar="FILE",
+        group="output",
+    ),
     Option(
         "max_depth",
         "int",
         "fetch pages up to this many links from a seed (seeds are 0)",
         _at_least(0),
         metavar="N",
+        group="scope",
     ),
     Option(
         "max_pages",
@@ -244,6 +358,7 @@ OPTIONS: tuple[Option, ...] = (
         "stop after this many records; 0 means no limit",
         _at_least(0),
         metavar="N",
+        group="limits",
     ),
     Option(
         "concurrency",
@@ -251,14 +366,23 @@ OPTIONS: tuple[Option, ...] = (
         "requests in flight at once, over all hosts",
         _at_least(1),
         metavar="N",
+        group="politeness",
     ),
-    Option("per_host", "int", "requests in flight at once to one host", _at_least(1), metavar="N"),
+    Option(
+        "per_host",
+        "int",
+        "requests in flight at once to one host",
+        _at_least(1),
+        metavar="N",
+        group="politeness",
+    ),
     Option(
         "delay",
         "float",
         "minimum seconds between the starts of two requests to one host",
         _at_least(0),
         metavar="S",
+        group="politeness",
     ),
     Option(
         "max_crawl_delay",
@@ -266,6 +390,7 @@ OPTIONS: tuple[Option, ...] = (
         "cap on a robots.txt Crawl-delay, in seconds",
         _at_least(0),
         metavar="S",
+        group="politeness",
     ),
     Option(
         "max_retry_after",
@@ -273,9 +398,15 @@ OPTIONS: tuple[Option, ...] = (
         "longest Retry-After or backoff to wait for, in seconds; past it the URL fails",
         _at_least(0),
         metavar="S",
+        group="politeness",
     ),
     Option(
-        "timeout", "float", "total seconds allowed for one HTTP request", _positive, metavar="S"
+        "timeout",
+        "float",
+        "total seconds allowed for one HTTP request",
+        _positive,
+        metavar="S",
+        group="limits",
     ),
     Option(
         "gate_timeout",
@@ -284,6 +415,7 @@ OPTIONS: tuple[Option, ...] = (
         "pages go ahead (their depths may then come from longer paths); 0 waits forever",
         _at_least(0),
         metavar="S",
+        group="limits",
     ),
     Option(
         "max_bytes",
@@ -291,14 +423,23 @@ OPTIONS: tuple[Option, ...] = (
         "read at most this many body bytes; longer bodies are truncated",
         _at_least(1),
         metavar="N",
+        group="limits",
     ),
-    Option("max_redirects", "int", "redirect hops to follow per URL", _at_least(0), metavar="N"),
+    Option(
+        "max_redirects",
+        "int",
+        "redirect hops to follow per URL",
+        _at_least(0),
+        metavar="N",
+        group="limits",
+    ),
     Option(
         "retries",
         "int",
         "retries after a connection error, timeout, 429 or 5xx",
         _at_least(0),
         metavar="N",
+        group="limits",
     ),
     Option(
         "allow_host",
@@ -306,14 +447,16 @@ OPTIONS: tuple[Option, ...] = (
         "also crawl this host; *.example.com matches subdomains (repeatable)",
         _host_patterns,
         metavar="HOST",
+        group="scope",
     ),
-    Option("any_host", "bool", "crawl every host, not only the seeds' hosts"),
+    Option("any_host", "bool", "crawl every host, not only the seeds' hosts", group="scope"),
     Option(
         "include",
         "list",
         "only follow URLs matching this regex (repeatable)",
         _regexes,
         metavar="REGEX",
+        group="scope",
     ),
     Option(
         "exclude",
@@ -321,14 +464,23 @@ OPTIONS: tuple[Option, ...] = (
         "never follow URLs matching this regex (repeatable)",
         _regexes,
         metavar="REGEX",
+        group="scope",
     ),
-    Option("max_url_length", "int", "drop URLs longer than this", _at_least(16), metavar="N"),
+    Option(
+        "max_url_length",
+        "int",
+        "drop URLs longer than this",
+        _at_least(16),
+        metavar="N",
+        group="limits",
+    ),
     Option(
         "max_pages_per_host",
         "int",
         "at most this many records per host; its further URLs are dropped; 0 means no limit",
         _at_least(0),
         metavar="N",
+        group="limits",
     ),
     Option(
         "max_path_depth",
@@ -336,6 +488,7 @@ OPTIONS: tuple[Option, ...] = (
         "drop links whose path has more segments than this (a trap); 0 means no limit",
         _at_least(0),
         metavar="N",
+        group="limits",
     ),
     Option(
         "max_query_params",
@@ -343,16 +496,19 @@ OPTIONS: tuple[Option, ...] = (
         "drop links with more query parameters than this (a trap); 0 means no limit",
         _at_least(0),
         metavar="N",
+        group="limits",
     ),
     Option(
         "drop_repeating_paths",
         "bool",
         "drop links whose path repeats a run of segments 3 times in a row (/a/b/a/b/a/b)",
+        group="limits",
     ),
     Option(
         "allow_private_addresses",
         "bool",
         "connect to loopback, private and other non-public addresses the seeds do not name",
+        group="network",
     ),
     Option(
         "resolve",
@@ -360,6 +516,7 @@ OPTIONS: tuple[Option, ...] = (
         "connect to ADDR for HOST (on PORT only, if given), like curl's (repeatable)",
         _resolve_entries,
         metavar="HOST[:PORT]:ADDR",
+        group="network",
     ),
     Option(
         "expected_urls",
@@ -367,6 +524,7 @@ OPTIONS: tuple[Option, ...] = (
         "URLs the visited set is sized for before it grows",
         _at_least(1),
         metavar="N",
+        group="state",
     ),
     Option(
         "fp_rate",
@@ -374,6 +532,7 @@ OPTIONS: tuple[Option, ...] = (
         "target false-positive rate of the visited set",
         _probability,
         metavar="P",
+        group="state",
     ),
     Option(
         "user_agent",
@@ -381,27 +540,104 @@ OPTIONS: tuple[Option, ...] = (
         "User-Agent header, also matched against robots.txt",
         lambda v: None if v.strip() else "must not be empty",
         metavar="UA",
+        group="politeness",
     ),
-    Option("ignore_robots", "bool", "do not fetch or obey robots.txt"),
-    Option("sitemaps", "bool", "also crawl the URLs in the seeds' hosts' sitemaps"),
+    Option("ignore_robots", "bool", "do not fetch or obey robots.txt", group="politeness"),
+    Option("sitemaps", "bool", "also crawl the URLs in the seeds' hosts' sitemaps", group="scope"),
     Option(
         "max_sitemaps",
         "int",
         "fetch at most this many sitemap files (with --sitemaps)",
         _at_least(0),
         metavar="N",
+        group="limits",
     ),
     Option(
-        "state", "path", "keep crawl state here; rerunning with the same DIR resumes", metavar="DIR"
+        "since",
+        "path",
+        "recrawl from a previous crawl (its JSONL output, or its --state DIR): conditional "
+        "requests, a 'changed' field, revisit records for what it archived",
+        metavar="PREV",
+        group="recrawl",
     ),
-    Option("fresh", "bool", "discard the state in --state DIR and start over"),
-    Option("force_resume", "bool", "resume even if the crawl's settings changed"),
+    Option(
+        "since_warc",
+        "path",
+        "the previous crawl's --warc DIR, if not the same as this crawl's --warc",
+        metavar="DIR",
+        group="recrawl",
+    ),
+    Option(
+        "fetch_gone",
+        "bool",
+        "with --since: at the end, also fetch the previous crawl's pages no link reaches now, "
+        "to tell a 404 or 410 from a page merely unlinked",
+        group="recrawl",
+    ),
+    Option(
+        "revisit",
+        "path",
+        "keep the site fresh: crawl in rounds without end, each page again when due; "
+        "round N writes DIR/round-N.jsonl and recrawls from round N-1 (no -o, no --state)",
+        metavar="DIR",
+        group="recrawl",
+    ),
+    Option(
+        "revisit_interval",
+        "float",
+        "with --revisit: seconds until a page first seen is due again",
+        _positive,
+        metavar="S",
+        group="recrawl",
+    ),
+    Option(
+        "revisit_min_interval",
+        "float",
+        "with --revisit: the shortest interval a page's may shrink to, in seconds",
+        _positive,
+        metavar="S",
+        group="recrawl",
+    ),
+    Option(
+        "revisit_max_interval",
+        "float",
+        "with --revisit: the longest interval a page's may grow to, in seconds",
+        _positive,
+        metavar="S",
+        group="recrawl",
+    ),
+    Option(
+        "revisit_inc_rate",
+        "float",
+        "with --revisit: a page found unchanged waits this fraction longer next time",
+        _probability,
+        metavar="R",
+        group="recrawl",
+    ),
+    Option(
+        "revisit_dec_rate",
+        "float",
+        "with --revisit: a page found changed waits this fraction less next time",
+        _probability,
+        metavar="R",
+        group="recrawl",
+    ),
+    Option(
+        "state",
+        "path",
+        "keep crawl state here; rerunning with the same DIR resumes",
+        metavar="DIR",
+        group="state",
+    ),
+    Option("fresh", "bool", "discard the state in --state DIR and start over", group="state"),
+    Option("force_resume", "bool", "resume even if the crawl's settings changed", group="state"),
     Option(
         "redis",
         "str",
         "share the crawl with other processes through this Redis (redis://HOST:PORT/DB)",
         _matching(r"(rediss?|unix)://.*", "must be a redis:// URL"),
         metavar="URL",
+        group="state",
     ),
     Option(
         "crawl_id",
@@ -409,6 +645,7 @@ OPTIONS: tuple[Option, ...] = (
         "name of the shared crawl in Redis; processes with the same one crawl together",
         _matching(r"[A-Za-z0-9._-]{1,64}", "must be 1-64 letters, digits, '.', '_' or '-'"),
         metavar="ID",
+        group="state",
     ),
     Option(
         "lease_s",
@@ -416,6 +653,7 @@ OPTIONS: tuple[Option, ...] = (
         "a process silent this long is presumed dead and its URLs go to the others",
         _at_least(0.5),
         metavar="S",
+        group="state",
     ),
     Option(
         "drain_timeout",
@@ -423,13 +661,36 @@ OPTIONS: tuple[Option, ...] = (
         "seconds in-flight requests get to finish after Ctrl-C",
         _at_least(0),
         metavar="S",
+        group="limits",
     ),
-    Option("stats", "path", "write JSON stats here every 10 s and at the end", metavar="FILE"),
+    Option(
+        "stats",
+        "path",
+        "write JSON stats here every 10 s and at the end",
+        metavar="FILE",
+        group="output",
+    ),
+    Option(
+        "dashboard",
+        "str",
+        "serve a live dashboard and Prometheus /metrics on this [HOST:]PORT "
+        "(HOST 127.0.0.1 if left out)",
+        _dashboard_problem,
+        metavar="[HOST:]PORT",
+        group="output",
+    ),
+    Option(
+        "dashboard_public",
+        "bool",
+        "let --dashboard bind an address other than loopback (the page shows the crawl's URLs)",
+        group="output",
+    ),
     Option(
         "warc",
         "path",
         "archive every HTTP exchange in WARC/1.1 files in this directory",
         metavar="DIR",
+        group="output",
     ),
     Option(
         "warc_prefix",
@@ -437,6 +698,7 @@ OPTIONS: tuple[Option, ...] = (
         "WARC file names are PREFIX-TIMESTAMP-SERIAL.warc.gz (--redis adds each process's id)",
         _matching(r"[\w.-]+", "must be letters, digits, . _ or -"),
         metavar="PREFIX",
+        group="output",
     ),
     Option(
         "warc_max_size",
@@ -444,22 +706,43 @@ OPTIONS: tuple[Option, ...] = (
         "start a new WARC file before one grows past this many bytes",
         _at_least(1024),
         metavar="BYTES",
+        group="output",
     ),
-    Option("text", "bool", "add each HTML page's visible text and language to its record"),
-    Option("quiet", "bool", "no progress display or summary on stderr"),
-    Option("uvloop", "bool", "use uvloop if it is installed (measured no faster here)"),
+    Option(
+        "text",
+        "bool",
+        "add each HTML page's visible text and language to its record",
+        group="output",
+    ),
+    Option("quiet", "bool", "no progress display or summary on stderr", group="output"),
+    Option(
+        "uvloop",
+        "bool",
+        "run on uvloop's event loop instead of asyncio's, if uvloop is installed "
+        "(pip install uvloop)",
+        group="network",
+    ),
+    Option(
+        "wacz",
+        "path",
+        "also package the crawl as a WACZ file (with --warc DIR), made when the crawl ends",
+        metavar="FILE",
+        group="output",
+    ),
     Option(
         "header",
         "headers",
         "send this header on every request (repeatable; a [header] table in TOML)",
         _headers,
         metavar="'NAME: VALUE'",
+        group="network",
     ),
     Option(
         "cookies",
         "cookies",
         "start the crawl's cookie jar from the cookies in this Netscape cookies.txt",
         metavar="FILE",
+        group="network",
     ),
     Option(
         "proxy",
@@ -468,6 +751,7 @@ OPTIONS: tuple[Option, ...] = (
         "(default: HTTP_PROXY, HTTPS_PROXY and NO_PROXY)",
         proxy_problem,
         metavar="URL",
+        group="network",
     ),
 )
 
@@ -476,13 +760,14 @@ _TOML_ONLY = {"seeds"}  # the positional argument, also settable in the config f
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
         raise ConfigError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="crawler",
+        usage="%(prog)s [options] [SEEDS]",  # the sections below list the options
         description="Crawl from the seed URLs in a file; print one JSON record per page.",
         argument_default=argparse.SUPPRESS,
     )
@@ -493,8 +778,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", metavar="FILE", help="TOML file whose keys are these flags' long names"
     )
     parser.add_argument("--version", action="version", version=f"crawler {__version__}")
+    sections = {key: parser.add_argument_group(*text) for key, text in GROUPS.items()}
     defaults = Settings()
     for option in OPTIONS:
+        section = sections[option.group]
         names = [option.flag] + ([option.short] if option.short else [])
         default = getattr(defaults, option.name)
         help_text = (
@@ -503,26 +790,26 @@ def build_parser() -> argparse.ArgumentParser:
             else f"{option.help} (default {default})"
         )
         if option.kind == "bool":
-            parser.add_argument(
+            section.add_argument(
                 *names,
                 dest=option.name,
                 action=argparse.BooleanOptionalAction,
                 help=f"{option.help} (default {'on' if default else 'off'})",
             )
         elif option.kind in ("list", "headers"):
-            parser.add_argument(
+            section.add_argument(
                 *names, dest=option.name, action="append", metavar=option.metavar, help=help_text
             )
         elif option.kind == "cookies":
-            parser.add_argument(*names, dest=option.name, metavar=option.metavar, help=option.help)
-            parser.add_argument(
+            section.add_argument(*names, dest=option.name, metavar=option.metavar, help=option.help)
+            section.add_argument(
                 "--no-" + option.flag[2:],
                 dest=option.name,
                 action="store_false",
                 help="keep no cookies (default: one cookie jar per crawl)",
             )
         else:
-            parser.add_argument(*names, dest=option.name, metavar=option.metavar, help=help_text)
+            section.add_argument(*names, dest=option.name, metavar=option.metavar, help=help_text)
     return parser
 
 
@@ -644,9 +931,35 @@ def load_settings(argv: Sequence[str] | None = None) -> Settings:
     settings = Settings(config=config_path, **values)
     if settings.seeds is None:
         raise ConfigError("no seeds file given (usage: crawler SEEDS [options])")
+    if settings.revisit is not None:
+        return _revisit_settings(settings)
     if settings.state is not None and settings.output in (None, STDOUT):
         raise ConfigError("--state needs -o FILE: stdout cannot be reconciled after a crash")
     return settings if settings.output else replace(settings, output=STDOUT)
+
+
+def _revisit_settings(settings: Settings) -> Settings:
+    """--revisit DIR: each round's output and state are in DIR."""
+    for name, given in (
+        ("-o", settings.output),
+        ("--state", settings.state),
+        ("--redis", settings.redis),
+    ):
+        if given is not None:
+            raise ConfigError(
+                f"--revisit DIR keeps each round's output and state; leave out {name}"
+            )
+    return settings
+
+
+def make_directory(path: str, flag: str) -> Path:
+    """The directory an option names, made if need be; ConfigError if it cannot be."""
+    directory = Path(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot use {flag} {directory}: {exc.strerror}") from None
+    return directory
 
 
 def print_error(message: str) -> None:

@@ -88,7 +88,7 @@ def _parse_line(line: str) -> FileCookie | str | None:
     if not domain or not name:
         return "the domain and the name must not be empty"
     try:
-        Morsel().set(name, value, value)
+        Morsel[str]().set(name, value, value)
     except CookieError:
         return "the name is not a valid cookie name"
     return FileCookie(

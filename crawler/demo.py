@@ -125,7 +125,7 @@ async def _serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ready, address = threading.Event(), []
+    ready, address = threading.Event(), list[str]()
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()
     server = threading.Thread(

@@ -16,15 +16,17 @@ and ends it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections import Counter, deque
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler.config import Settings
-from crawler.fetch import Fetcher, Hop, Response
-from crawler.frontier import PAGE, ROBOTS, Request
+from crawler.errors import ErrorKind
+from crawler.fetch import NOT_MODIFIED, Fetcher, Hop, Response
+from crawler.frontier import PAGE, ROBOTS, UNLINKED, Request
 from crawler.hooks import Hooks
 from crawler.page import Page
 from crawler.parse import language, parse_html, robots_directives_forbid_following, visible_text
@@ -37,11 +39,15 @@ from crawler.politeness import (
     RobotsFetch,
     backoff_s,
 )
+from crawler.revisit import AdaptiveSchedule, due_at, is_due, lastmod_after
 from crawler.session import Client
 from crawler.sinks import WriteFailed
 from crawler.sitemaps import SITEMAP_MAX_BYTES, in_robots, listed_in, parse_sitemap
 from crawler.state import Store, trap_check
 from crawler.urls import Scope, canonical_links, canonicalize, origin_of
+
+if TYPE_CHECKING:
+    from crawler.history import History, Previous
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +119,14 @@ class BreadthFirstGate:
             return 0
         return sum(self._unfinished[depth] for depth in range(min(self._held)))
 
+    def slow_pages(self, limit: int) -> list[str]:
+        """Up to `limit` URLs of started pages the held ones wait for (for the dashboard)."""
+        if not self._held:
+            return []
+        shallowest_held = min(self._held)
+        slow = (r.url for r in self._started.values() if r.depth < shallowest_held)
+        return list(itertools.islice(slow, limit))
+
     def hold(self, request: Request, page: Page, follow: list[str]) -> None:
         self._held.setdefault(request.depth, deque()).append((request, page, follow))
         self.held += 1
@@ -180,8 +194,11 @@ class Crawl:
         store: Store,
         client: Client,
         hooks: Hooks | None = None,
+        history: History | None = None,
     ) -> None:
         self.settings = settings
+        self.history = history  # --since: the previous crawl
+        self.schedule = revisit_schedule(settings)  # --revisit: when pages are due again
         self.seeds = list(seeds)
         self.store = store
         self.client = client
@@ -197,62 +214,59 @@ class Crawl:
             settings.max_url_length,
         )
         self._is_trap = trap_check(settings, self.stats)
-        self.scheduler: HostScheduler | None = None
+        archive = store.sinks.archive
+        keep = archive is not None
+        self._fetcher = Fetcher(
+            client, settings.timeout, settings.max_bytes, settings.max_redirects, keep
+        )
+        self._sitemap_fetcher = Fetcher(
+            client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects, keep
+        )
+        robots_fetcher = Fetcher(
+            client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep
+        )
+        self._robots = Robots(
+            robots_fetcher,
+            settings.user_agent,
+            enabled=not settings.ignore_robots,
+            retries=settings.retries,
+            archive=archive,
+        )
+        self._remaining = settings.max_pages - self.stats.records if settings.max_pages else None
+        self.scheduler = HostScheduler(
+            store.frontier,
+            self._robots,
+            per_host=settings.per_host,
+            delay_s=settings.delay,
+            max_crawl_delay_s=settings.max_crawl_delay,
+            max_retry_after_s=settings.max_retry_after,
+            max_pages=self._remaining or 0,
+            open_ended=store.shared,
+        )
+        self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared)
+        store.gate = self.gate
+        self.stats.watch(store.bloom, store.frontier, self.scheduler, self.gate)
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._warned_held = False
         self._gate_timer: asyncio.TimerHandle | None = None
         self._releasing: asyncio.Task[None] | None = None  # held pages let go past slow ones
         self._progress_at = time.monotonic()  # a page started or finished
-        self.failure: WriteFailed | None = None
+        self.failure: Exception | None = None
 
     async def run(self) -> None:
-        settings = self.settings
-        archive = self.store.sinks.archive
         async with self.client as client:
             if client.cookie_jar is not None:
                 self.store.keep_cookies(client.cookie_jar)
-            keep = archive is not None
-            self._fetcher = Fetcher(
-                client, settings.timeout, settings.max_bytes, settings.max_redirects, keep
-            )
-            self._sitemap_fetcher = Fetcher(
-                client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects, keep
-            )
-            robots_fetcher = Fetcher(
-                client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep
-            )
-            self._robots = Robots(
-                robots_fetcher,
-                settings.user_agent,
-                enabled=not settings.ignore_robots,
-                retries=settings.retries,
-                archive=archive,
-            )
-            remaining = settings.max_pages - self.stats.records if settings.max_pages else None
-            if remaining is not None and remaining <= 0:
+            if self._remaining is not None and self._remaining <= 0:
                 return
-            self.scheduler = HostScheduler(
-                self.store.frontier,
-                self._robots,
-                per_host=settings.per_host,
-                delay_s=settings.delay,
-                max_crawl_delay_s=settings.max_crawl_delay,
-                max_retry_after_s=settings.max_retry_after,
-                max_pages=remaining or 0,
-                open_ended=self.store.shared,
-            )
-            if self._stopping:  # stopped before it started
-                self.scheduler.stop()
-            self.gate = BreadthFirstGate(self.store.frontier.depths(), not self.store.shared)
-            self.store.gate = self.gate
             if not self.store.resumed:
                 await self._enqueue_seeds()
-            self._workers = [
-                asyncio.create_task(self._worker()) for _ in range(settings.concurrency)
-            ]
             feeder = asyncio.create_task(self._feed())
-            await asyncio.gather(*self._workers, return_exceptions=True)
+            await self._run_workers()
+            if self._fetching_gone():
+                await self._enqueue_unreached()
+                await self._run_workers()
             if self._gate_timer is not None:
                 self._gate_timer.cancel()
             if self._releasing is not None:
@@ -262,10 +276,36 @@ class Crawl:
             if self.failure is None:  # pages held for shallower ones that will never come
                 await self._complete_held(everything=True)
 
+    async def _run_workers(self) -> None:
+        """Run the workers until the scheduler has nothing more."""
+        self._workers = [
+            asyncio.create_task(self._worker()) for _ in range(self.settings.concurrency)
+        ]
+        await asyncio.gather(*self._workers, return_exceptions=True)
+
+    def _fetching_gone(self) -> bool:
+        return (
+            self.settings.fetch_gone
+            and self.history is not None
+            and not self._stopping
+            and self.failure is None
+        )
+
+    async def _enqueue_unreached(self) -> None:
+        """--fetch-gone: the previous crawl's pages that no link reached, queued once each
+        (those already claimed, in a crawl resumed in this phase, are not)."""
+        assert self.history is not None and self.scheduler is not None
+        await self._complete_held(everything=True)
+        bloom = self.store.bloom
+        for urls in self.history.unreached(bloom.__contains__):
+            listed = [Request(url, 0, None, kind=UNLINKED) for url in urls]
+            fresh = await self.store.commit(None, None, [], [], listed)
+            self.gate.queued(fresh)
+            self.scheduler.add(fresh)
+
     def stop(self, drain: bool = True) -> None:
         """Take no new URLs; in-flight requests get --drain-timeout seconds to finish."""
-        if self.scheduler is not None:
-            self.scheduler.stop()
+        self.scheduler.stop()
         if not drain:
             self._cancel_workers()
         elif not self._stopping:
@@ -290,13 +330,26 @@ class Crawl:
             await self.store.serve(self.scheduler)
         except WriteFailed as exc:
             self._fail(exc)
+        except Exception as exc:
+            self._broken(exc)
 
-    def _fail(self, failure: WriteFailed) -> None:
-        """Records or state have nowhere to go: the crawl cannot go on."""
+    def _broken(self, exc: Exception) -> None:
+        """A bug outside any one page's steps: the crawl stops, rather than hang."""
+        log.exception("internal error: the crawl stops")
+        self._fail(RuntimeError(f"internal error: {exc!r}"))
+
+    def _fail(self, failure: Exception) -> None:
+        """Records or state have nowhere to go, or a bug broke the loop: the crawl cannot go on."""
         self.failure = failure
         self.stop(drain=False)
 
     async def _worker(self) -> None:
+        try:
+            await self._work()
+        except Exception as exc:  # the scheduler or the consumer broke
+            self._broken(exc)
+
+    async def _work(self) -> None:
         scheduler = self.scheduler
         while (job := await scheduler.next_job()) is not None:
             try:
@@ -304,13 +357,15 @@ class Crawl:
                     await scheduler.fetch_robots(job)
                 elif isinstance(job, Refused):
                     await self._record_refused(job.request, job.error)
-                elif job.kind == PAGE:
+                elif job.kind in (PAGE, UNLINKED):
                     await self._crawl(job)
                 else:
                     await self._crawl_sitemap(job)
             except WriteFailed as exc:
                 self._fail(exc)
                 return
+            except Exception:  # a bug past the guards of the job's own steps
+                log.exception("internal error on %s", _job_url(job))
             if self.consumer is not None:
                 await self.consumer.room()
 
@@ -319,22 +374,34 @@ class Crawl:
         response: Response | None = None
         self._started(request, started)
         try:
-            response = await self._fetch(request, self._fetcher)
-            if response is None:
-                return
-            page, follow = self._page(request, response, time.monotonic() - started)
+            previous = self.history.take(request.url) if self.history is not None else None
+            if (
+                self.schedule is not None
+                and previous is not None
+                and not self._due(request, previous)
+            ):
+                page, follow = self._not_due_page(request, previous)
+            else:
+                response = await self._fetch(request, self._fetcher, previous)
+                if response is None:
+                    return
+                page, follow = self._page(request, response, time.monotonic() - started, previous)
+                if self.schedule is not None:
+                    self._schedule_next(request, page, previous)
         except Exception:  # a bug must cost one page, not the crawl
             page, follow = self._internal_error(request), []
-        if self.hooks is not None:
-            follow = await self.hooks.apply(page, follow)
-        if follow and self.gate.must_hold(request.depth):
-            page.release()
-            self.gate.hold(request, page, follow)
-        else:
-            await self._commit(request, page, follow)
-        await self._complete_held()
-        self._page_done()
-        self.scheduler.release(request, throttled=_throttled(response))
+        try:
+            if self.hooks is not None:
+                follow = await self.hooks.apply(page, follow)
+            if follow and self.gate.must_hold(request.depth):
+                page.release()
+                self.gate.hold(request, page, follow)
+            else:
+                await self._commit(request, page, follow)
+            await self._complete_held()
+            self._page_done()
+        finally:  # whatever went wrong, the host's slot must not stay taken
+            self.scheduler.release(request, throttled=_throttled(response))
 
     async def _crawl_sitemap(self, request: Request) -> None:
         """A sitemap, or robots.txt's list of them: its record, and what it lists queued."""
@@ -344,6 +411,7 @@ class Crawl:
         try:
             if request.kind == ROBOTS:  # read before this request was handed out
                 origin = origin_of(request.url)
+                # None if its rules expired since, or it had none
                 parser = self._robots.parser(origin, self._robots.cached(origin))
                 lines = list(parser.sitemaps) if parser is not None else []
                 page, listed = None, in_robots(request, lines)
@@ -354,17 +422,30 @@ class Crawl:
                 page, listed = await self._sitemap(request, response, time.monotonic() - started)
         except Exception:  # a bug must cost one sitemap, not the crawl
             page, listed = self._internal_error(request), []
-        await self._commit(request, page, [], await self._followed(page, listed))
-        await self._complete_held()
-        self._page_done()
-        self.scheduler.release(request, throttled=_throttled(response))
+        try:
+            await self._commit(request, page, [], await self._followed(page, listed))
+            await self._complete_held()
+            self._page_done()
+        finally:
+            self.scheduler.release(request, throttled=_throttled(response))
 
-    async def _fetch(self, request: Request, fetcher: Fetcher) -> Response | None:
-        """Fetch `request`; None if the failure was worth another try and it went back
-        to its host's line."""
-        response = await fetcher.fetch(
-            request.location or request.url, self._admit_hop, request.redirects
-        )
+    async def _fetch(
+        self, request: Request, fetcher: Fetcher, previous: Previous | None = None
+    ) -> Response | None:
+        """Fetch `request`, conditionally if the previous crawl had it; None if the
+        failure was worth another try and it went back to its host's line."""
+        url = request.location or request.url
+        validators = previous.validators() if previous is not None and url == request.url else {}
+        response = await fetcher.fetch(url, self._admit_hop, request.redirects, validators)
+        if (
+            response.status == NOT_MODIFIED
+            and validators
+            and previous is not None
+            and previous.contradicted_by(response.headers.get("ETag"))
+        ):
+            unconditional = await fetcher.fetch(url, self._admit_hop, request.redirects)
+            unconditional.exchanges[:0] = response.exchanges
+            response = unconditional
         request.hops.extend(response.hops)
         if self._retried(request, response, _throttled(response)):
             request.exchanges += tuple(response.exchanges)
@@ -375,7 +456,7 @@ class Crawl:
 
     def _internal_error(self, request: Request) -> Page:
         log.exception("internal error on %s", request.url)
-        return self._new_page(request, error="internal_error")
+        return self._new_page(request, error=ErrorKind.INTERNAL_ERROR)
 
     def _new_page(self, request: Request, **fields: Any) -> Page:
         page = Page(request.url, request.depth, request.referrer, kind=request.kind, **fields)
@@ -425,6 +506,8 @@ class Crawl:
             await self._complete_held()
         except WriteFailed as exc:
             self._fail(exc)
+        except Exception as exc:
+            self._broken(exc)
 
     def _retried(self, request: Request, response: Response, throttled: bool) -> bool:
         """Send `request` back to its host's line if the failure is worth another try."""
@@ -432,7 +515,7 @@ class Crawl:
             return False
         wait_s = (response.retry_after_s() if throttled else None) or backoff_s(request.attempt)
         if wait_s > self.settings.max_retry_after:
-            response.error = "retry_after_too_long"
+            response.error = ErrorKind.RETRY_AFTER_TOO_LONG
             return False
         request.location, request.redirects = response.url, response.redirects
         self.stats.retries += 1
@@ -440,14 +523,27 @@ class Crawl:
         return True
 
     def _page(
-        self, request: Request, response: Response, elapsed_s: float
+        self,
+        request: Request,
+        response: Response,
+        elapsed_s: float,
+        previous: Previous | None = None,
     ) -> tuple[Page, list[str]]:
         """The page of a fetched URL, and the links on it to follow."""
         page = self._fetched_page(request, response, elapsed_s)
         status = response.status or 0
+        if self.history is not None:
+            page.previous = previous
+            if status == NOT_MODIFIED and previous is not None and response.error is None:
+                return self._unchanged_page(request, page, previous)
+            page.fields["changed"] = (
+                previous.changed_to(response.status, page.content_digest) if previous else None
+            )
         if response.error is not None or 300 <= status < 400 or not response.is_html:
             return page, []
-        parsed = parse_html(page.tree)
+        tree = page.tree
+        assert tree is not None  # an HTML response has one
+        parsed = parse_html(tree)
         base = response.url
         if parsed.base_href:
             base = canonicalize(parsed.base_href, base) or base
@@ -458,18 +554,86 @@ class Crawl:
         if self.settings.text:
             # Only hooks and a consumer see the tree after this: without them, no copy.
             seen = self.hooks is not None or self.consumer is not None
-            page.fields["text"] = visible_text(page.tree, keep_tree=seen)
-            page.fields["lang"] = language(page.tree)
-        page.links = links = canonical_links(parsed.hrefs, base)
+            page.fields["text"] = visible_text(tree, keep_tree=seen)
+            page.fields["lang"] = language(tree)
+        page.links = canonical_links(parsed.hrefs, base)
         robots_header = response.headers.get("X-Robots-Tag", "")
-        if (
-            parsed.nofollow
-            or robots_directives_forbid_following(robots_header)
-            or not 200 <= status < 300
-            or request.depth >= self.settings.max_depth  # too deep: not even claimed
-        ):
+        if parsed.nofollow or robots_directives_forbid_following(robots_header):
+            page.fields["nofollow"] = True
             return page, []
-        return page, self.scope.allowed(links)
+        if not 200 <= status < 300 or request.kind == UNLINKED:
+            return page, []
+        return page, self._to_follow(request, page.links)
+
+    def _to_follow(self, request: Request, links: list[str]) -> list[str]:
+        if request.depth >= self.settings.max_depth:  # too deep: not even claimed
+            return []
+        return self.scope.allowed(links)
+
+    def _unchanged_page(
+        self, request: Request, page: Page, previous: Previous
+    ) -> tuple[Page, list[str]]:
+        """A page that answered 304: its content, title and links are the previous
+        crawl's, and the pages under it are reached through them as before."""
+        page.etag = page.etag or previous.etag
+        page.last_modified = page.last_modified or previous.last_modified
+        page.fields["changed"] = False
+        return page, self._carry(request, page, previous)
+
+    def _not_due_page(self, request: Request, previous: Previous) -> tuple[Page, list[str]]:
+        """--revisit: a page not due yet is not requested; its record is the previous
+        one, and the pages under it are reached through its links as before."""
+        page = self._new_page(
+            request,
+            status=previous.status,
+            fetched_at=previous.fetched_at,
+            etag=previous.etag,
+            last_modified=previous.last_modified,
+        )
+        page.fields.update(previous.revisit_fields())
+        page.fields["not_due"] = True
+        return page, self._carry(request, page, previous)
+
+    def _carry(self, request: Request, page: Page, previous: Previous) -> list[str]:
+        """Give `page` the previous record's content fields; the links to follow."""
+        fields = previous.fields()
+        page.content_digest = previous.digest
+        page.content_type = fields.pop("content_type", None)
+        page.bytes = fields.pop("bytes", None)
+        page.title = fields.pop("title", None)
+        page.description = fields.pop("description", None)
+        page.canonical = fields.pop("canonical", None)
+        page.links = fields.pop("links", [])
+        page.fields.update(fields)
+        if fields.get("nofollow") or request.kind == UNLINKED:
+            return []
+        return self._to_follow(request, page.links)
+
+    def _due(self, request: Request, previous: Previous) -> bool:
+        """--revisit: whether the page is due by its schedule, or by its sitemap's
+        <lastmod> if its host's have proved right."""
+        if is_due(previous.due_at):
+            return True
+        assert self.history is not None
+        return (
+            request.lastmod is not None
+            and self.history.trusts_lastmod(request.host)
+            and lastmod_after(request.lastmod, previous.fetched_at) is True
+        )
+
+    def _schedule_next(self, request: Request, page: Page, previous: Previous | None) -> None:
+        """--revisit: when the page is due again, from what this fetch found; whether
+        its sitemap's <lastmod> told true."""
+        assert self.schedule is not None
+        changed = page.fields.get("changed")
+        if request.lastmod is not None and previous is not None and changed is not None:
+            said_changed = lastmod_after(request.lastmod, previous.fetched_at)
+            if said_changed is not None:
+                page.fields["lastmod_right"] = said_changed == changed
+        last_s = previous.interval_s if previous is not None else None
+        interval_s = self.schedule.next_interval_s(last_s, changed)
+        page.fields["revisit_interval_s"] = round(interval_s, 3)
+        page.fields["due_at"] = due_at(time.time(), interval_s)
 
     def _fetched_page(self, request: Request, response: Response, elapsed_s: float) -> Page:
         fetched = response.status is not None
@@ -481,6 +645,8 @@ class Crawl:
             content_type=response.content_type,
             bytes=len(response.body) if fetched else None,
             content_digest=response.payload_digest,
+            etag=response.headers.get("ETag"),
+            last_modified=response.headers.get("Last-Modified"),
             error=response.error,
             truncated=response.truncated,
             response=response,
@@ -522,7 +688,9 @@ class Crawl:
                     f"{MAX_HELD_PAGES:,}",
                     MAX_HELD_BYTES // 2**20,
                 )
-            await self._commit(*gate.next_ready(everything=True))
+            held = gate.next_ready(everything=True)
+            assert held is not None  # some are held
+            await self._commit(*held)
 
     async def _commit(
         self,
@@ -531,19 +699,31 @@ class Crawl:
         follow: list[str],
         listed: Sequence[Request] = (),
     ) -> None:
-        new = await self.store.commit(request, page, follow, request.hops, listed)
-        if page is not None and self.consumer is not None:
-            self.consumer.put(page)
-        self.gate.finished(request)
+        try:
+            try:
+                new = await self.store.commit(request, page, follow, request.hops, listed)
+            except WriteFailed:
+                raise
+            except Exception:  # a bug (a sink's encoder, the store) costs the page
+                page = None if page is None else self._internal_error(request)
+                new = await self.store.commit(request, page, [], request.hops)
+            if page is not None and self.consumer is not None:
+                self.consumer.put(page)
+        finally:  # pages held for this one must not wait for it forever
+            self.gate.finished(request)
         if new:
             self.gate.queued(new)
+            if self.history is not None:
+                self.history.prefetch([r.url for r in new if r.kind == PAGE])
             self.scheduler.add(new)
 
-    async def _record_refused(self, request: Request, error: str) -> None:
+    async def _record_refused(self, request: Request, error: ErrorKind) -> None:
         page = None if request.kind == ROBOTS else self._new_page(request, error=error)
-        await self._commit(request, page, [])
-        await self._complete_held()
-        self.scheduler.release(request)
+        try:
+            await self._commit(request, page, [])
+            await self._complete_held()
+        finally:
+            self.scheduler.release(request)
 
     async def _admit_hop(self, target: str) -> Hop:
         """May a redirect go on to `target`? Same checks as a link, plus robots.txt."""
@@ -553,6 +733,24 @@ class Crawl:
         if refusal is not None:
             return Hop(follow=False, error=refusal)
         return Hop(follow=await self.store.claim(target))
+
+
+def revisit_schedule(settings: Settings) -> AdaptiveSchedule | None:
+    if settings.revisit is None:
+        return None
+    return AdaptiveSchedule(
+        settings.revisit_interval,
+        settings.revisit_min_interval,
+        settings.revisit_max_interval,
+        settings.revisit_inc_rate,
+        settings.revisit_dec_rate,
+    )
+
+
+def _job_url(job: Request | RobotsFetch | Refused) -> str:
+    if isinstance(job, RobotsFetch):
+        return f"{job.origin}/robots.txt"
+    return job.request.url if isinstance(job, Refused) else job.url
 
 
 def _throttled(response: Response | None) -> bool:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from crawler.errors import ErrorKind
 from crawler.netguard import BlockedAddress
 from crawler.urls import canonicalize
 
@@ -34,9 +35,10 @@ try:
 except ImportError:  # brotli is optional: without it we do not ask for "br"
     brotli = None
 
+NOT_MODIFIED = 304
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-RETRY_ERRORS = frozenset({"timeout", "connection_error", "proxy_error"})
+RETRY_ERRORS = frozenset({ErrorKind.TIMEOUT, ErrorKind.CONNECTION_ERROR, ErrorKind.PROXY_ERROR})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 ACCEPT_ENCODING = "gzip, deflate, br" if brotli else "gzip, deflate"
 _BrotliError: type[Exception] = brotli.error if brotli is not None else zlib.error
@@ -49,7 +51,7 @@ class Hop:
     """What the caller says about a redirect target: follow it, or stop with this error."""
 
     follow: bool
-    error: str | None = None
+    error: ErrorKind | None = None
 
 
 Admit = Callable[[str], Awaitable[Hop]]
@@ -69,6 +71,11 @@ class Exchange:
     truncated: bool
     ip_address: str | None
 
+    @property
+    def ok(self) -> bool:
+        """A 2xx response: the only kind whose payload may stand for another's."""
+        return status_is_2xx(self.status_line)
+
 
 @dataclass(slots=True)
 class Response:
@@ -78,7 +85,7 @@ class Response:
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
     truncated: bool = False
-    error: str | None = None
+    error: ErrorKind | None = None
     redirects: int = 0  # hops followed so far, this attempt and earlier ones
     final_url: str | None = None  # where following stopped, if not at `url`
     hops: list[str] = field(default_factory=list)  # targets admitted during this attempt
@@ -138,7 +145,7 @@ class _Decoder:
 
     def decompress(self, data: bytes, limit: int) -> bytes:
         if self.encoding == "br":
-            out = self._brotli.process(data, output_buffer_limit=limit)
+            out: bytes = self._brotli.process(data, output_buffer_limit=limit)
             while len(out) < limit and not self._brotli.can_accept_more_data():
                 out += self._brotli.process(b"", output_buffer_limit=limit - len(out))
             return out
@@ -209,22 +216,22 @@ def _proxy_errors() -> tuple[type[Exception], ...]:
     )
 
 
-def _error_kind(exc: BaseException) -> str:
+def _error_kind(exc: BaseException) -> ErrorKind:
     if isinstance(getattr(exc, "os_error", None), BlockedAddress):
-        return "blocked_address"
+        return ErrorKind.BLOCKED_ADDRESS
     if isinstance(exc, _proxy_errors()):
-        return "proxy_error"
+        return ErrorKind.PROXY_ERROR
     if isinstance(exc, TimeoutError):  # asyncio.TimeoutError is TimeoutError since 3.11
-        return "timeout"
+        return ErrorKind.TIMEOUT
     if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
-        return "ssl_error"
+        return ErrorKind.SSL_ERROR
     if isinstance(exc, aiohttp.ClientResponseError | aiohttp.http_exceptions.HttpProcessingError):
-        return "invalid_response"
+        return ErrorKind.INVALID_RESPONSE
     if isinstance(exc, BadContentEncoding):
-        return "decoding_error"
+        return ErrorKind.DECODING_ERROR
     if isinstance(exc, ValueError):  # a URL or header aiohttp refuses
-        return "invalid_response"
-    return "connection_error"
+        return ErrorKind.INVALID_RESPONSE
+    return ErrorKind.CONNECTION_ERROR
 
 
 class PeerRecordingResponse(aiohttp.ClientResponse):
@@ -293,7 +300,7 @@ def _exchange(
     r: aiohttp.ClientResponse, fetched_at: float, payload: bytes, response: Response
 ) -> Exchange:
     """`response`'s exchange, its digest already taken."""
-    version = r.version
+    version = r.version or aiohttp.HttpVersion11  # set once the status line was read
     status_line = f"HTTP/{version.major}.{version.minor} {r.status} {r.reason or ''}".rstrip()
     return Exchange(
         url=response.url,
@@ -308,8 +315,16 @@ def _exchange(
     )
 
 
+def status_is_2xx(status_line: bytes) -> bool:
+    """Whether an HTTP status line (b"HTTP/1.1 200 OK") says 2xx."""
+    parts = status_line.split(None, 2)
+    return len(parts) > 1 and len(parts[1]) == 3 and parts[1].startswith(b"2")
+
+
 class Client(Protocol):
-    def get(self, url: str, timeout: aiohttp.ClientTimeout) -> Any:
+    def get(
+        self, url: str, timeout: aiohttp.ClientTimeout, headers: Mapping[str, str] | None = None
+    ) -> Any:
         """`async with` it for the response to a GET of `url`, redirects not followed."""
 
 
@@ -331,13 +346,20 @@ class Fetcher:
         self._max_redirects = max_redirects
         self._archive = archive
 
-    async def fetch(self, url: str, admit: Admit, redirects: int = 0) -> Response:
+    async def fetch(
+        self,
+        url: str,
+        admit: Admit,
+        redirects: int = 0,
+        validators: Mapping[str, str] | None = None,
+    ) -> Response:
         """GET `url`, following redirects that `admit` allows, up to the redirect limit.
 
-        `redirects` is how many hops an earlier attempt already followed to reach `url`.
+        `redirects` is how many hops an earlier attempt already followed to reach `url`;
+        `validators` make the request for `url` conditional (not its redirects' targets).
         """
         hops: list[str] = []
-        response = await self.get(url)
+        response = await self.get(url, validators)
         exchanges = response.exchanges
         while response.status in REDIRECT_STATUSES and response.error is None:
             location = response.headers.get("Location")
@@ -345,10 +367,10 @@ class Fetcher:
                 break
             target = canonicalize(location, base=response.url)
             if target is None:
-                response.error = "invalid_redirect"
+                response.error = ErrorKind.INVALID_REDIRECT
                 break
             if redirects >= self._max_redirects:
-                response.error = "too_many_redirects"
+                response.error = ErrorKind.TOO_MANY_REDIRECTS
                 break
             hop = await admit(target)
             if not hop.follow:
@@ -361,15 +383,17 @@ class Fetcher:
         response.redirects, response.hops, response.exchanges = redirects, hops, exchanges
         return response
 
-    async def get(self, url: str) -> Response:
-        """One GET, no redirects followed."""
+    async def get(self, url: str, validators: Mapping[str, str] | None = None) -> Response:
+        """One GET, no redirects followed; conditional if `validators` are given."""
         response = Response(url)
         limit = self._max_bytes
         raw: list[bytes] = []
         fetched_at = time.time()
         try:
-            async with self._client.get(url, self._timeout) as r:
+            async with self._client.get(url, self._timeout, validators) as r:
                 response.status = r.status
+                if r.status == NOT_MODIFIED and not validators:
+                    response.error = ErrorKind.INVALID_RESPONSE  # not modified since nothing
                 response.headers = r.headers
                 response.content_type = r.headers.get("Content-Type")
                 if r.status in REDIRECT_STATUSES:
@@ -386,6 +410,6 @@ class Fetcher:
             ValueError,
             BadContentEncoding,
             *_proxy_errors(),  # evaluated only when something was raised
-        ) as exc:
+        ) as exc:  # type: ignore[misc]  # mypy cannot read a starred tuple of classes here
             response.error = _error_kind(exc)
         return response

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 # any request of its host is handed out, and this one turns its Sitemap lines into
 # "sitemap" requests (crawler/sitemaps.py).
 PAGE, SITEMAP, ROBOTS = "page", "sitemap", "robots"
+# With --since and --fetch-gone: a page of the previous crawl no link reaches now,
+# fetched to tell a 404 or 410 from a page merely unlinked; its links are not followed.
+UNLINKED = "unlinked"
 
 
 @dataclass(slots=True)
@@ -51,10 +54,10 @@ class Request:
 class Frontier(Protocol):
     def push(self, requests: Iterable[Request]) -> None: ...
     def depths(self) -> Counter[int]: ...
-    def has(self, host: str) -> bool: ...
     def peek(self, host: str) -> Request | None: ...
     def pop(self, host: str) -> Request | None: ...
     def hosts(self) -> list[str]: ...
+    def queued_for(self, host: str) -> int: ...
     def __len__(self) -> int: ...
 
 
@@ -70,9 +73,6 @@ class MemoryFrontier:
                 queue = self._queues[request.host] = deque()
             queue.append(request)
             self._size += 1
-
-    def has(self, host: str) -> bool:
-        return host in self._queues
 
     def peek(self, host: str) -> Request | None:
         queue = self._queues.get(host)
@@ -90,6 +90,9 @@ class MemoryFrontier:
 
     def hosts(self) -> list[str]:
         return list(self._queues)
+
+    def queued_for(self, host: str) -> int:
+        return len(self._queues.get(host, ()))
 
     def depths(self) -> Counter[int]:
         """How many requests are queued at each depth."""
@@ -207,9 +210,6 @@ class SqliteFrontier:
             self._buffers.popitem(last=False)  # its rows stay on disk
         return buffer
 
-    def has(self, host: str) -> bool:
-        return bool(self._queued.get(host))
-
     def peek(self, host: str) -> Request | None:
         buffer = self._fill(host)
         return buffer[0] if buffer else None
@@ -231,6 +231,9 @@ class SqliteFrontier:
 
     def hosts(self) -> list[str]:
         return list(self._queued)
+
+    def queued_for(self, host: str) -> int:
+        return self._queued.get(host, 0)
 
     def depths(self) -> Counter[int]:
         """How many requests are queued at each depth."""

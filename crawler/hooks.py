@@ -1,8 +1,12 @@
 """A user's hooks, run in the crawl's loop: `follow` decides per link, `on_page` adds fields.
 
 Either may be a plain function or a coroutine function. A hook that raises costs
-the page its hook's work, never the crawl: the page's record says
-`error: "hook_failed"`, and the hook's first failure is logged with its traceback.
+what it was deciding, never the crawl: `follow` the one link it raised for (the
+page's other links are decided as usual), `on_page` the fields it would have
+added; so does an `on_page` that returns what a record cannot hold (not a dict,
+one of the record's own fields, a value JSON cannot encode). The page's record
+says `error: "hook_failed"`, and each hook's first failure is logged with its
+traceback.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from collections.abc import Awaitable, Callable
 from inspect import isawaitable
 from typing import Any
 
+from crawler.errors import ErrorKind
 from crawler.page import Page
+from crawler.sinks.jsonl import encode
 
 STANDARD_FIELDS = frozenset(Page("x", 0, None).record())
 
@@ -32,18 +38,18 @@ class Hooks:
         """Run the hooks on `page`; the links of `links` still to follow."""
         follow = self._follow
         if follow is not None and links:
-            try:
-                kept = []
-                for url in links:
+            kept = []
+            for url in links:
+                try:
                     verdict = follow(url, page)
                     if isawaitable(verdict):  # a coroutine a link only when the hook is async
                         verdict = await verdict
-                    if verdict:
-                        kept.append(url)
-                links = kept
-            except Exception:
-                self._failed("follow", page)
-                links = []
+                except Exception:  # costs this link; the hook still decides the others
+                    self._failed("follow", page)
+                    continue
+                if verdict:
+                    kept.append(url)
+            links = kept
         if self._on_page is not None:
             try:
                 fields = self._on_page(page)
@@ -56,7 +62,7 @@ class Hooks:
         return links
 
     def _failed(self, hook: str, page: Page) -> None:
-        page.error = "hook_failed"
+        page.error = ErrorKind.HOOK_FAILED
         if hook not in self._logged:
             self._logged.add(hook)
             log.exception(
@@ -70,4 +76,5 @@ def _extra_fields(fields: Any) -> dict[str, Any]:
     taken = STANDARD_FIELDS.intersection(fields)
     if taken:
         raise ValueError(f"on_page may not replace the record's own fields: {sorted(taken)}")
+    encode(fields)  # a record is JSON: what it cannot hold fails here, not in a sink
     return fields

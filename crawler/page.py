@@ -7,6 +7,7 @@ record the CLI writes: every sink and every API user sees the same object.
 
 from __future__ import annotations
 
+import builtins
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.charset import decode_html
+from crawler.errors import ErrorKind
 
 if TYPE_CHECKING:
     from crawler.fetch import Response
+    from crawler.history import Previous
 
 
 _MILLISECONDS = [f".{ms:03d}+00:00" for ms in range(1000)]
@@ -56,6 +59,8 @@ RECORD_FIELDS = (
     "content_type",
     "bytes",
     "content_digest",
+    "etag",
+    "last_modified",
     "title",
     "description",
     "canonical",
@@ -82,20 +87,23 @@ class Page:
     content_type: str | None = None
     bytes: int | None = None
     content_digest: str | None = None  # "sha1:" base32 of the body as it came
+    etag: str | None = None  # the response's validators, as sent, for a conditional request
+    last_modified: str | None = None
     title: str | None = None
     description: str | None = None  # <meta name=description>
     canonical: str | None = None  # <link rel=canonical>, absolute and canonical
     links: list[str] = field(default_factory=list)
-    error: str | None = None
+    error: ErrorKind | None = None
     truncated: bool = False
     kind: str = "page"  # or "sitemap" (--sitemaps)
     fields: dict[str, Any] = field(default_factory=dict)  # added by options and hooks
     response: Response | None = field(default=None, repr=False)
+    previous: Previous | None = field(default=None, repr=False)  # --since: the last crawl's
     _tree: LexborHTMLParser | None = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
 
     @property
-    def body(self) -> bytes:
+    def body(self) -> builtins.bytes:  # `bytes` in here is the field
         """The body as read, after Content-Encoding; b"" when nothing was read."""
         return self.response.body if self.response is not None else b""
 
@@ -113,7 +121,7 @@ class Page:
     def tree(self) -> LexborHTMLParser | None:
         """The selectolax (Lexbor) tree of an HTML page, parsed once, on first use."""
         if self._tree is None and self.is_html:
-            self._tree = LexborHTMLParser(self.text())
+            self._tree = LexborHTMLParser(self.text() or "")
         return self._tree
 
     def release(self) -> None:
@@ -124,6 +132,8 @@ class Page:
     def from_record(cls, record: dict[str, Any]) -> Page:
         """The page a JSON record was made from (without its response)."""
         standard = {name: record[name] for name in RECORD_FIELDS if name in record}
+        if standard.get("error") is not None:
+            standard["error"] = ErrorKind(standard["error"])
         extra = {name: value for name, value in record.items() if name not in RECORD_FIELDS}
         return cls(**standard, fields=extra)
 

@@ -20,6 +20,6 @@ def owner(host: str, members: Iterable[str]) -> str | None:
     best, best_score = None, -1
     for member in members:
         score = mmh3.hash64(f"{member}\x00{host}", signed=False)[0]
-        if score > best_score or (score == best_score and member > best):
+        if score > best_score or (score == best_score and best is not None and member > best):
             best, best_score = member, score
     return best

@@ -25,10 +25,12 @@ import sys
 import time
 import zlib
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from protego import Protego
 
+from crawler.errors import ErrorKind
 from crawler.fetch import Fetcher, Hop
 from crawler.frontier import ROBOTS, Frontier, Request
 from crawler.sinks import Archive
@@ -39,8 +41,9 @@ log = logging.getLogger(__name__)
 ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 asks parsers to read at least 500 KiB
 ROBOTS_MAX_REDIRECTS = 5
 UNREACHABLE_HOLD_S = 60.0  # how long an unreachable robots.txt keeps its host disallowed
-# RFC 9309 has a crawler assume a full disallow; its URLs' records say why.
-ROBOTS_UNREACHABLE = "robots_unreachable"
+# RFC 9309 2.4: a cached robots.txt SHOULD NOT be used for more than 24 hours; a
+# crawl that runs longer (--revisit never ends) fetches it again.
+ROBOTS_MAX_AGE_S = 24 * 3600.0
 BACKOFF_BASE_S = 0.5
 # A request reaches the server a little after it starts, by a varying amount; without
 # this margin the server could see two starts a hair closer than the delay.
@@ -52,7 +55,7 @@ class RobotsRules:
     # robots.txt as fetched, zlib-compressed: a crawl keeps every host's, and parses again
     # those it no longer holds parsed. None: everything allowed, or everything denied.
     packed: bytes | None = None
-    denied: str | None = None  # the error of every URL when robots.txt could not be had
+    denied: ErrorKind | None = None  # the error of every URL when robots.txt could not be had
     expires_at: float = math.inf  # time.monotonic()
     crawl_delay_s: float = 0.0
 
@@ -73,7 +76,7 @@ class Refused:
     """A job for a worker: record `request`, which robots.txt forbids, then release it."""
 
     request: Request
-    error: str
+    error: ErrorKind
 
 
 def product_token(user_agent: str) -> str:
@@ -84,11 +87,11 @@ def product_token(user_agent: str) -> str:
 
 def backoff_s(attempt: int) -> float:
     """Exponential backoff with jitter: about 0.5 s, 1 s, 2 s, ..."""
-    return BACKOFF_BASE_S * 2**attempt * random.uniform(0.5, 1.5)
+    return BACKOFF_BASE_S * 2.0**attempt * random.uniform(0.5, 1.5)
 
 
 class Robots:
-    """robots.txt per origin: fetched once, cached for the crawl.
+    """robots.txt per origin: fetched once, cached for up to ROBOTS_MAX_AGE_S.
 
     A parsed robots.txt takes about 1.4 KB (protego's rule objects), so only the
     `MAX_PARSED` origins used most recently stay parsed; the others keep their
@@ -124,14 +127,14 @@ class Robots:
             return None
         return rules
 
-    def refusal(self, rules: RobotsRules, url: str) -> str | None:
+    def refusal(self, rules: RobotsRules, url: str) -> ErrorKind | None:
         """Why `url` may not be fetched under `rules` (a record's error), or None if it may."""
         if rules.denied is not None:
             return rules.denied
         parser = self.parser(origin_of(url), rules)
         if parser is None or parser.can_fetch(url, self._agent):
             return None
-        return "robots_disallowed"
+        return ErrorKind.ROBOTS_DISALLOWED
 
     def parser(self, origin: str, rules: RobotsRules | None) -> Protego | None:
         """`origin`'s robots.txt parsed, for its `rules`; None if it has no rules."""
@@ -158,7 +161,14 @@ class Robots:
         future = self._pending[origin] = asyncio.get_running_loop().create_future()
         rules = None
         try:
-            rules = await self._fetch(origin)
+            try:
+                rules = await self._fetch(origin)
+            except Exception:  # a bug: the host's URLs get records saying so, for a while
+                log.exception("internal error on %s/robots.txt", origin)
+                rules = RobotsRules(
+                    denied=ErrorKind.INTERNAL_ERROR,
+                    expires_at=time.monotonic() + UNREACHABLE_HOLD_S,
+                )
             if rules is not None:
                 self._rules[sys.intern(origin)] = rules
         finally:
@@ -166,15 +176,31 @@ class Robots:
             future.set_result(rules)
         return rules
 
+    def state(self, origin: str) -> str:
+        """What is known of `origin`'s robots.txt, in a word or two (for the dashboard)."""
+        if not self._enabled:
+            return "ignored"
+        if origin in self._pending:
+            return "fetching"
+        rules = self._rules.get(origin)
+        if rules is None:
+            return "unknown"
+        if rules.denied is not None:
+            return rules.denied
+        if rules.crawl_delay_s:
+            return f"Crawl-delay {rules.crawl_delay_s:g} s"
+        return "read" if rules.packed is not None else "none"
+
     def failures(self, origin: str) -> int:
         """Consecutive failed fetches of `origin`'s robots.txt."""
         return self._failures.get(origin, 0)
 
-    async def check(self, url: str) -> str | None:
+    async def check(self, url: str) -> ErrorKind | None:
         """`refusal` for `url`, fetching robots.txt first if it is not known yet."""
         origin = origin_of(url)
         rules = self.cached(origin) or await self.load(origin)
-        return ROBOTS_UNREACHABLE if rules is None else self.refusal(rules, url)
+        # RFC 9309 has a crawler assume a full disallow; its URLs' records say why.
+        return ErrorKind.ROBOTS_UNREACHABLE if rules is None else self.refusal(rules, url)
 
     async def _fetch(self, origin: str) -> RobotsRules | None:
         robots_url = f"{origin}/robots.txt"
@@ -184,12 +210,13 @@ class Robots:
         status = response.status
         if response.error is None and status is not None and 200 <= status < 300:
             self._failures.pop(origin, None)
-            return self._parse(origin, response.body)
+            return replace(self._parse(origin, response.body), expires_at=_robots_expiry())
         if response.error is None and status is not None and 300 <= status < 500 and status != 429:
-            return ALLOW_ALL  # 4xx, or a redirect chain too long: RFC 9309 says allow
-        if response.error == "blocked_address" and response.url == robots_url:
+            # 4xx, or a redirect chain too long: RFC 9309 says allow
+            return replace(ALLOW_ALL, expires_at=_robots_expiry())
+        if response.error == ErrorKind.BLOCKED_ADDRESS and response.url == robots_url:
             # The host's own address is refused: asking again would not change that.
-            return RobotsRules(denied="blocked_address")
+            return RobotsRules(denied=ErrorKind.BLOCKED_ADDRESS)
         failures = self._failures[origin] = self._failures.get(origin, 0) + 1
         reason = response.error or f"HTTP {status}"
         if failures <= self._retries:
@@ -203,7 +230,7 @@ class Robots:
             UNREACHABLE_HOLD_S,
         )
         return RobotsRules(
-            denied=ROBOTS_UNREACHABLE, expires_at=time.monotonic() + UNREACHABLE_HOLD_S
+            denied=ErrorKind.ROBOTS_UNREACHABLE, expires_at=time.monotonic() + UNREACHABLE_HOLD_S
         )
 
     def _parse(self, origin: str, body: bytes) -> RobotsRules:
@@ -221,6 +248,10 @@ class Robots:
         return RobotsRules(packed=zlib.compress(text.encode()), crawl_delay_s=float(delay))
 
 
+def _robots_expiry() -> float:
+    return time.monotonic() + ROBOTS_MAX_AGE_S
+
+
 async def _follow_any(_target: str) -> Hop:
     return Hop(follow=True)
 
@@ -233,6 +264,7 @@ class _Host:
         "in_heap",
         "key",
         "next_start",
+        "origin",
         "retries",
     )
 
@@ -244,6 +276,7 @@ class _Host:
         self.backoff_s = 0.0
         self.retries: deque[Request] | None = None  # go before the frontier's; made when needed
         self.in_heap = False
+        self.origin = ""  # of the last request handed out, whose robots.txt it obeys
 
     @property
     def delay_s(self) -> float:
@@ -384,6 +417,21 @@ class HostScheduler:
     def queued(self) -> int:
         return len(self._frontier) + self._retrying
 
+    def host_view(self, key: str) -> dict[str, Any]:
+        """Host `key` now: requests in flight and waiting to be retried, its delay and
+        backoff, the wait before its next start, and its robots.txt."""
+        host = self._hosts.get(key)
+        if host is None:
+            return {}
+        return {
+            "in_flight": host.active,
+            "retrying": len(host.retries or ()),
+            "delay_s": round(host.base_delay_s, 3),
+            "backoff_s": round(host.backoff_s, 3),
+            "wait_s": round(max(0.0, host.next_start - time.monotonic()), 3),
+            "robots": self._robots.state(host.origin) if host.origin else "unknown",
+        }
+
     @property
     def in_flight(self) -> int:
         return self._active
@@ -404,7 +452,7 @@ class HostScheduler:
         nothing to do, have it forgotten once its next start is no longer ahead."""
         if host.in_heap or host.active >= self._per_host:
             return
-        if host.retries or self._frontier.has(host.key):
+        if host.retries or self._frontier.queued_for(host.key):
             host.in_heap = True
             heapq.heappush(self._heap, (host.next_start, next(self._tiebreak), host))
         elif not host.active:
@@ -422,7 +470,7 @@ class HostScheduler:
                 host is not None
                 and not (host.in_heap or host.active or host.retries or host.backoff_s)
                 and host.next_start <= now
-                and not self._frontier.has(key)
+                and not self._frontier.queued_for(key)
             ):
                 del self._hosts[key]
 
@@ -453,7 +501,7 @@ class HostScheduler:
             retries = host.retries
             if not retries and self._budget <= 0:
                 return None
-            origin = origin_of(request.location or request.url)
+            origin = host.origin = origin_of(request.location or request.url)
             rules = self._robots.cached(origin)
             if rules is None:
                 if origin in self._robots_pending:

@@ -102,7 +102,8 @@ def _route(settings: Settings, environ: Mapping[str, str]) -> Route:
     if not by_scheme:
         return _direct
     no_proxy = {"no": _environment_variable(environ, "NO_PROXY")}
-    bypass = urllib.request.proxy_bypass_environment
+    # Undocumented, but in urllib.request since Python 2; typeshed leaves it out.
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
 
     def route(url: str) -> Proxy:
         proxy = by_scheme.get(url.partition(":")[0])
@@ -164,6 +165,7 @@ def make_connector(settings: Settings, named_urls: Sequence[str]) -> aiohttp.TCP
     from aiohttp_socks import ProxyConnector, ProxyType
 
     parsed = URL(proxy.rstrip("/"))
+    assert parsed.raw_host is not None  # proxy_problem() refused a proxy URL without one
     return ProxyConnector(
         host=parsed.raw_host,
         port=parsed.explicit_port or SOCKS_DEFAULT_PORT,
@@ -216,18 +218,24 @@ class Client:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self._session.close()
+        if self._session is not None:
+            await self._session.close()
 
-    def get(self, url: str, timeout: aiohttp.ClientTimeout) -> Any:
-        """One GET of `url`, redirects not followed: `async with client.get(...) as response`."""
+    def get(
+        self, url: str, timeout: aiohttp.ClientTimeout, headers: Mapping[str, str] | None = None
+    ) -> Any:
+        """One GET of `url`, redirects not followed: `async with client.get(...) as response`.
+
+        `headers` are this request's own (a recrawl's validators)."""
         proxy = self._route(url)
+        assert self._session is not None, "a Client is used inside `async with`"
         return self._session.get(
             # encoded=True: the request line is the canonical URL byte for byte, as a browser
             # sends it; yarl would otherwise re-escape it ("%7e" to "~", "?a=%2F" to "?a=/").
             URL(url, encoded=True),
             allow_redirects=False,
             timeout=timeout,
-            headers=proxy.headers,
+            headers={**(proxy.headers or {}), **headers} if headers else proxy.headers,
             proxy=proxy.url,
             proxy_headers=proxy.connect_headers,
         )

@@ -30,8 +30,10 @@ import re
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NoReturn
 from xml.parsers import expat
 
+from crawler.errors import ErrorKind
 from crawler.frontier import SITEMAP, Request
 from crawler.urls import canonicalize, origin_of
 
@@ -54,12 +56,12 @@ class Sitemap:
     url: str
     pages: list[tuple[str, str | None]] = field(default_factory=list)  # canonical URL, lastmod
     sitemaps: list[str] = field(default_factory=list)  # canonical URLs
-    error: str | None = None  # sitemap_too_large, sitemap_invalid or decoding_error
+    error: ErrorKind | None = None  # SITEMAP_TOO_LARGE, SITEMAP_INVALID or DECODING_ERROR
     entries: int = 0  # <url> and <sitemap> entries or text lines read, canonical or not
 
     @property
     def truncated(self) -> bool:
-        return self.error == "sitemap_too_large"
+        return self.error == ErrorKind.SITEMAP_TOO_LARGE
 
 
 def sitemaps_of(origin: str, robots_sitemaps: Iterable[str]) -> list[str]:
@@ -163,7 +165,7 @@ class _XmlReader:
             self._text_parts.append(text)
 
 
-def _refuse(*_args: object) -> None:
+def _refuse(*_args: object) -> NoReturn:
     raise _Invalid("entity declarations and external entities are not allowed")
 
 
@@ -266,11 +268,11 @@ async def parse_sitemap(
         if reader is not None:
             reader.feed(b"", final=True)
     except _TooLarge:
-        sitemap.error = "sitemap_too_large"
+        sitemap.error = ErrorKind.SITEMAP_TOO_LARGE
     except _Invalid:
-        sitemap.error = "sitemap_invalid"
+        sitemap.error = ErrorKind.SITEMAP_INVALID
     except zlib.error:
-        sitemap.error = "decoding_error"
+        sitemap.error = ErrorKind.DECODING_ERROR
     return sitemap
 
 

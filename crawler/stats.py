@@ -1,12 +1,159 @@
-"""Named counters of a crawl, and the figures made from them."""
+"""Named counters of a crawl, and the figures made from them.
+
+`Stats.snapshot()` is the one source of every figure people see: the status line,
+the summary, the --stats file, the dashboard and /metrics. Besides the counters it
+reads the parts of the crawl that know the rest (the visited set, the frontier, the
+host scheduler and the breadth-first gate), which the engine hands it with `watch()`.
+"""
 
 from __future__ import annotations
 
 import time
-from collections import Counter
-from typing import Any
+from bisect import bisect_left
+from collections import Counter, deque
+from typing import Any, NotRequired, Protocol, TypedDict
 
+from crawler.frontier import UNLINKED
 from crawler.page import Page
+
+_RECRAWL_COUNTERS = (
+    "checked",
+    "unchanged",
+    "unchanged_304",
+    "unchanged_same_digest",
+    "changed",
+    "new",
+    "failed",
+    "unlinked",
+    "unlinked_404_410",
+    "not_due",
+    "body_bytes_saved",
+)
+
+# Rate samples closer together than this replace each other: reading the figures
+# often (an API user polling `stats`) keeps the history short and the last one current.
+RATE_SAMPLE_MIN_S = 1.0
+# Upper bounds of the fetch-time histogram (ms): a Prometheus histogram's `le` buckets.
+LATENCY_BUCKETS_MS = (10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
+LAST_ERRORS = 20  # the most recent error records kept for the dashboard
+BUSIEST_HOSTS = 10
+
+
+class RatePoint(TypedDict):
+    t_s: float  # seconds since this run started
+    records: int
+
+
+class VisitedFigures(TypedDict):
+    """The visited set (a Bloom filter, crawler/bloom.py)."""
+
+    urls: int
+    bytes: int
+    slices: int
+    capacity: int
+    target_fp_rate: float
+    fp_rate: float  # now: measured from the fill, or predicted from the counts if not exact
+    expected_missed_urls: float  # new URLs the filter may have taken for seen ones
+
+
+class RecrawlFigures(TypedDict):
+    """--since: what became of the previous crawl's pages (README: Recrawling)."""
+
+    checked: int  # pages of this crawl the previous one had
+    unchanged: int
+    unchanged_304: int
+    unchanged_same_digest: int
+    changed: int
+    new: int
+    failed: int  # no response now
+    unlinked: int  # --fetch-gone
+    unlinked_404_410: int
+    not_due: int  # --revisit: carried over, not requested
+    gone: int | None  # previous pages not checked; None when processes share the crawl
+    previous_pages: int
+    body_bytes_saved: int
+
+
+class CounterFigures(TypedDict):
+    """What `Stats.as_dict()` gives: the crawl's counters, saved with a --state crawl."""
+
+    records: int
+    statuses: dict[str, int]  # by status code, "none" for no response
+    errors: dict[str, int]  # by error kind (crawler.ErrorKind)
+    bytes: int
+    truncated: int
+    retries: int
+    sitemaps: int
+    dropped: dict[str, int]  # URLs not followed, by trap rule or limit
+    depth_inexact: int
+    depths: dict[str, int]
+    hosts_top: dict[str, int]  # the 20 hosts with most records
+    host_count: int
+    elapsed_s: float  # every run of the crawl, resumed ones included
+    pages_per_s: float  # this run
+    fetch_ms_sum: float
+    mean_fetch_ms: float | None
+    fetch_ms_percentiles: dict[str, float | None]  # p50, p90, p99, from the histogram
+    fetch_ms_buckets: dict[str, int]  # by upper bound in ms (LATENCY_BUCKETS_MS), and "+Inf"
+    rate_history: list[RatePoint]
+    claims_per_host: NotRequired[dict[str, int]]  # with --max-pages-per-host
+    recrawl: NotRequired[RecrawlFigures]  # with --since
+
+
+class CrawlStats(CounterFigures):
+    """A crawl's figures, as the summary, the --stats file and `Crawler.stats` give them."""
+
+    queued: int
+    in_flight: int
+    held: int  # pages waiting for shallower ones (breadth-first order)
+    held_for: int  # the pages they wait for
+    visited: VisitedFigures
+
+
+class VisitedSet(Protocol):
+    """The figures of the visited set (crawler.bloom.BloomFilter)."""
+
+    def __len__(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def slice_count(self) -> int: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def error_rate(self) -> float: ...
+    @property
+    def false_positive_rate(self) -> float: ...
+    @property
+    def predicted_false_positive_rate(self) -> float: ...
+    @property
+    def expected_missed_urls(self) -> float: ...
+
+
+class Queued(Protocol):
+    """The frontier, as far as it is counted."""
+
+    def __len__(self) -> int: ...
+    def queued_for(self, host: str) -> int: ...
+
+
+class Scheduling(Protocol):
+    """The host scheduler (crawler.politeness.HostScheduler), as far as it is watched."""
+
+    @property
+    def queued(self) -> int: ...
+    @property
+    def in_flight(self) -> int: ...
+    def host_view(self, host: str) -> dict[str, Any]: ...
+
+
+class Holding(Protocol):
+    """The breadth-first gate, as far as it is watched."""
+
+    @property
+    def held(self) -> int: ...
+    def waiting_on(self) -> int: ...
+    def slow_pages(self, limit: int) -> list[str]: ...
 
 
 class Stats:
@@ -29,6 +176,17 @@ class Stats:
         self.previous_runs_s = 0.0
         self.restored_records = 0
         self.rate_history: list[tuple[float, int]] = []  # (seconds since start, records)
+        # Fetch times by LATENCY_BUCKETS_MS bucket; the last one is above them all.
+        self.latency_counts = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self.last_errors: deque[dict[str, Any]] = deque(maxlen=LAST_ERRORS)
+        self.member: str | None = None  # this process's id in a crawl shared by --redis
+        self._visited: VisitedSet | None = None
+        self._frontier: Queued | None = None
+        self._scheduler: Scheduling | None = None
+        self._gate: Holding | None = None
+        self.previous_pages = 0  # --since: the previous crawl's pages
+        self.shared = False  # other processes check the previous crawl's pages too
+        self.recrawl: Counter[str] = Counter()  # --since: what became of them
         if restored:
             self._restore(restored)
 
@@ -36,13 +194,56 @@ class Stats:
         """One record was written."""
         self.records += 1
         if page.error:
-            self.errors[page.error] += 1
+            self.errors[str(page.error)] += 1  # a plain str, for any JSON encoder
+            self.last_errors.append(
+                {
+                    "at": page.fetched_at,
+                    "url": page.url,
+                    "error": str(page.error),
+                    "status": page.status,
+                }
+            )
         self.statuses["none" if page.status is None else str(page.status)] += 1
         self.depths[str(page.depth)] += 1
         self.hosts[host] += 1
-        self.bytes += page.bytes or 0
         self.truncated += page.truncated
-        self.fetch_ms += page.elapsed_ms or 0
+        if page.elapsed_ms is not None:
+            self.fetch_ms += page.elapsed_ms
+            self.latency_counts[bisect_left(LATENCY_BUCKETS_MS, page.elapsed_ms)] += 1
+        if page.fields and ("changed" in page.fields or "not_due" in page.fields):
+            self._count_recrawled(page)
+        else:
+            self.bytes += page.bytes or 0
+
+    def _count_recrawled(self, page: Page) -> None:
+        """A page of a recrawl: a 304's bytes are those it saved, not fetched."""
+        recrawl = self.recrawl
+        if page.fields.get("not_due"):  # --revisit: carried over, not requested
+            recrawl["not_due"] += 1
+            return
+        changed = page.fields["changed"]
+        not_modified = page.status == 304 and changed is False
+        if not_modified:
+            recrawl["body_bytes_saved"] += page.bytes or 0
+        else:
+            self.bytes += page.bytes or 0
+        if page.kind == UNLINKED:  # --fetch-gone: gone from the link graph, and from the site?
+            recrawl["unlinked"] += 1
+            recrawl["unlinked_404_410"] += page.status in (404, 410)
+        elif changed is None:  # a URL the previous crawl did not have, or no answer now
+            recrawl["new" if page.status is not None else "failed"] += 1
+        else:
+            recrawl["checked"] += 1
+            recrawl["changed" if changed else "unchanged"] += 1
+            if changed is False:
+                recrawl["unchanged_304" if not_modified else "unchanged_same_digest"] += 1
+
+    def watch(
+        self, visited: VisitedSet, frontier: Queued, scheduler: Scheduling, gate: Holding
+    ) -> None:
+        """The parts of the crawl whose figures are part of every snapshot."""
+        self._visited, self._frontier = visited, frontier
+        self._scheduler, self._gate = scheduler, gate
 
     @property
     def elapsed_s(self) -> float:
@@ -53,10 +254,72 @@ class Stats:
         return (self.records - self.restored_records) / elapsed if elapsed > 0 else 0.0
 
     def sample_rate(self) -> None:
-        self.rate_history.append((round(self.elapsed_s, 1), self.records))
+        sample = (round(self.elapsed_s, 1), self.records)
+        history = self.rate_history
+        if history and sample[0] - history[-1][0] < RATE_SAMPLE_MIN_S:
+            history[-1] = sample
+        else:
+            history.append(sample)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
+    def latency_percentile_ms(self, fraction: float) -> float | None:
+        """The fetch time under which `fraction` of fetches took, interpolated within its
+        bucket as Prometheus's histogram_quantile() does (None: no fetch yet; the last
+        bound if it lies above it)."""
+        total = sum(self.latency_counts)
+        if not total:
+            return None
+        rank, seen, lower = fraction * total, 0, 0.0
+        for bound, count in zip(LATENCY_BUCKETS_MS, self.latency_counts, strict=False):
+            if count and seen + count >= rank:
+                return round(lower + (bound - lower) * (rank - seen) / count, 1)
+            seen, lower = seen + count, bound
+        return float(LATENCY_BUCKETS_MS[-1])
+
+    def snapshot(self, exact: bool = False) -> CrawlStats:
+        """The crawl's figures now. `exact` measures the visited set's fill (slower), and
+        samples the rate for the history."""
+        visited, scheduler, gate = self._visited, self._scheduler, self._gate
+        assert visited is not None and scheduler is not None and gate is not None, "not watched"
+        if exact:
+            self.sample_rate()
+        return CrawlStats(
+            **self.as_dict(),
+            queued=scheduler.queued,
+            in_flight=scheduler.in_flight,
+            held=gate.held,
+            held_for=gate.waiting_on(),
+            visited={
+                "urls": len(visited),
+                "bytes": visited.nbytes,
+                "slices": visited.slice_count,
+                "capacity": visited.capacity,
+                "target_fp_rate": visited.error_rate,
+                "fp_rate": visited.false_positive_rate
+                if exact
+                else visited.predicted_false_positive_rate,
+                "expected_missed_urls": visited.expected_missed_urls,
+            },
+        )
+
+    def busiest_hosts(self, n: int = BUSIEST_HOSTS) -> list[dict[str, Any]]:
+        """The hosts with the most records, each with its queue, requests in flight,
+        delay or backoff and robots.txt state."""
+        hosts = []
+        for host, records in self.hosts.most_common(n):
+            view: dict[str, Any] = {"host": host, "records": records}
+            if self._frontier is not None:
+                view["queued"] = self._frontier.queued_for(host)
+            if self._scheduler is not None:
+                view |= self._scheduler.host_view(host)
+            hosts.append(view)
+        return hosts
+
+    def slow_pages(self, limit: int = BUSIEST_HOSTS) -> list[str]:
+        """URLs of the started pages that held pages wait for."""
+        return self._gate.slow_pages(limit) if self._gate is not None else []
+
+    def as_dict(self) -> CounterFigures:
+        figures: CounterFigures = {
             "records": self.records,
             "statuses": dict(self.statuses),
             "errors": dict(self.errors),
@@ -71,9 +334,42 @@ class Stats:
             "host_count": len(self.hosts),
             "elapsed_s": round(self.elapsed_s + self.previous_runs_s, 3),
             "pages_per_s": round(self.pages_per_s(), 2),
+            "fetch_ms_sum": round(self.fetch_ms, 1),
+            "fetch_ms_percentiles": {
+                f"p{round(q * 100)}": self.latency_percentile_ms(q) for q in (0.5, 0.9, 0.99)
+            },
+            "fetch_ms_buckets": dict(
+                zip([*map(str, LATENCY_BUCKETS_MS), "+Inf"], self.latency_counts, strict=True)
+            ),
             "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
             "rate_history": [{"t_s": t, "records": n} for t, n in self.rate_history],
-        } | ({"claims_per_host": dict(self.claims_per_host)} if self.claims_per_host else {})
+        }
+        if self.claims_per_host:
+            figures["claims_per_host"] = dict(self.claims_per_host)
+        if self.previous_pages or self.recrawl:
+            figures["recrawl"] = self.recrawl_figures()
+        return figures
+
+    def recrawl_figures(self) -> RecrawlFigures:
+        """--since: the previous crawl's pages checked, unchanged (304 or same digest),
+        changed, gone from the link graph (not reached, or failed), and the new ones."""
+        recrawl = self.recrawl
+        seen = recrawl["checked"] + recrawl["not_due"]
+        return {
+            "checked": recrawl["checked"],
+            "unchanged": recrawl["unchanged"],
+            "unchanged_304": recrawl["unchanged_304"],
+            "unchanged_same_digest": recrawl["unchanged_same_digest"],
+            "changed": recrawl["changed"],
+            "new": recrawl["new"],
+            "failed": recrawl["failed"],
+            "unlinked": recrawl["unlinked"],
+            "unlinked_404_410": recrawl["unlinked_404_410"],
+            "not_due": recrawl["not_due"],
+            "gone": None if self.shared else max(0, self.previous_pages - seen),
+            "previous_pages": self.previous_pages,
+            "body_bytes_saved": recrawl["body_bytes_saved"],
+        }
 
     def _restore(self, saved: dict[str, Any]) -> None:
         self.records = self.restored_records = saved.get("records", 0)
@@ -87,4 +383,13 @@ class Stats:
         self.dropped.update(saved.get("dropped", {}))
         self.claims_per_host.update(saved.get("claims_per_host", {}))
         self.depth_inexact = saved.get("depth_inexact", 0)
+        self.fetch_ms = saved.get("fetch_ms_sum", 0.0)
+        buckets = saved.get("fetch_ms_buckets", {})
+        keys = [*map(str, LATENCY_BUCKETS_MS), "+Inf"]
+        self.latency_counts = [buckets.get(key, 0) for key in keys]
+        saved_recrawl = saved.get("recrawl", {})
+        self.previous_pages = saved_recrawl.get("previous_pages", 0)
+        self.recrawl.update(
+            {name: saved_recrawl[name] for name in _RECRAWL_COUNTERS if name in saved_recrawl}
+        )
         self.previous_runs_s = saved.get("elapsed_s", 0.0)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import platform
+import re
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -144,17 +147,31 @@ async def test_a_hook_that_raises_marks_the_page_and_the_crawl_goes_on(site, cap
     assert len(failures) == 1 and "ZeroDivisionError" in failures[0].exc_text
 
 
-async def test_a_follow_hook_that_raises_follows_nothing_from_that_page(site):
-    site.page("/", "home", ["/a"])
-    site.page("/a", "A", [])
+@pytest.mark.parametrize("is_async", [False, True])
+async def test_a_follow_hook_that_raises_costs_that_link_not_the_pages_others(
+    site, caplog, is_async
+):
+    site.page("/", "home", ["/a", "/boom", "/b", "/skip", "/boom2"])
+    for path in ("/a", "/b", "/skip", "/boom", "/boom2"):
+        site.page(path, path, [])
 
-    def broken(url: str, page: Page) -> bool:
-        raise RuntimeError("no")
+    def decide(url: str, page: Page) -> bool:
+        if "/boom" in url:
+            raise RuntimeError(f"no {url}")
+        return not url.endswith("/skip")
 
-    async with Crawler([f"{site.url}/"], TEST_SETTINGS, follow=broken) as crawler:
-        records = [page.record() async for page in crawler]
-    assert [(r["url"], r["error"]) for r in records] == [(f"{site.url}/", "hook_failed")]
-    assert site.count("/a") == 0
+    async def decide_async(url: str, page: Page) -> bool:
+        return decide(url, page)
+
+    hook = decide_async if is_async else decide
+    with caplog.at_level(logging.ERROR, logger="crawler"):
+        async with Crawler([f"{site.url}/"], TEST_SETTINGS, follow=hook) as crawler:
+            records = by_url([page.record() async for page in crawler])
+    assert records[f"{site.url}/"]["error"] == "hook_failed"
+    assert sorted(records) == [f"{site.url}/", f"{site.url}/a", f"{site.url}/b"]
+    assert [site.count(p) for p in ("/a", "/b", "/skip", "/boom", "/boom2")] == [1, 1, 0, 0, 0]
+    failures = [r for r in caplog.records if "follow hook failed" in r.getMessage()]
+    assert len(failures) == 1 and "RuntimeError: no" in failures[0].exc_text
 
 
 async def test_on_page_may_not_replace_the_records_own_fields(site):
@@ -238,3 +255,68 @@ async def test_run_crawls_to_the_end_without_a_loop_of_its_own(site):
 
 def test_the_package_ships_py_typed():
     assert Path(crawler_package.__file__).with_name("py.typed").exists()
+
+
+def test_the_readme_documents_every_error_kind_and_no_other():
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Error kinds", 1)[1].split("\n## ", 1)[0]
+    table = section.split("|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines()]
+    documented = {kind for row in rows for kind in re.findall(r"`([a-z_]+)`", row)}
+    assert documented == {kind.value for kind in crawler_package.ErrorKind}
+
+
+def test_an_error_kind_is_written_as_its_text():
+    page = Page("http://a.test/", 0, None, error=crawler_package.ErrorKind.TIMEOUT)
+    assert orjson.loads(orjson.dumps(page.record()))["error"] == "timeout" == page.error
+    assert Page.from_record(page.record()).error is crawler_package.ErrorKind.TIMEOUT
+
+
+async def test_the_api_shows_the_crawl_not_the_engine(site, tmp_path):
+    chain_site(site, 3)
+    settings = replace(TEST_SETTINGS, state=str(tmp_path / "state"))
+    crawler = Crawler([f"{site.url}/"], settings)
+    public = {name for name in dir(crawler) if not name.startswith("_")}
+    assert public == {
+        "close", "complete", "crawl", "failure", "figures", "open", "run", "seeds", "settings",
+        "stats", "stop",
+    }  # fmt: skip
+    assert crawler.open() is None
+    assert crawler.complete is False and crawler.failure is None
+    async with crawler:
+        await crawler.crawl()
+    stats = crawler.stats
+    assert stats["records"] == 4 and stats["visited"]["urls"] == 4
+    assert stats["rate_history"][-1]["records"] == 4
+    again = Crawler([f"{site.url}/"], settings)
+    assert again.complete is True
+    await again.close()
+
+
+async def test_a_crawl_that_cannot_write_says_why_in_failure(site):
+    chain_site(site, 3)
+    crawler = Crawler([f"{site.url}/"], replace(TEST_SETTINGS, output="/dev/full"))
+    with pytest.raises(crawler_package.sinks.WriteFailed, match="cannot write /dev/full"):
+        async with crawler:
+            await crawler.crawl()
+    assert "No space left" in str(crawler.failure)
+
+
+MALLOC_PROBE = """
+import sys
+import crawler
+from crawler import Crawler, Settings
+stats = Crawler([sys.argv[1]], Settings(ignore_robots=True, uvloop=False)).run()
+print(stats["records"], crawler.keep_freed_memory.cache_info().currsize)
+"""
+
+
+async def test_the_library_leaves_the_processs_malloc_alone_unless_asked(site):
+    chain_site(site, 2)
+    probe = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", MALLOC_PROBE, f"{site.url}/", stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await probe.communicate()
+    assert out.split() == [b"3", b"0"]  # crawled, and mallopt never called
+    glibc = platform.libc_ver()[0] == "glibc"
+    assert crawler_package.keep_freed_memory() is glibc  # the opt-in, where there is mallopt

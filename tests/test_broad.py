@@ -160,14 +160,14 @@ def test_the_disk_frontier_reads_ahead_for_few_hosts_and_keeps_each_hosts_order(
             most_buffered = max(most_buffered, len(frontier._buffers))
     assert most_buffered <= 8
     assert all(urls == ["0", "1", "2", "3", "4"] for urls in popped.values())
-    assert len(frontier) == 500 and frontier.has(hosts[0])
+    assert len(frontier) == 500 and frontier.queued_for(hosts[0]) == 5
 
     db.execute("DELETE FROM frontier WHERE CAST(substr(url, -1) AS INTEGER) < 5")
     resumed = SqliteFrontier(db, buffer_per_host=4, buffered_hosts=8)
     assert len(resumed) == 500
     rest = [resumed.pop(hosts[7]) for _ in range(6)]
     assert [r.url.rsplit("/", 1)[1] for r in rest if r is not None] == ["5", "6", "7", "8", "9"]
-    assert not resumed.has(hosts[7])
+    assert not resumed.queued_for(hosts[7])
 
 
 async def test_a_host_whose_pages_come_one_at_a_time_keeps_its_crawl_delay(

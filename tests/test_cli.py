@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from crawler import Crawler
-from crawler.config import OPTIONS, ConfigError, Settings
+from crawler.config import GROUPS, OPTIONS, ConfigError, Settings
 from tests.conftest import Site, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,11 +171,30 @@ def test_the_example_config_lists_every_key_with_its_default():
             assert example[option.name] == expected, option.name
 
 
-def test_help_lists_every_flag():
+def test_help_lists_every_flag_in_the_section_of_what_it_is_for():
     result = run_cli("--help")
     assert result.returncode == 0
+    titles = [title for title, _ in GROUPS.values()]
+    assert titles == [
+        "what to crawl",
+        "politeness",
+        "limits and traps",
+        "output",
+        "state and Redis",
+        "network",
+        "recrawling",
+    ]
+    # Each section: from its "title:" line to the next section's.
+    starts = [result.stdout.index(f"\n{title}:\n") for title in titles]
+    ends = [*starts[1:], len(result.stdout)]
+    texts = [result.stdout[a:b] for a, b in zip(starts, ends, strict=True)]
+    sections = dict(zip(GROUPS, texts, strict=True))
     for option in OPTIONS:
-        assert option.flag in result.stdout
+        assert f"  {option.flag} " in sections[option.group] or (
+            f"  {option.flag}," in sections[option.group]
+        ), option.name
+    assert result.stdout.startswith("usage: crawler [options] [SEEDS]\n")
+    assert "measured" not in result.stdout  # help speaks of the user's choice, not our tests
 
 
 async def test_bad_seed_lines_are_skipped_and_the_rest_crawled(site: Site, tmp_path):

@@ -6,9 +6,12 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+from pathlib import Path
 
+import pytest
 from aiohttp import web
 
+from crawler import politeness
 from crawler.config import DEFAULT_USER_AGENT
 from tests.conftest import Site, by_url, crawl
 
@@ -239,3 +242,16 @@ async def test_a_host_that_refuses_connections_is_reported_unreachable(tmp_path)
     records = await crawl(tmp_path, [f"http://127.0.0.1:{port}/"], ignore_robots=False)
 
     assert [r["error"] for r in records] == ["robots_unreachable"]
+
+
+async def test_robots_txt_is_fetched_again_once_its_cache_expires(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(politeness, "ROBOTS_MAX_AGE_S", 0.3)  # RFC 9309: at most 24 hours
+    site.page("/robots.txt", content_type="text/plain", body="User-agent: *\nAllow: /\n")
+    site.page("/", "Home", ["/1"])
+    for n in range(1, 8):
+        site.page(f"/{n}", str(n), [f"/{n + 1}"], delay_s=0.1)
+    await crawl(tmp_path, [site.url + "/"], ignore_robots=False, max_depth=10)
+    assert site.count("/robots.txt") >= 2
+    assert site.count("/7") == 1

@@ -24,6 +24,7 @@ from tests.test_limits import crawl_with_stats
 from tests.test_politeness import start_gaps
 from tests.test_sitemaps import index, urlset
 from tests.test_sitemaps import url as url_entry
+from tests.test_wacz import assert_index_is_cdxj_indexers
 from tests.test_warc import read_archive
 
 HOSTS = [f"127.0.0.{i}" for i in range(1, 7)]
@@ -363,6 +364,7 @@ async def test_each_process_writes_its_own_warc_files_and_each_page_is_in_one(
     assert located == {
         (r["file"], r["uri"]) for r in records if r["type"] in ("response", "revisit")
     }
+    assert_index_is_cdxj_indexers(archive)  # each process indexes its own files
 
 
 async def test_sitemap_requests_keep_their_kind_and_lastmod_in_the_shared_queue(
@@ -416,3 +418,26 @@ async def test_a_trap_linked_from_many_pages_is_counted_once_as_in_memory(
 
     assert sorted(r["url"] for r in records) == [site.url + p for p in ("/", "/x", "/y")]
     assert stats["dropped"] == {"repeating_path": 1}
+
+
+async def test_a_recrawl_shared_by_two_processes_checks_each_page_once(tmp_path, redis_server):
+    web = await make_web(2, 20, 0.0)
+    try:
+        (tmp_path / "first").mkdir()
+        first = await start_crawlers(2, web, tmp_path / "first", redis_server.url)
+        await run_all(first)
+        previous = tmp_path / "previous.jsonl"  # the processes' outputs, concatenated
+        previous.write_bytes(b"".join(c.output.read_bytes() for c in first if c.output.exists()))
+        for site in web.sites:
+            site.hits.clear()
+        since = ("--since", str(previous))
+        crawlers = await start_crawlers(2, web, tmp_path, redis_server.url, *since)
+        await run_all(crawlers)
+    finally:
+        for site in web.sites:
+            await site.stop()
+    fetched = web.fetches()
+    assert set(fetched) == web.urls() and set(fetched.values()) == {1}
+    records = [r for c in crawlers for r in c.records()]
+    assert sorted(r["url"] for r in records) == sorted(web.urls())
+    assert {r["changed"] for r in records} == {False}

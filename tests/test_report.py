@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 from rich.console import Console
 
-from crawler.report import render_status, status_line
+from crawler.observe.progress import render_status, status_line, summary_table
 from tests.conftest import Site
 
 
@@ -164,3 +164,24 @@ async def test_the_live_line_is_cleared_after_ctrl_c(site: Site, tmp_path):
     assert "interrupted: finishing requests in flight" in screen
     assert "crawler: summary" in screen
     assert re.search(r"\d pages, .*elapsed", screen) is None, screen
+
+
+@pytest.mark.parametrize(
+    ("expected", "shown"), [(0.0, "≈ 0"), (1e-7, "≈ 0"), (0.374, "≈ 0.37"), (12.4, "≈ 12")]
+)
+def test_the_summary_says_plainly_how_many_urls_the_visited_set_may_have_skipped(
+    expected: float, shown: str
+) -> None:
+    totals: Any = {
+        "records": 3, "elapsed_s": 1.0, "pages_per_s": 3.0, "statuses": {"200": 3},
+        "errors": {}, "dropped": {}, "bytes": 300, "truncated": 0, "retries": 0,
+        "depth_inexact": 0,
+        "visited": {
+            "urls": 3, "bytes": 1024, "slices": 1, "fp_rate": 1e-9, "target_fp_rate": 1e-6,
+            "expected_missed_urls": expected,
+        },
+    }  # fmt: skip
+    summary = summary_table(totals)
+    row = re.search(r"\n  false positives +(.*)", summary)
+    assert row is not None
+    assert re.split(r"  +", row[1]) == [shown, "URLs the visited set may have wrongly skipped"]

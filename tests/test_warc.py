@@ -6,6 +6,7 @@ import base64
 import gzip
 import io
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -24,6 +25,7 @@ from warcio.archiveiterator import ArchiveIterator
 from crawler import Crawler
 from crawler.fetch import sha1_base32
 from crawler.sinks.warc import REVISIT_PROFILE
+from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, html, read_records
 from tests.test_state import Run, build_graph_site
 
@@ -380,3 +382,52 @@ async def test_a_state_directory_of_an_older_format_is_refused_in_one_line(
 @given(st.binary(min_size=20, max_size=20))
 def test_sha1_base32_is_the_standard_base32_of_the_digest(digest):
     assert sha1_base32(digest) == "sha1:" + base64.b32encode(digest).decode("ascii")
+
+
+def test_a_forked_process_draws_record_ids_of_its_own():
+    from crawler.sinks import warc
+
+    warc._record_id()  # the buffer holds 255 more ids: a child must not reuse them
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        try:
+            os.write(writer, b"\n".join(warc._record_id() for _ in range(10)))
+        finally:
+            os._exit(0)
+    os.close(writer)
+    ours = {warc._record_id() for _ in range(10)}
+    with os.fdopen(reader, "rb") as pipe:
+        theirs = set(pipe.read().split(b"\n"))
+    os.waitpid(pid, 0)
+    assert len(theirs) == 10 and not ours & theirs
+
+
+async def test_an_error_page_is_stored_whole_so_pywb_indexes_its_status(
+    site: Site, tmp_path: Path
+) -> None:
+    same = html("Same", ["/"])
+    site.page("/", "Home", ["/gone1", "/gone2", "/ok1", "/ok2"])
+    site.page("/gone1", status=404, body="<title>Not found</title>")
+    site.page("/gone2", status=404, body="<title>Not found</title>")
+    site.page("/ok1", body=same)
+    site.page("/ok2", body=same)
+    warc = tmp_path / "warc"
+    await crawl(tmp_path, [site.url + "/"], warc=str(warc))
+    archive = read_archive(warc)
+    kinds = {r["uri"]: r["type"] for r in archive if r["type"] in ("response", "revisit")}
+    assert kinds[site.url + "/gone1"] == kinds[site.url + "/gone2"] == "response"
+    assert sorted([kinds[site.url + "/ok1"], kinds[site.url + "/ok2"]]) == ["response", "revisit"]
+    index = {line["url"]: line for line in pywb_cdxj(warc_files(warc))}
+    assert index[site.url + "/gone1"]["status"] == index[site.url + "/gone2"]["status"] == "404"
+    # pywb indexes a 2xx revisit without its status, and takes it from the original
+    assert {index[site.url + "/ok1"]["mime"], index[site.url + "/ok2"]["mime"]} == {
+        "text/html",
+        "warc/revisit",
+    }
+
+
+def pywb_cdxj(files: list[Path]) -> list[dict[str, Any]]:
+    """pywb's own index of `files` (its cdx-indexer), each line's JSON."""
+    lines = run_tool("cdx-indexer", "-j", *map(str, files)).splitlines()
+    return [json.loads(line.split(" ", 2)[2]) for line in lines]

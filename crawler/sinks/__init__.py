@@ -1,7 +1,8 @@
 """Where records go. A sink takes each finished `Page` and owns its file and its commit point.
 
 A store (crawler/state) hands every committed page to its `Sinks` in order: the
-WARC archive first, which puts its record's place in the page's fields, then the
+WARC archive first, which puts its record's place in the page's fields (and has its
+CDXJ index written as it writes each record), then the --wacz pages list, then the
 JSONL file, whose record holds them. A sink's `position` is how far its file is
 committed; a crawl resumed from a state directory reopens each sink at its
 position, cutting off whatever came after.
@@ -9,6 +10,7 @@ position, cutting off whatever came after.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,6 +29,16 @@ class WriteFailed(Exception):
 
 class OutputClosed(WriteFailed):
     """The reader of stdout went away (e.g. `| head`)."""
+
+
+def write_all(fd: int, data: bytes, name: object) -> None:
+    """Write all of `data` to `fd`; WriteFailed naming the file `name` if it cannot be."""
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as exc:
+        raise WriteFailed(f"cannot write {name}: {exc.strerror}") from None
 
 
 class Sink(Protocol):
@@ -59,11 +71,17 @@ class Sinks:
             sink.close()
 
 
-def open_sinks(settings: Settings, positions: Mapping[str, Any] | None = None) -> Sinks:
-    """The sinks the settings name (--warc, -o), reopened at `positions` if a crawl resumes.
+def open_sinks(
+    settings: Settings, positions: Mapping[str, Any] | None = None, finished: bool = False
+) -> Sinks:
+    """The sinks the settings name (--warc and its index, --wacz, -o), reopened at
+    `positions` if a crawl resumes. `finished`: the crawl resumed has nothing left to
+    do, and only a --wacz package it still owes (killed while packaging) is made.
 
     ConfigError if one cannot be opened.
     """
+    if finished and not (settings.wacz and not os.path.exists(settings.wacz)):
+        return Sinks({})
     from crawler.sinks.jsonl import JsonlSink
     from crawler.sinks.warc import open_warc
 
@@ -71,8 +89,15 @@ def open_sinks(settings: Settings, positions: Mapping[str, Any] | None = None) -
     sinks: dict[str, Sink] = {}
     archive = None
     if settings.warc is not None:
+        from crawler.sinks.cdxj import CdxjSink  # imports surt (and requests): only with --warc
+
         warc = open_warc(settings, positions.get("warc"))
         sinks["warc"], archive = warc, warc.write_exchanges
+        sinks["cdxj"] = CdxjSink(warc, resumed=positions.get("warc") is not None)
+        if settings.wacz is not None:
+            from crawler.sinks.wacz import WaczSink
+
+            sinks["wacz"] = WaczSink(settings.wacz, warc, positions.get("wacz"))
     if settings.output:
         sinks["jsonl"] = JsonlSink(settings.output, resume_at=positions.get("jsonl"))
     return Sinks(sinks, archive)

@@ -51,7 +51,11 @@ class JsonlSink:
         return self.offset
 
     def write(self, page: Page) -> None:
-        view = memoryview(encode(page.record()))
+        self.write_record(page.record())
+
+    def write_record(self, record: dict[str, Any]) -> None:
+        """Write `record` as one line."""
+        view = memoryview(encode(record))
         try:
             while view:
                 written = os.write(self._fd, view)

@@ -1,8 +1,10 @@
 """The --warc sink: WARC/1.1 archives, DIR/<prefix>-<UTC timestamp>-<serial>.warc.gz.
 
 Each file starts with a `warcinfo` record; every HTTP exchange becomes a `request`
-record and a `response` record, or a `revisit` record when its payload already
-is in the crawl's archive. Each record is its own gzip member, so a reader can
+record and a `response` record, or a `revisit` record when it is a 2xx whose
+payload already is in the crawl's archive as a 2xx. An error page is always
+stored whole: pywb indexes a revisit without its status, and the status of an
+error page is the point of it. Each record is its own gzip member, so a reader can
 seek to a record's offset and inflate just that record.
 
 The block of a response is the HTTP message as received, status line and raw
@@ -22,6 +24,8 @@ Each page's exchanges (its earlier attempts', its redirect hops, its own) are
 written when the page is committed; the place of its final response (or revisit)
 record goes into the page's fields as `warc_file`, `warc_offset`, `warc_length`.
 robots.txt exchanges, which no page carries, are written as they are fetched.
+Each response or revisit record, once written, is told to `on_record`: the CDXJ
+index (crawler/sinks/cdxj.py) writes its line then.
 
 `position` is what a state directory commits: the current file and its length.
 `WarcSink.resume` cuts that file back to it, deletes the files begun after it,
@@ -43,32 +47,35 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from crawler import __version__
-from crawler.config import ConfigError, Settings
-from crawler.fetch import Exchange, payload_digest, sha1_base32
+from crawler.config import ConfigError, Settings, make_directory
+from crawler.fetch import NOT_MODIFIED, Exchange, payload_digest, sha1_base32, status_is_2xx
+from crawler.history import Capture
 from crawler.page import Page
-from crawler.sinks import WriteFailed
+from crawler.sinks import write_all
 
 try:
     from isal import isal_zlib as _deflate
 except ImportError:  # isal has wheels for the common platforms; zlib is 5x slower
-    import zlib as _deflate
+    import zlib as _deflate  # type: ignore[no-redef]  # the same functions, slower
 
 WARC_VERSION = b"WARC/1.1"
 REVISIT_PROFILE = b"http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+NOT_MODIFIED_PROFILE = b"http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 GZIP_LEVEL = 1  # ISA-L's level 1 compresses HTML as well as zlib's level 1, 5x faster
 # A request record is a few hundred bytes: level 0 costs a fifth of level 1 on it.
 REQUEST_GZIP_LEVEL = 0
 _GZIP_WBITS = 31
 _CRLF = b"\r\n"
 _READ_BYTES = 1 << 20
-_FILE_NAME = re.compile(r"(?P<prefix>.+)-(?P<time>\d{17})-(?P<serial>\d{5,})\.warc\.gz")
+_MAX_HEAD_BYTES = 1 << 16  # a WARC header and an HTTP status line fit
+FILE_NAME = re.compile(r"(?P<prefix>.+)-(?P<time>\d{17})-(?P<serial>\d{5,})\.warc\.gz")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +87,16 @@ class RecordLocation:
     length: int
 
 
+# Told of each response or revisit record as it is written: an index (crawler/sinks/cdxj.py).
+OnRecord = Callable[[Exchange, bool, RecordLocation], None]
+
+
 @dataclass(frozen=True, slots=True)
-class FirstCapture:
-    record_id: bytes
-    uri: bytes
-    date: bytes
+class NotModified:
+    """A 304's revisit: the payload digest and capture of what it says is unchanged."""
+
+    digest: str
+    capture: Capture
 
 
 class _WarcClock:
@@ -109,11 +121,17 @@ warc_date = _WarcClock().date
 
 class _RecordIds:
     """Random (version 4) UUID URNs, made without uuid.UUID's slow constructor, from
-    random bytes read 256 ids at a time (a system call an id took 2 us)."""
+    random bytes read 256 ids at a time (a system call an id took 2 us).
+
+    A process forked with some of those bytes unread would draw the same ids as
+    its parent: the child forgets them, and reads its own."""
 
     def __init__(self) -> None:
         self._random = b""
         self._used = 0
+
+    def forget(self) -> None:
+        self._random, self._used = b"", 0
 
     def next(self) -> bytes:
         if self._used == len(self._random):
@@ -126,7 +144,9 @@ class _RecordIds:
         return b"<urn:uuid:%s-%s-%s-%s-%s>" % (x[:8], x[8:12], x[12:16], x[16:20], x[20:])
 
 
-_record_id = _RecordIds().next
+_record_ids = _RecordIds()
+_record_id = _record_ids.next
+os.register_at_fork(after_in_child=_record_ids.forget)
 
 
 def _header_value(value: str) -> bytes:
@@ -187,8 +207,10 @@ class WarcSink:
         self.offset = 0
         self._warcinfo_id = b""
         self._info_length = -1  # the current file's length with only its warcinfo
-        self._first_captures: dict[str, FirstCapture] = {}
+        self._first_captures: dict[str, Capture] = {}
         self.revisits = 0
+        self.files: list[str] = []  # the crawl's files so far, in order, the current one last
+        self.on_record: OnRecord | None = None  # (exchange, is_revisit, location)
 
     @property
     def position(self) -> list[str | int]:
@@ -196,11 +218,23 @@ class WarcSink:
         return [self.file, self.offset]
 
     def write(self, page: Page) -> None:
-        """Archive `page`'s exchanges; note where its final response record went."""
+        """Archive `page`'s exchanges; note where its final response record went.
+
+        A recrawled page's payload may be in the previous crawl's archive: then an
+        identical payload becomes a revisit of that capture, as a 304 does."""
         response = page.response
-        if response is None or not response.exchanges:
+        if response is None or not response.exchanges:  # nothing was fetched
             return
-        location = self.write_exchanges(response.exchanges)
+        not_modified = None
+        previous = page.previous
+        if previous is not None and previous.ok and previous.capture and previous.digest:
+            capture = previous.capture
+            self._first_captures.setdefault(previous.digest, capture)
+            if page.status == NOT_MODIFIED and page.fields.get("changed") is False:
+                not_modified = NotModified(previous.digest, capture)
+        *earlier_exchanges, last = response.exchanges
+        self.write_exchanges(earlier_exchanges)
+        location = self.write_exchange(last, not_modified)
         page.fields["warc_file"] = location.file
         page.fields["warc_offset"] = location.offset
         page.fields["warc_length"] = location.length
@@ -222,7 +256,7 @@ class WarcSink:
         The crawl's files are the run from its first (serial 0) file to `file`, in
         the order of their names' timestamps; other crawls' files in DIR are left alone.
         """
-        match = _FILE_NAME.fullmatch(file)
+        match = FILE_NAME.fullmatch(file)
         path = self.directory / file
         if match is None or not path.exists():
             raise FileNotFoundError(path)
@@ -240,11 +274,17 @@ class WarcSink:
         os.ftruncate(self._fd, offset)
         os.lseek(self._fd, offset, os.SEEK_SET)
         self.file, self.offset, self._serial = file, offset, serial
-        header = next(read_record_headers(path, offset))
-        self._warcinfo_id = header[b"WARC-Record-ID"]
+        self.files = [kept_path.name for kept_path in kept]
+        warcinfo = next(read_record_heads(path, offset))
+        self._warcinfo_id = warcinfo.fields[b"WARC-Record-ID"]
 
-    def write_exchange(self, exchange: Exchange) -> RecordLocation:
-        """Write `exchange`'s request and response (or revisit); where the latter went."""
+    def write_exchange(
+        self, exchange: Exchange, not_modified: NotModified | None = None
+    ) -> RecordLocation:
+        """Write `exchange`'s request and response (or revisit); where the latter went.
+
+        `not_modified`: the exchange is a 304 to a conditional request, of the payload
+        a previous crawl archived there."""
         date = warc_date(exchange.fetched_at)
         uri = _header_value(exchange.url)
         request_id, response_id = _record_id(), _record_id()
@@ -254,32 +294,40 @@ class WarcSink:
         head = http_response_head(exchange)
         digest = exchange.payload_digest
         block_digest = hashlib.sha1(head)
-        first = self._first_captures.get(digest)
+        # An error page is stored whole: its status must survive every reader (pywb
+        # indexes an identical-payload revisit without one).
+        first = self._first_captures.get(digest) if exchange.ok else None
         fields = [(b"WARC-Record-ID", response_id), *common]
-        if first is not None:
+        if not_modified is not None:
+            # No block (WARC 1.1, 6.7.3): a reader then serves the capture referred
+            # to, headers and payload; with the 304's head as block, pywb replays the
+            # 304, an empty page. The payload digest is the capture's, by which
+            # replay tools find it.
+            self.revisits += 1
+            digest, first = not_modified.digest, not_modified.capture
+            block = b""
+            block_digest = hashlib.sha1(block)
+            fields[:0] = [(b"WARC-Type", b"revisit")]
+            fields += [(b"WARC-Profile", NOT_MODIFIED_PROFILE), *first.refers_to()]
+        elif first is not None:
             self.revisits += 1
             block = head
             fields[:0] = [(b"WARC-Type", b"revisit")]
-            fields += [
-                (b"WARC-Profile", REVISIT_PROFILE),
-                (b"WARC-Refers-To", first.record_id),
-                (b"WARC-Refers-To-Target-URI", first.uri),
-                (b"WARC-Refers-To-Date", first.date),
-            ]
+            fields += [(b"WARC-Profile", REVISIT_PROFILE), *first.refers_to()]
         else:
             block = head + exchange.payload
             block_digest.update(exchange.payload)
             fields[:0] = [(b"WARC-Type", b"response")]
-            # An empty or cut payload is no original to point back to.
-            if exchange.payload and not exchange.truncated:
-                self._first_captures[digest] = FirstCapture(response_id, uri, date)
+            # An empty or cut payload, or an error page, is no original to point back to.
+            if exchange.payload and not exchange.truncated and exchange.ok:
+                self._first_captures[digest] = Capture(response_id, uri, date)
         fields += [
             (b"WARC-Concurrent-To", request_id),
             (b"Content-Type", b"application/http; msgtype=response"),
             (b"WARC-Block-Digest", sha1_base32(block_digest.digest()).encode("ascii")),
             (b"WARC-Payload-Digest", digest.encode("ascii")),
         ]
-        if exchange.truncated and first is None:
+        if exchange.truncated and first is None and not_modified is None:
             fields.append((b"WARC-Truncated", b"length"))
         request = [
             (b"WARC-Type", b"request"),
@@ -298,6 +346,10 @@ class WarcSink:
             self.file, self.offset + len(request_member), len(response_member)
         )
         self._write(request_member + response_member)  # one system call, not two
+        if self.on_record is not None:
+            if not_modified is not None:  # indexed as the record reads: no HTTP head
+                exchange = replace(exchange, status_line=b"", raw_headers=(), payload_digest=digest)
+            self.on_record(exchange, first is not None, location)
         return location
 
     def close(self) -> None:
@@ -319,6 +371,7 @@ class WarcSink:
         stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S%f")[:17]
         self.file = f"{self.prefix}-{stamp}-{self._serial:05d}.warc.gz"
         self._fd = os.open(self.directory / self.file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self.files.append(self.file)
         self.offset = 0
         self._warcinfo_id = _record_id()
         block = "".join(f"{name}: {value}\r\n" for name, value in self._info.items())
@@ -335,42 +388,52 @@ class WarcSink:
         self._info_length = self.offset
 
     def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(self._fd, view) :]
-        except OSError as exc:
-            raise WriteFailed(
-                f"cannot write {self.directory / self.file}: {exc.strerror}"
-            ) from None
+        write_all(self._fd, data, self.directory / self.file)
         self.offset += len(data)
 
     def _own_files(self) -> Iterator[tuple[Path, str, int]]:
         """Files in DIR named as this writer names them: path, timestamp, serial."""
         for path in self.directory.glob(f"{glob.escape(self.prefix)}-*.warc.gz"):
-            match = _FILE_NAME.fullmatch(path.name)
+            match = FILE_NAME.fullmatch(path.name)
             if match and match["prefix"] == self.prefix:
                 yield path, match["time"], int(match["serial"])
 
     def _learn_captures(self, path: Path, end: int | None) -> None:
         """Note the payload digests of `path`'s response records (up to byte `end`)."""
-        for fields in read_record_headers(path, end):
-            if fields.get(b"WARC-Type") != b"response" or b"WARC-Truncated" in fields:
+        for head in read_record_heads(path, end):
+            fields = head.fields
+            if (
+                fields.get(b"WARC-Type") != b"response"
+                or b"WARC-Truncated" in fields
+                or not status_is_2xx(head.http_status_line)
+            ):
                 continue
             digest = fields.get(b"WARC-Payload-Digest", b"").decode("ascii")
             if digest and fields.get(b"Content-Length") and digest not in self._first_captures:
-                self._first_captures[digest] = FirstCapture(
+                self._first_captures[digest] = Capture(
                     fields[b"WARC-Record-ID"], fields[b"WARC-Target-URI"], fields[b"WARC-Date"]
                 )
 
 
-def read_record_headers(path: Path, end: int | None) -> Iterator[dict[bytes, bytes]]:
-    """The WARC header fields of each record in a file (up to byte `end`), streamed."""
+@dataclass(frozen=True, slots=True)
+class RecordHead:
+    """One record of a file as read back: where its gzip member is, its WARC fields,
+    and the first line of its block (an HTTP status line, for a response)."""
+
+    offset: int
+    length: int
+    fields: dict[bytes, bytes]
+    http_status_line: bytes
+
+
+def read_record_heads(path: Path, end: int | None = None) -> Iterator[RecordHead]:
+    """The head of each record in a file (up to byte `end`), streamed."""
     with open(path, "rb") as f:
         left = os.fstat(f.fileno()).st_size if end is None else end
         inflater = _deflate.decompressobj(_GZIP_WBITS)
         head = b""
         data = b""
+        offset = fed = 0  # where the member starts; compressed bytes given to its inflater
         while data or left > 0:
             if not data:
                 data = f.read(min(_READ_BYTES, left))
@@ -378,22 +441,32 @@ def read_record_headers(path: Path, end: int | None) -> Iterator[dict[bytes, byt
                 if not data:
                     break
             out = inflater.decompress(data)
-            if _CRLF + _CRLF not in head:
+            fed += len(data)
+            if len(head) < _MAX_HEAD_BYTES and not _has_block_line(head):
                 head += out
             data = b""
             if inflater.eof:
                 data = inflater.unused_data
-                yield _fields(head)
+                length = fed - len(data)
+                yield _record_head(head, offset, length)
+                offset, fed = offset + length, 0
                 inflater = _deflate.decompressobj(_GZIP_WBITS)
                 head = b""
 
 
-def _fields(head: bytes) -> dict[bytes, bytes]:
+def _has_block_line(head: bytes) -> bool:
+    """Whether `head` holds the WARC header and the block's first line."""
+    end = head.find(_CRLF + _CRLF)
+    return end >= 0 and head.find(_CRLF, end + 4) >= 0
+
+
+def _record_head(head: bytes, offset: int, length: int) -> RecordHead:
+    header, _, block = head.partition(_CRLF + _CRLF)
     fields: dict[bytes, bytes] = {}
-    for line in itertools.islice(head.split(_CRLF + _CRLF, 1)[0].split(_CRLF), 1, None):
+    for line in itertools.islice(header.split(_CRLF), 1, None):
         name, _, value = line.partition(b": ")
         fields.setdefault(name, value)
-    return fields
+    return RecordHead(offset, length, fields, block.partition(_CRLF)[0])
 
 
 def warcinfo_fields(settings: Settings) -> dict[str, str]:
@@ -418,11 +491,7 @@ def open_warc(settings: Settings, position: Sequence[Any] | None = None) -> Warc
     """The sink for --warc DIR, DIR created if needed, going on from a committed
     `position` if given; ConfigError if it cannot be."""
     assert settings.warc is not None
-    directory = Path(settings.warc)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot use --warc {directory}: {exc.strerror}") from None
+    directory = make_directory(settings.warc, "--warc")
     if not os.access(directory, os.W_OK):
         raise ConfigError(f"cannot use --warc {directory}: not writable")
     sink = WarcSink(

@@ -51,13 +51,16 @@ class Store(Protocol):
     """Where the crawl keeps what it must not lose: visited set, frontier, output."""
 
     bloom: BloomFilter
-    frontier: Frontier
     stats: Stats  # restored on resume
     resumed: bool
     complete: bool  # resumed, and nothing is left to do
     shared: bool  # other processes crawl with us: they feed us work and hold pages we don't see
     sinks: Sinks  # made by open_sinks(); a resumed crawl's reopened at their committed positions
     gate: LateClaims | None  # set by the engine: told of the claims made while pages are late
+
+    @property
+    def frontier(self) -> Frontier:
+        """The URLs queued here (a shared crawl's: those taken from Redis, not started)."""
 
     async def commit(
         self,

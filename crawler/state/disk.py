@@ -121,7 +121,22 @@ class JournaledVisited:
 class DiskStore(LocalStore):
     """A crawl's state in a directory, safe against `kill -9` at any moment."""
 
+    # Set by _open() and _connect(), which are __init__'s, split off so that a failure
+    # anywhere in them releases the directory's lock.
+    bloom: BloomFilter
+    visited: JournaledVisited
+    frontier: SqliteFrontier
+    stats: Stats
+    sinks: Sinks
+    _db: sqlite3.Connection
+    _hosts_counted: set[str]  # hosts whose count changed since the checkpoint
+    _offset: int  # the output's committed length
+    _meta_to_start: dict[str, Any]
+    _log_seq: int
+    _checkpointed_at: float
+
     def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
+        assert settings.state is not None  # open_store() chose this store for it
         self._directory = Path(settings.state)
         self._cookie_jar: CookieJar | None = None
         self._lock_fd = _lock(self._directory, settings.fresh)
@@ -140,7 +155,7 @@ class DiskStore(LocalStore):
 
     def _open(self, settings: Settings, seeds: Sequence[str]) -> None:
         directory = self._directory
-        self._hosts_counted: set[str] = set()  # hosts whose count changed since the checkpoint
+        self._hosts_counted = set()
         meta = self._connect()
         shape = crawl_shape(settings, seeds)
         output_path = os.path.abspath(settings.output) if settings.output else None
@@ -157,7 +172,7 @@ class DiskStore(LocalStore):
             self._connect()
             positions, offset = None, 0
             self.stats = Stats()
-        self._offset = offset  # the output's committed length
+        self._offset = offset
         self._meta_to_start = (
             {}
             if self.resumed
@@ -184,7 +199,7 @@ class DiskStore(LocalStore):
         self.complete = self.resumed and (
             not len(self.frontier) or 0 < settings.max_pages <= self.stats.records
         )
-        self.sinks = Sinks({}) if self.complete else open_sinks(settings, positions)
+        self.sinks = open_sinks(settings, positions, finished=self.complete)
         self._checkpointed_at = time.monotonic()
         if self.resumed and not self.complete:
             log.info(
@@ -324,7 +339,7 @@ class DiskStore(LocalStore):
         except sqlite3.Error as exc:
             raise WriteFailed(f"cannot write the crawl state in {self._directory}: {exc}") from None
         self.visited.settle(keys)
-        if counted:
+        if page is not None and done is not None:
             self.stats.count(page, done.host)
             self._hosts_counted.add(done.host)
         if time.monotonic() - self._checkpointed_at >= CHECKPOINT_EVERY_S:

@@ -46,7 +46,7 @@ import secrets
 import socket
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import hiredis
 import redis
@@ -59,7 +59,12 @@ from crawler.page import Page
 from crawler.partition import owner
 from crawler.politeness import HostScheduler
 from crawler.sinks import WriteFailed, open_sinks
-from crawler.state import MAX_PAGES_PER_HOST, trap_check, warn_sitemaps_dropped
+from crawler.state import (
+    MAX_PAGES_PER_HOST,
+    LateClaims,
+    trap_check,
+    warn_sitemaps_dropped,
+)
 from crawler.state.disk import SHAPING_SETTINGS, crawl_shape
 from crawler.state.redis_bloom import CLAIM_LUA, CLAIM_ONLY_LUA, SharedBloomLayout
 from crawler.state.redis_connection import RedisConnection
@@ -270,12 +275,13 @@ SHAS = {name: hashlib.sha1(lua.encode()).hexdigest() for name, lua in SCRIPTS.it
 def _command(script: str, *args: str | bytes | int | float) -> tuple[str, bytes]:
     """`script` and its EVALSHA command with `args`, packed in C by hiredis: redis-py packs
     each argument in Python, which cost more CPU than the rest of a page's work."""
-    return script, hiredis.pack_command(("EVALSHA", SHAS[script], 0, *args))
+    # hiredis's stub says a 1-tuple; it takes any number of arguments.
+    return script, hiredis.pack_command(("EVALSHA", SHAS[script], 0, *args))  # type: ignore[arg-type]
 
 
 def _plain_command(*args: str | bytes | int | float) -> tuple[None, bytes]:
     """A command that runs no script, as `_command` gives one."""
-    return None, hiredis.pack_command(args)
+    return None, hiredis.pack_command(args)  # type: ignore[arg-type]  # as in _command
 
 
 def _record(request: Request) -> bytes:
@@ -367,11 +373,14 @@ class RedisStore:
 
     shared = True
     complete = False  # the shared crawl's end is found by `serve`
-    gate = None  # the breadth-first gate is off: other processes hold pages we don't see
+    resumed: bool  # set by _check_and_join(), from __init__: the crawl was in Redis already
+    # The breadth-first gate is off: other processes hold pages we don't see.
+    gate: LateClaims | None = None
 
     def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
         self.settings = settings
         self.member = member_id()
+        assert settings.redis is not None  # open_store() chose this store for it
         self._url = settings.redis
         self._prefix = f"crawler:{{{settings.crawl_id}}}:"
         self._shape = shape_of(settings, seeds)
@@ -383,6 +392,7 @@ class RedisStore:
         )
         self.frontier = MemoryFrontier()  # URLs taken from Redis, not started yet
         self.stats = Stats()
+        self.stats.member = self.member  # labels this process's /metrics
         self._is_trap = trap_check(settings, self.stats)
         # The output is appended to, so that a process started again keeps what it
         # wrote before; WARC files are named after the member, so that no two
@@ -420,7 +430,7 @@ class RedisStore:
     def _check_and_join(self) -> None:
         client = self._sync_client()
         try:
-            saved = client.get(self._prefix + "settings")
+            saved = cast("bytes | None", client.get(self._prefix + "settings"))
             if saved is not None and saved.decode() != self._shape:
                 raise ConfigError(
                     f"crawl {self.settings.crawl_id!r} in Redis has other "
@@ -532,7 +542,7 @@ class RedisStore:
             b"%s %s" % (done.host.encode(), item) if done is not None and item else "",
             int(page is not None),
             self._shape if done is None else "",
-            done.host if more else "",
+            done.host if done is not None and more else "",
             more,
             settings.max_pages,
             settings.max_pages_per_host,
@@ -619,6 +629,8 @@ class RedisStore:
             try:
                 return await connection.send(packed)
             except redis.exceptions.NoScriptError:  # Redis restarted empty
+                if script is None:
+                    raise
                 await connection.call("SCRIPT", "LOAD", SCRIPTS[script])
                 return await connection.send(packed)
         except redis.RedisError as exc:
@@ -649,7 +661,8 @@ class RedisStore:
         try:
             reply = await asyncio.wait_for(tick, REPLY_TIMEOUT_S)
         except TimeoutError:  # behind every command sent before it: Redis hangs
-            self._connection.abort()
+            if self._connection is not None:
+                self._connection.abort()
             raise self._lost_redis(redis.TimeoutError(f"no reply in {REPLY_TIMEOUT_S} s")) from None
         if reply[0] == b"evicted":
             self._members = []
@@ -679,7 +692,8 @@ class RedisStore:
             del self._outstanding[host]
             self._leaving.discard(host)
         if items or unlock:
-            wait_ms = round(self._scheduler.wait_s(host) * 1000) if unlock else 0
+            scheduler = self._scheduler
+            wait_ms = round(scheduler.wait_s(host) * 1000) if scheduler and unlock else 0
             await self._call(
                 _command("release", self._prefix, self.member, host, int(unlock), wait_ms, *items)
             )
@@ -741,6 +755,8 @@ class RedisStore:
         if requests:
             self._outstanding[host] += len(requests)
             self.frontier.push(requests)
+            scheduler = self._scheduler
+            assert scheduler is not None  # URLs are taken only while serve() feeds it
             if reply[0] > 0:
-                self._scheduler.hold(host, reply[0] / 1000)
-            self._scheduler.add(requests)
+                scheduler.hold(host, reply[0] / 1000)
+            scheduler.add(requests)

@@ -36,7 +36,7 @@ class RedisConnection(asyncio.Protocol):
     async def open(cls, url: str, timeout_s: float) -> RedisConnection:
         """Connect to the Redis of a redis://, rediss:// or unix:// URL, and log in to
         its user and database, if any."""
-        options = parse_url(url)
+        options = parse_url(url)  # type: ignore[no-untyped-call]  # redis-py's, unannotated
         loop = asyncio.get_running_loop()
         if "path" in options:
             connecting = loop.create_unix_connection(cls, options["path"])
@@ -62,7 +62,8 @@ class RedisConnection(asyncio.Protocol):
 
     def call(self, *args: str | bytes | int | float) -> asyncio.Future[Any]:
         """Send a command; the future is its reply, or a redis error."""
-        return self.send(hiredis.pack_command(args))
+        # hiredis's stub says a 1-tuple; it takes any number of arguments.
+        return self.send(hiredis.pack_command(args))  # type: ignore[arg-type]
 
     def send(self, command: bytes) -> asyncio.Future[Any]:
         """Send a command packed by `hiredis.pack_command`; the future is its reply."""
@@ -87,6 +88,7 @@ class RedisConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         if self._lost is None:
+            assert self._transport is not None  # open() returns a connected one
             self._transport.write(b"".join(self._unsent))
         self._unsent.clear()
 
@@ -109,7 +111,8 @@ class RedisConnection(asyncio.Protocol):
                     future.set_result(reply)
         except hiredis.ProtocolError as exc:
             self._lose(redis.ConnectionError(f"bad reply from Redis: {exc}"))
-            self._transport.abort()
+            if self._transport is not None:
+                self._transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lose(redis.ConnectionError(f"connection lost: {exc or 'closed by the server'}"))

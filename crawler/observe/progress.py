@@ -1,6 +1,6 @@
 """What the user sees on stderr while and after crawling, and the --stats file.
 
-All three are made from one `snapshot()`: a live status line (rich) when stderr
+All three are made from one `Stats.snapshot()`: a live status line (rich) when stderr
 is a terminal, a plain status line every 10 s when it is not, a JSON file every
 10 s with --stats, and the summary table at the end. --quiet silences the
 status and the summary; the stats file is still written.
@@ -13,11 +13,12 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from crawler.config import Settings
-from crawler.engine import Crawl
+from crawler.stats import CrawlStats, RecrawlFigures
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -27,25 +28,8 @@ PLAIN_EVERY_S = 10.0
 STATS_EVERY_S = 10.0
 
 
-def snapshot(crawl: Crawl, exact: bool = False) -> dict[str, Any]:
-    """The crawl's figures now. `exact` measures the visited set's fill (slower)."""
-    stats, bloom, scheduler = crawl.stats, crawl.store.bloom, crawl.scheduler
-    figures = stats.as_dict()
-    figures["queued"] = scheduler.queued if scheduler else len(crawl.store.frontier)
-    figures["in_flight"] = scheduler.in_flight if scheduler else 0
-    gate = getattr(crawl, "gate", None)
-    figures["held"] = gate.held if gate else 0
-    figures["held_for"] = gate.waiting_on() if gate else 0
-    figures["visited"] = {
-        "urls": len(bloom),
-        "bytes": bloom.nbytes,
-        "slices": bloom.slice_count,
-        "capacity": bloom.capacity,
-        "target_fp_rate": bloom.error_rate,
-        "fp_rate": bloom.false_positive_rate if exact else bloom.predicted_false_positive_rate,
-        "expected_missed_urls": bloom.expected_missed_urls,
-    }
-    return figures
+# The figures now; exact=True measures the visited set's fill (slower) and samples the rate.
+Figures = Callable[[bool], CrawlStats]
 
 
 def _count(n: int, noun: str) -> str:
@@ -58,7 +42,7 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
 
 
-def _status_fields(figures: dict[str, Any], max_pages: int) -> list[tuple[int, str]]:
+def _status_fields(figures: CrawlStats, max_pages: int) -> list[tuple[int, str]]:
     """The status line's fields in display order, each with its priority (0 is kept longest)."""
     records, rate = figures["records"], figures["pages_per_s"]
     fields = [(0, _count(records, "page"))]
@@ -84,7 +68,7 @@ def _status_fields(figures: dict[str, Any], max_pages: int) -> list[tuple[int, s
     return fields
 
 
-def status_line(figures: dict[str, Any], max_pages: int = 0, width: int | None = None) -> str:
+def status_line(figures: CrawlStats, max_pages: int = 0, width: int | None = None) -> str:
     """The crawl's progress in one line of at most `width` characters, if given: the
     fields that do not fit are left out, least important first."""
     fields = _status_fields(figures, max_pages)
@@ -93,7 +77,7 @@ def status_line(figures: dict[str, Any], max_pages: int = 0, width: int | None =
     return ", ".join(text for _, text in fields)[: width or None]
 
 
-def summary_table(figures: dict[str, Any]) -> str:
+def summary_table(figures: CrawlStats) -> str:
     visited = figures["visited"]
     errors = figures["errors"]
     rows = [
@@ -133,6 +117,7 @@ def summary_table(figures: dict[str, Any]) -> str:
             if figures["depth_inexact"]
             else []
         ),
+        *_recrawl_rows(figures.get("recrawl")),
         (
             "visited set",
             f"{visited['urls']:,} URLs",
@@ -140,9 +125,9 @@ def summary_table(figures: dict[str, Any]) -> str:
             f"FP rate now {visited['fp_rate']:.2g} (target {visited['target_fp_rate']:g})",
         ),
         (
-            "missed",
-            f"{visited['expected_missed_urls']:.2g}",
-            "new URLs expected to be taken for seen ones and skipped",
+            "false positives",
+            _about(visited["expected_missed_urls"]),
+            "URLs the visited set may have wrongly skipped",
         ),
     ]
     width = max(len(label) for label, _, _ in rows)
@@ -154,6 +139,58 @@ def summary_table(figures: dict[str, Any]) -> str:
     return "crawler: summary\n" + "\n".join(lines)
 
 
+def _recrawl_rows(recrawl: RecrawlFigures | None) -> list[tuple[str, str, str]]:
+    """--since: what became of the previous crawl's pages."""
+    if recrawl is None:
+        return []
+    unchanged = recrawl["unchanged_304"] + recrawl["unchanged_same_digest"]
+    return [
+        (
+            "checked",
+            f"{recrawl['checked']:,}",
+            f"of the previous crawl's {recrawl['previous_pages']:,} pages",
+        ),
+        (
+            "unchanged",
+            f"{unchanged:,}",
+            f"{recrawl['unchanged_304']:,} answered 304, "
+            f"{recrawl['unchanged_same_digest']:,} the same body again",
+        ),
+        ("changed", f"{recrawl['changed']:,}", "another body or another status"),
+        ("new", f"{recrawl['new']:,}", "not in the previous crawl"),
+        (
+            ("gone", f"{recrawl['gone']:,}", "previous pages no link reaches now, or that failed")
+            if recrawl["gone"] is not None
+            else ("gone", "-", "not known here: other processes (--redis) checked pages too")
+        ),
+        ("saved", _size(recrawl["body_bytes_saved"]), "of bodies not downloaded (304s)"),
+        *(
+            [("not due", f"{recrawl['not_due']:,}", "--revisit: carried over, not requested")]
+            if recrawl["not_due"]
+            else []
+        ),
+        *(
+            [
+                (
+                    "unlinked",
+                    f"{recrawl['unlinked']:,}",
+                    f"gone pages fetched (--fetch-gone): {recrawl['unlinked_404_410']:,} "
+                    "answered 404 or 410",
+                )
+            ]
+            if recrawl["unlinked"]
+            else []
+        ),
+    ]
+
+
+def _about(expected: float) -> str:
+    """An expected count, as plainly as its size allows: ≈ 0, ≈ 0.37, ≈ 12."""
+    if expected < 0.005:
+        return "≈ 0"
+    return f"≈ {expected:.2g}" if expected < 10 else f"≈ {expected:,.0f}"
+
+
 def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB"):
         if n < 1024:
@@ -162,7 +199,7 @@ def _size(n: float) -> str:
     return f"{n:,.2f} GiB"
 
 
-def write_json_atomically(path: str, figures: dict[str, Any]) -> None:
+def write_json_atomically(path: str, figures: CrawlStats) -> None:
     temporary = f"{path}.tmp"
     with open(temporary, "w", encoding="utf-8") as f:
         json.dump(figures, f, indent=2, ensure_ascii=False)
@@ -172,8 +209,8 @@ def write_json_atomically(path: str, figures: dict[str, Any]) -> None:
 class Reporter:
     """Runs beside the crawl: progress on stderr and the --stats file."""
 
-    def __init__(self, crawl: Crawl, settings: Settings, stream: IO[str] = sys.stderr) -> None:
-        self._crawl = crawl
+    def __init__(self, figures: Figures, settings: Settings, stream: IO[str] = sys.stderr) -> None:
+        self._figures = figures
         self._settings = settings
         self._stream = stream
         self._task: asyncio.Task[None] | None = None
@@ -204,13 +241,12 @@ class Reporter:
                 await asyncio.sleep(LIVE_REFRESH_S if live else 1.0)
                 now = loop.time()
                 if live:
-                    live.show(snapshot(self._crawl))
+                    live.show(self._figures(False))
                 elif not self._settings.quiet and now >= next_plain:
-                    line = status_line(snapshot(self._crawl), self._settings.max_pages)
+                    line = status_line(self._figures(False), self._settings.max_pages)
                     print(f"crawler: {line}", file=self._stream)
                     next_plain = now + PLAIN_EVERY_S
                 if now >= next_stats:
-                    self._crawl.stats.sample_rate()
                     self._write_stats()
                     next_stats = now + STATS_EVERY_S
         finally:
@@ -222,10 +258,10 @@ class Reporter:
             self._live.stop()
             self._live = None
 
-    def _write_stats(self) -> None:
+    def _write_stats(self, figures: CrawlStats | None = None) -> None:
         if self._settings.stats:
             try:
-                write_json_atomically(self._settings.stats, snapshot(self._crawl, exact=True))
+                write_json_atomically(self._settings.stats, figures or self._figures(True))
             except OSError as exc:
                 print(
                     f"crawler: warning: cannot write {self._settings.stats}: {exc.strerror}",
@@ -234,13 +270,13 @@ class Reporter:
 
     def finish(self) -> None:
         """The crawl is over: final stats file and summary."""
-        self._crawl.stats.sample_rate()
-        self._write_stats()
+        figures = self._figures(True)
+        self._write_stats(figures)
         if not self._settings.quiet:
-            print(summary_table(snapshot(self._crawl, exact=True)), file=self._stream)
+            print(summary_table(figures), file=self._stream)
 
 
-def render_status(figures: dict[str, Any], max_pages: int, width: int) -> RenderableType:
+def render_status(figures: CrawlStats, max_pages: int, width: int) -> RenderableType:
     """The live status line for a terminal `width` columns wide."""
     from rich.progress_bar import ProgressBar
     from rich.table import Table
@@ -270,10 +306,10 @@ class LiveStatus:
         self._live = Live(console=console, auto_refresh=False, transient=True)
         self._live.start()
 
-    def show(self, figures: dict[str, Any]) -> None:
+    def show(self, figures: CrawlStats) -> None:
         self._live.update(self.render(figures), refresh=True)
 
-    def render(self, figures: dict[str, Any]) -> RenderableType:
+    def render(self, figures: CrawlStats) -> RenderableType:
         return render_status(figures, self._max_pages, self._console.width)
 
     def stop(self) -> None:

@@ -1,0 +1,203 @@
+"""--dashboard: a live page, its event stream and /metrics, served in the crawl's loop.
+
+    GET /          the page (static/dashboard.html, its script and style beside it)
+    GET /events    server-sent events: the crawl's figures every UPDATE_EVERY_S
+    GET /metrics   the Prometheus text format (crawler.observe.metrics)
+
+It is read-only and reads nothing but `Stats`. The figures are made at most once
+per UPDATE_EVERY_S, shared by every watcher and scrape, and only while someone
+watches: a dashboard nobody watches costs a listening socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from crawler.config import ConfigError, Settings, dashboard_address, is_loopback
+from crawler.stats import CrawlStats, Stats
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+log = logging.getLogger("crawler")
+
+UPDATE_EVERY_S = 1.0
+END_WAIT_S = 1.0  # for the last figures to reach the watchers when the crawl ends
+STATIC = Path(__file__).parent / "static"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+# The page and its script come from here and nowhere else, and nothing may frame it.
+HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}
+
+
+class WatchedFigures(CrawlStats):
+    """What the page gets: the crawl's figures, and what only a watcher needs."""
+
+    busiest_hosts: list[dict[str, Any]]
+    last_errors: list[dict[str, Any]]
+    slow_pages: list[str]
+    max_pages: int
+    member: str | None
+
+
+class Figures:
+    """The crawl's figures for watchers and scrapes, made at most once per `every_s`."""
+
+    def __init__(self, stats: Stats, settings: Settings, every_s: float = UPDATE_EVERY_S) -> None:
+        self._stats = stats
+        self._every_s = every_s
+        self._max_pages = settings.max_pages
+        self._made_at = -float("inf")
+        self._figures: WatchedFigures | None = None
+
+    def now(self, fresh: bool = False) -> WatchedFigures:
+        made_at = time.monotonic()
+        if self._figures is None or fresh or made_at - self._made_at >= self._every_s:
+            stats = self._stats
+            self._figures = WatchedFigures(
+                **stats.snapshot(),
+                busiest_hosts=stats.busiest_hosts(),
+                last_errors=list(stats.last_errors),
+                slow_pages=stats.slow_pages(),
+                max_pages=self._max_pages,
+                member=stats.member,
+            )
+            self._made_at = made_at
+        return self._figures
+
+
+class Dashboard:
+    """Serves the dashboard while the crawl runs (an async context manager)."""
+
+    def __init__(self, stats: Stats, settings: Settings) -> None:
+        assert settings.dashboard is not None
+        self._host, self._port = dashboard_address(settings.dashboard)
+        self._loopback_only = not settings.dashboard_public
+        self._figures = Figures(stats, settings)
+        self._member = stats.member
+        self._registry: CollectorRegistry | None = None  # made at the first scrape
+        self._watchers: set[asyncio.Queue[bytes]] = set()
+        self._streams: set[asyncio.Task[Any]] = set()
+        self._broadcast: asyncio.Task[None] | None = None
+        self._runner: web.AppRunner | None = None
+        self._ending = False
+        self.url = ""
+
+    async def __aenter__(self) -> Dashboard:
+        app = web.Application(middlewares=[self._guard])
+        app.router.add_get("/", self._page)
+        app.router.add_get("/events", self._events)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_static("/static", STATIC)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port, shutdown_timeout=1.0)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+            raise ConfigError(
+                f"--dashboard cannot listen on {self._host}:{self._port}: {reason}"
+            ) from None
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+        if not is_loopback(self._host):
+            log.warning(
+                "the dashboard listens on %s, beyond this machine, and shows the crawl's URLs",
+                self.url,
+            )
+        log.info("dashboard at %s, metrics at %smetrics", self.url, self.url)
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._broadcast is not None:
+            self._broadcast.cancel()
+        self._ending = True
+        if self._streams:  # the last figures, so that the page shows how the crawl ended
+            self._send(self._event({**self._figures.now(fresh=True), "done": True}))
+            await asyncio.wait(self._streams, timeout=END_WAIT_S)
+        for stream in self._streams:
+            stream.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Only GET; on loopback, only for a loopback Host, so that a web page whose
+        name was rebound to 127.0.0.1 cannot read the crawl (DNS rebinding)."""
+        if request.method not in ("GET", "HEAD"):
+            raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"])
+        if self._loopback_only and request.url.host not in LOOPBACK_NAMES:
+            raise web.HTTPForbidden(text="the dashboard answers only to 127.0.0.1 or localhost")
+        response: web.StreamResponse = await handler(request)
+        response.headers.update(HEADERS)
+        return response
+
+    async def _page(self, _request: web.Request) -> web.FileResponse:
+        return web.FileResponse(STATIC / "dashboard.html")
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        if self._registry is None:  # prometheus_client is imported only if someone scrapes
+            from crawler.observe.metrics import registry_of
+
+            self._registry = registry_of(self._figures.now, self._member)
+        return web.Response(
+            body=generate_latest(self._registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
+        )
+        queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=1)
+        self._watchers.add(queue)
+        task = asyncio.current_task()
+        assert task is not None
+        self._streams.add(task)
+        try:
+            await response.prepare(request)
+            await response.write(self._event(self._figures.now()))
+            if self._broadcast is None or self._broadcast.done():
+                self._broadcast = asyncio.create_task(self._send_every_update())
+            while not self._ending:
+                await response.write(await queue.get())
+        except ConnectionResetError:  # the watcher left
+            pass
+        finally:
+            self._watchers.discard(queue)
+            self._streams.discard(task)
+        return response
+
+    async def _send_every_update(self) -> None:
+        """While anyone watches: the figures, made once, to every watcher."""
+        while self._watchers:
+            await asyncio.sleep(UPDATE_EVERY_S)
+            self._send(self._event(self._figures.now()))
+
+    def _send(self, event: bytes) -> None:
+        for queue in self._watchers:
+            if queue.full():  # a slow watcher gets the newest figures, not a backlog
+                queue.get_nowait()
+            queue.put_nowait(event)
+
+    @staticmethod
+    def _event(figures: Mapping[str, Any]) -> bytes:
+        return b"data: " + orjson.dumps(figures) + b"\n\n"

@@ -1,0 +1,485 @@
+"""`python -m crawler report pages.jsonl [--stats FILE] -o report.html`: one HTML file.
+
+The report is a single file that opens offline: its style, its chart-drawing
+script (static/charts.js, the dashboard's) and its data are inside it. Its charts
+are drawn by that script as the page loads; its tables are plain HTML.
+
+The records are streamed, twice at most, and never held: the first pass counts
+and keeps what is bounded (the slowest and largest pages, up to MAX_BROKEN broken
+URLs and MAX_REDIRECTS redirects, a count per second of the crawl, per host,
+content type and language) and finds content digests seen before with a Bloom
+filter (about 2.4 bytes a record); the second pass, only if there are broken
+links or repeated digests, finds the pages that link to each broken URL and the
+URLs of up to MAX_DUPLICATE_GROUPS repeated digests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import html
+import os
+import sys
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from crawler.bloom import BloomFilter
+from crawler.config import ConfigError, print_error
+from crawler.stats import LATENCY_BUCKETS_MS
+
+STATIC = Path(__file__).parent / "static"
+TOP = 50  # rows in the slowest, largest and duplicate tables
+MAX_BROKEN = 2000  # broken URLs whose referrers are looked for; more are counted
+MAX_REFERRERS = 10  # linking pages listed per broken URL
+MAX_DUPLICATE_URLS = 10  # URLs listed per repeated digest
+MAX_DUPLICATE_GROUPS = 20_000  # repeated digests whose URLs are looked for
+MAX_REDIRECTS = 500
+SIZE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
+TIME_POINTS = 240  # pages over time: at most this many points
+DIGEST_FP_RATE = 1e-4  # of the Bloom filter that finds repeated digests
+
+
+@dataclass
+class Broken:
+    status: int
+    error: str | None
+    referrer: str | None  # the page the crawl found it on
+    linked_from: list[str] = field(default_factory=list)
+    links: int = 0  # links to it, from every page
+
+
+@dataclass
+class Figures:
+    """What the records say, counted in one pass."""
+
+    records: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    depths: Counter[int] = field(default_factory=Counter)
+    content_types: Counter[str] = field(default_factory=Counter)
+    hosts: Counter[str] = field(default_factory=Counter)
+    languages: Counter[str] = field(default_factory=Counter)
+    per_second: Counter[str] = field(default_factory=Counter)  # "YYYY-MM-DDTHH:MM:SS" -> records
+    latency: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))
+    sizes: list[int] = field(default_factory=lambda: [0] * (len(SIZE_BUCKETS) + 1))
+    bytes: int = 0
+    slowest: list[tuple[float, int, str]] = field(default_factory=list)  # heaps of TOP
+    largest: list[tuple[int, int, str]] = field(default_factory=list)
+    broken: dict[str, Broken] = field(default_factory=dict)
+    broken_count: int = 0
+    redirects: list[tuple[str, str, int | None]] = field(default_factory=list)
+    redirect_count: int = 0
+    repeated_digests: set[str] = field(default_factory=set)
+    repeats: int = 0  # pages whose body an earlier page had (up to the filter's errors)
+    duplicates: dict[str, list[str]] = field(default_factory=dict)  # digest -> URLs
+    duplicate_counts: Counter[str] = field(default_factory=Counter)
+    bad_lines: int = 0
+
+    def count(self, record: dict[str, Any], seen_digests: BloomFilter) -> None:
+        self.records += 1
+        n = self.records
+        url = record.get("url") or ""
+        status = record.get("status")
+        self.statuses["none" if status is None else str(status)] += 1
+        error = record.get("error")
+        if error:
+            self.errors[error] += 1
+        self.depths[record.get("depth") or 0] += 1
+        content_type = record.get("content_type")
+        if content_type:
+            self.content_types[content_type.partition(";")[0].strip().lower()] += 1
+        self.hosts[_host(url)] += 1
+        language = record.get("lang")
+        if language:
+            self.languages[language] += 1
+        fetched_at = record.get("fetched_at")
+        if fetched_at:
+            self.per_second[fetched_at[:19]] += 1
+        elapsed_ms = record.get("elapsed_ms")
+        if elapsed_ms is not None:
+            self.latency[bisect_left(LATENCY_BUCKETS_MS, elapsed_ms)] += 1
+            _keep_top(self.slowest, (elapsed_ms, n, url))
+        size = record.get("bytes")
+        if size is not None:
+            self.bytes += size
+            self.sizes[bisect_left(SIZE_BUCKETS, size)] += 1
+            _keep_top(self.largest, (size, n, url))
+        if status is not None and status >= 400:
+            self.broken_count += 1
+            if len(self.broken) < MAX_BROKEN:
+                self.broken[url] = Broken(status, error, record.get("referrer"))
+        final_url = record.get("final_url")
+        if (final_url and final_url != url) or (status is not None and 300 <= status < 400):
+            self.redirect_count += 1
+            if len(self.redirects) < MAX_REDIRECTS:
+                self.redirects.append((url, final_url or "", status))
+        digest = _content_digest(record)
+        if digest and not seen_digests.add(digest):
+            self.repeats += 1
+            if len(self.repeated_digests) < MAX_DUPLICATE_GROUPS:
+                self.repeated_digests.add(digest)
+
+    def link(self, record: dict[str, Any]) -> None:
+        """Second pass: the page's links to broken URLs, and its digest if repeated."""
+        url = record.get("url") or ""
+        if self.broken:
+            for link in record.get("links") or ():
+                broken = self.broken.get(link)
+                if broken is not None:
+                    broken.links += 1
+                    if len(broken.linked_from) < MAX_REFERRERS and url not in broken.linked_from:
+                        broken.linked_from.append(url)
+        digest = _content_digest(record)
+        if digest in self.repeated_digests:
+            self.duplicate_counts[digest] += 1
+            urls = self.duplicates.setdefault(digest, [])
+            if len(urls) < MAX_DUPLICATE_URLS:
+                urls.append(url)
+
+
+def _content_digest(record: dict[str, Any]) -> str | None:
+    """The digest of a page's content: of 2xx responses with a body (a redirect's empty
+    body is no content)."""
+    status = record.get("status")
+    if status is None or not 200 <= status < 300 or not record.get("bytes"):
+        return None
+    digest: str | None = record.get("content_digest")
+    return digest
+
+
+def _keep_top(heap: list[Any], item: tuple[Any, ...]) -> None:
+    if len(heap) < TOP:
+        heapq.heappush(heap, item)
+    elif item > heap[0]:
+        heapq.heapreplace(heap, item)
+
+
+def _host(url: str) -> str:
+    return url.partition("://")[2].partition("/")[0]
+
+
+def read_records(path: str, figures: Figures) -> Iterator[dict[str, Any]]:
+    """The records of a JSONL file, one at a time; lines that are not JSON objects are
+    counted in `figures.bad_lines` (a crawl cut short may leave half a line)."""
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                figures.bad_lines += line.strip() != b""
+                continue
+            if isinstance(record, dict):
+                yield record
+            else:
+                figures.bad_lines += 1
+
+
+def analyse(path: str) -> Figures:
+    """Everything the report shows, from the records at `path`, in bounded memory."""
+    figures = Figures()
+    seen_digests = BloomFilter(1_000_000, DIGEST_FP_RATE)  # grows with the crawl
+    for record in read_records(path, figures):
+        figures.count(record, seen_digests)
+    if figures.broken or figures.repeated_digests:
+        bad_lines = figures.bad_lines
+        for record in read_records(path, figures):
+            figures.link(record)
+        figures.bad_lines = bad_lines
+    return figures
+
+
+def _pages_over_time(per_second: Counter[str]) -> list[list[float]]:
+    """(seconds since the first record, records per second) in at most TIME_POINTS steps."""
+    if not per_second:
+        return []
+    times = sorted((_seconds(stamp), n) for stamp, n in per_second.items())
+    start, end = times[0][0], times[-1][0]
+    step = max(1.0, (end - start + 1) / TIME_POINTS)
+    buckets: Counter[int] = Counter()
+    for t, n in times:
+        buckets[int((t - start) / step)] += n
+    points = [[round(i * step, 1), round(buckets[i] / step, 2)] for i in range(max(buckets) + 1)]
+    if len(points) == 1:  # a crawl within one second: its rate over that second
+        points.append([step, points[0][1]])
+    return points
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+def _chart_data(figures: Figures) -> dict[str, Any]:
+    latency_labels = [f"≤{ms}" for ms in LATENCY_BUCKETS_MS] + ["more"]
+    size_labels = [f"≤{_size(b)}" for b in SIZE_BUCKETS] + ["more"]
+    return {
+        "time": _pages_over_time(figures.per_second),
+        "statuses": _labelled(figures.statuses, lambda s: "no response" if s == "none" else s),
+        "depths": [[str(d), n] for d, n in sorted(figures.depths.items())],
+        "content_types": figures.content_types.most_common(15),
+        "hosts": figures.hosts.most_common(15),
+        "errors": figures.errors.most_common(15),
+        "latency": list(zip(latency_labels, figures.latency, strict=True)),
+        "sizes": list(zip(size_labels, figures.sizes, strict=True)),
+        "languages": figures.languages.most_common(15),
+    }
+
+
+def _labelled(counts: Counter[str], label: Any) -> list[list[Any]]:
+    return [[label(key), n] for key, n in counts.most_common()]
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:,.0f} {unit}" if unit == "B" or n == int(n) else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} GiB"
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _link(url: str) -> str:
+    return f'<a href="{_e(url)}" rel="noreferrer">{_e(url)}</a>'
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], table_id: str) -> str:
+    """An HTML table; cells are given as HTML. A header ending in '#' is a number column."""
+    head = "".join(
+        f'<th class="n">{h[:-1]}</th>' if h.endswith("#") else f"<th>{h}</th>" for h in headers
+    )
+    numeric = [h.endswith("#") for h in headers]
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="{"n" if numeric[i] else "url"}">{cell}</td>' for i, cell in enumerate(row)
+        )
+        + "</tr>"
+        for row in rows
+    )
+    if not rows:
+        body = f'<tr><td colspan="{len(headers)}" class="muted">none</td></tr>'
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _section(title: str, content: str, note: str = "", wide: bool = True) -> str:
+    note_html = f'<p class="muted">{_e(note)}</p>' if note else ""
+    width = "wide" if wide else ""
+    return f'<section class="{width}"><h2>{_e(title)}</h2>{content}{note_html}</section>'
+
+
+def _tile(name: str, value: str, label: str, bad: bool = False) -> str:
+    return (
+        f'<div class="tile{" bad" if bad else ""}"><div class="value" data-figure="{name}">'
+        f'{_e(value)}</div><div class="label">{_e(label)}</div></div>'
+    )
+
+
+def _tiles(figures: Figures, stats: dict[str, Any] | None) -> str:
+    tiles = [
+        _tile("records", f"{figures.records:,}", "records"),
+        _tile("errors", f"{sum(figures.errors.values()):,}", "errors", bad=True),
+        _tile("broken", f"{figures.broken_count:,}", "4xx and 5xx", bad=True),
+        _tile("redirects", f"{figures.redirect_count:,}", "redirected"),
+        _tile("hosts", f"{len(figures.hosts):,}", "hosts"),
+        _tile("bytes", _size(figures.bytes), "body bytes"),
+    ]
+    if stats:
+        visited = stats.get("visited", {})
+        tiles += [
+            _tile("elapsed", f"{stats.get('elapsed_s', 0):,.1f} s", "crawl time (stats file)"),
+            _tile("rate", f"{stats.get('pages_per_s', 0):,.1f}", "pages/s (stats file)"),
+            _tile("retries", f"{stats.get('retries', 0):,}", "retries (stats file)"),
+            _tile(
+                "dropped",
+                f"{sum(stats.get('dropped', {}).values()):,}",
+                "URLs dropped (stats file)",
+            ),
+            _tile("visited", f"{visited.get('urls', 0):,}", "visited URLs (stats file)"),
+        ]
+    return f'<section class="wide"><div class="tiles">{"".join(tiles)}</div></section>'
+
+
+def _chart(chart_id: str, title: str, kind: str, wide: bool = False) -> str:
+    return _section(
+        title, f'<div class="chart-box" id="chart-{chart_id}" data-kind="{kind}"></div>', wide=wide
+    )
+
+
+def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
+    """The report as one HTML document."""
+    charts = [
+        _chart("time", "Pages per second over time", "line", wide=True),
+        _chart("statuses", "Status codes", "bars"),
+        _chart("depths", "Depths", "histogram"),
+        _chart("content_types", "Content types", "bars"),
+        _chart("hosts", "Hosts", "bars"),
+        _chart("errors", "Errors by kind", "bars"),
+        _chart("latency", "Response time (ms)", "histogram"),
+        _chart("sizes", "Page size", "histogram"),
+    ]
+    if figures.languages:
+        charts.append(_chart("languages", "Languages", "bars"))
+    broken_rows = [
+        [
+            _link(url),
+            _e(b.status),
+            f"{b.links:,}",
+            '<ul class="refs">'
+            + "".join(f"<li>{_link(u)}</li>" for u in (b.linked_from or [b.referrer or ""]))
+            + "</ul>",
+        ]
+        for url, b in sorted(figures.broken.items(), key=lambda kv: (-kv[1].links, kv[0]))
+    ]
+    broken_note = (
+        f"{figures.broken_count - len(figures.broken):,} more not listed."
+        if figures.broken_count > len(figures.broken)
+        else ""
+    )
+    redirect_rows = [[_link(a), _link(b) if b else "", _e(s)] for a, b, s in figures.redirects]
+    redirect_note = (
+        "Where each redirected URL ended; the hops between are in the WARC archive (--warc)."
+        + (
+            f" {figures.redirect_count - len(figures.redirects):,} more not listed."
+            if figures.redirect_count > len(figures.redirects)
+            else ""
+        )
+    )
+    slowest = [[_link(u), f"{ms:,.0f}"] for ms, _, u in sorted(figures.slowest, reverse=True)]
+    largest = [[_link(u), _size(n)] for n, _, u in sorted(figures.largest, reverse=True)]
+    groups = sorted(((n, d) for d, n in figures.duplicate_counts.items() if n > 1), reverse=True)
+    duplicate_rows = [
+        [
+            _e(digest),
+            f"{n:,}",
+            '<ul class="refs">'
+            + "".join(f"<li>{_link(u)}</li>" for u in figures.duplicates[digest])
+            + "</ul>",
+        ]
+        for n, digest in groups[:TOP]
+    ]
+    tables = [
+        _section(
+            "Broken links",
+            _table(["URL", "status#", "links to it#", "linked from"], broken_rows, "broken"),
+            broken_note,
+        ),
+        _section(
+            "Redirects",
+            _table(["URL", "ended at", "status#"], redirect_rows, "redirects"),
+            redirect_note,
+        ),
+        _section("Slowest pages", _table(["URL", "ms#"], slowest, "slowest"), wide=False),
+        _section("Largest pages", _table(["URL", "size#"], largest, "largest"), wide=False),
+        _section(
+            "Duplicate content",
+            _table(["content digest", "pages#", "URLs"], duplicate_rows, "duplicates"),
+            f"{figures.repeats:,} pages repeat the body of another (2xx responses with the "
+            f"same content digest); the largest groups of the first {MAX_DUPLICATE_GROUPS:,}."
+            if groups
+            else "",
+        ),
+    ]
+    if figures.languages:
+        languages = [[_e(lang), f"{n:,}"] for lang, n in figures.languages.most_common()]
+        tables.append(
+            _section(
+                "Languages", _table(["language", "pages#"], languages, "languages"), wide=False
+            )
+        )
+    notes = []
+    if figures.bad_lines:
+        notes.append(f"{figures.bad_lines:,} lines that are not JSON records were skipped.")
+    if stats and stats.get("records") not in (None, figures.records):
+        notes.append(
+            f"The stats file counts {stats['records']:,} records; the file has {figures.records:,}."
+        )
+    data = orjson.dumps(_chart_data(figures)).decode().replace("</", "<\\/")
+    style = (STATIC / "observe.css").read_text("utf-8")
+    script = (STATIC / "charts.js").read_text("utf-8") + (STATIC / "report.js").read_text("utf-8")
+    script = script.replace("</", "<\\/")
+    title = f"{_e(source)}, {figures.records:,} records"
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>crawl report: {_e(os.path.basename(source))}</title>
+<style>{style}</style>
+</head>
+<body>
+<header><h1>crawl report</h1><span class="note">{title}</span></header>
+<main>
+{_tiles(figures, stats)}
+{"".join(charts)}
+{"".join(tables)}
+</main>
+<footer>{" ".join(_e(n) for n in notes)} Made by <code>python -m crawler report</code>.</footer>
+<script type="application/json" id="report-data">{data}</script>
+<script>{script}</script>
+</body>
+</html>
+"""
+
+
+def _arguments(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="crawler report",
+        description="Turn a crawl's JSON lines (and its --stats file) into one HTML report.",
+    )
+    parser.add_argument("records", metavar="PAGES.jsonl", help="the crawl's records (-o)")
+    parser.add_argument("--stats", metavar="FILE", help="the crawl's --stats file")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", default="report.html", help="default report.html"
+    )
+    return parser.parse_args(argv)
+
+
+def _read_stats(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            stats = orjson.loads(f.read())
+    except OSError as exc:
+        raise ConfigError(f"cannot read --stats {path}: {exc.strerror}") from None
+    except orjson.JSONDecodeError:
+        raise ConfigError(f"--stats {path} is not a stats file (not JSON)") from None
+    if not isinstance(stats, dict) or "records" not in stats:
+        raise ConfigError(f"--stats {path} is not a stats file (no records count)")
+    return stats
+
+
+def main(argv: Sequence[str]) -> int:
+    """The report subcommand; its exit code."""
+    arguments = _arguments(argv)
+    try:
+        if not os.path.isfile(arguments.records):
+            raise ConfigError(f"cannot read {arguments.records}: no such file")
+        if os.path.exists(arguments.output) and os.path.samefile(
+            arguments.output, arguments.records
+        ):
+            raise ConfigError(
+                f"-o {arguments.output} is the records file; refusing to overwrite it"
+            )
+        stats = _read_stats(arguments.stats) if arguments.stats else None
+        figures = analyse(arguments.records)
+        document = render(figures, arguments.records, stats)
+        temporary = f"{arguments.output}.tmp"
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.write(document)
+        os.replace(temporary, arguments.output)
+    except ConfigError as exc:
+        print_error(str(exc))
+        return 2
+    except OSError as exc:
+        print_error(f"cannot write {exc.filename or arguments.output}: {exc.strerror}")
+        return 2
+    print(f"crawler: report of {figures.records:,} records in {arguments.output}", file=sys.stderr)
+    return 0

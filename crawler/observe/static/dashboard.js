@@ -1,0 +1,121 @@
+// The live dashboard: figures from /events (server-sent), drawn with charts.js.
+"use strict";
+
+const HISTORY = 600; // pages/s points kept: ten minutes at one a second
+const rate = []; // [seconds since the crawl started, pages/s]
+let previous = null;
+
+function show(name, text) {
+  for (const node of document.querySelectorAll(`[data-figure="${name}"]`)) node.textContent = text;
+}
+
+function sorted(counts) {
+  return Object.entries(counts).sort((a, b) => b[1] - a[1]);
+}
+
+function cell(row, text, className) {
+  const td = row.insertCell();
+  td.textContent = text === undefined || text === null ? "-" : String(text);
+  if (className) td.className = className;
+  return td;
+}
+
+function fillTable(id, rows, columns) {
+  const body = document.querySelector(`#${id} tbody`);
+  body.replaceChildren();
+  for (const item of rows) {
+    const row = body.insertRow();
+    for (const [key, className] of columns) cell(row, item[key], className);
+  }
+}
+
+function trackRate(f) {
+  if (previous && f.elapsed_s > previous.elapsed_s) {
+    const perS = (f.records - previous.records) / (f.elapsed_s - previous.elapsed_s);
+    rate.push([f.elapsed_s, Math.max(0, perS)]);
+  } else if (!previous) { // before this page was opened: the 10-second samples
+    let last = null;
+    for (const sample of f.rate_history) {
+      if (last && sample.t_s > last.t_s) {
+        rate.push([sample.t_s, (sample.records - last.records) / (sample.t_s - last.t_s)]);
+      }
+      last = sample;
+    }
+  }
+  if (rate.length > HISTORY) rate.splice(0, rate.length - HISTORY);
+  previous = f;
+}
+
+function update(f) {
+  const errors = Object.values(f.errors).reduce((a, b) => a + b, 0);
+  const p = f.fetch_ms_percentiles;
+  show("records", f.records.toLocaleString("en"));
+  show("rate", f.pages_per_s.toLocaleString("en"));
+  if (f.max_pages) {
+    const left = f.max_pages - f.records;
+    show("eta", f.pages_per_s > 0 && left > 0 ? Charts.clock(left / f.pages_per_s) : "-");
+    show("eta_label", `ETA to ${f.max_pages.toLocaleString("en")} pages`);
+  } else {
+    show("eta", Charts.clock(f.elapsed_s));
+    show("eta_label", "elapsed");
+  }
+  show("queued", f.queued.toLocaleString("en"));
+  show("in_flight", f.in_flight.toLocaleString("en"));
+  show("held", f.held.toLocaleString("en"));
+  show("held_label", f.held ? `held for ${f.held_for.toLocaleString("en")} slow page(s)` : "held");
+  show("errors", errors.toLocaleString("en"));
+  show("bytes", Charts.size(f.bytes));
+  show("hosts", f.host_count.toLocaleString("en"));
+  show("visited", f.visited.urls.toLocaleString("en"));
+  show("visited_label", `visited URLs (FP ${f.visited.fp_rate.toPrecision(2)})`);
+  show("latency", [p.p50, p.p90, p.p99].map((v) => (v === null ? "-" : Math.round(v))).join(" / "));
+
+  trackRate(f);
+  Charts.line(document.getElementById("chart-rate"), rate, "pages per second", Charts.clock);
+  Charts.bars(document.getElementById("chart-statuses"),
+    sorted(f.statuses).map(([s, n]) => [s === "none" ? "no response" : s, n]), "records by status");
+  Charts.bars(document.getElementById("chart-errors"), sorted(f.errors), "errors by kind");
+  Charts.histogram(document.getElementById("chart-depths"), Object.entries(f.depths), "depths");
+  Charts.histogram(document.getElementById("chart-latency"),
+    Object.entries(f.fetch_ms_buckets).map(([le, n]) => [le === "+Inf" ? "more" : `≤${le}`, n]),
+    "fetch time");
+  Charts.bars(document.getElementById("chart-dropped"), sorted(f.dropped), "dropped URLs");
+
+  fillTable("hosts", f.busiest_hosts, [
+    ["host"], ["records", "n"], ["queued", "n"], ["in_flight", "n"], ["retrying", "n"],
+    ["delay_s", "n"], ["backoff_s", "n"], ["wait_s", "n"], ["robots"],
+  ]);
+  fillTable("errors", [...f.last_errors].reverse(), [["at"], ["error"], ["status", "n"], ["url", "url"]]);
+  const slow = document.getElementById("slow-pages");
+  slow.replaceChildren(...f.slow_pages.map((url) => {
+    const item = document.createElement("li");
+    item.textContent = url;
+    return item;
+  }));
+  document.getElementById("slow-section").hidden = !f.slow_pages.length;
+  const member = f.member ? `member ${f.member}, ` : "";
+  document.getElementById("note").textContent = `${member}updated ${new Date().toLocaleTimeString()}`;
+}
+
+function connect() {
+  const state = document.getElementById("state");
+  const events = new EventSource("/events");
+  events.onopen = () => { state.textContent = "live"; state.className = "state live"; };
+  events.onmessage = (message) => {
+    const figures = JSON.parse(message.data);
+    update(figures);
+    if (figures.done) {
+      events.close();
+      state.textContent = "crawl finished";
+      state.className = "state done";
+    }
+  };
+  events.onerror = () => { // EventSource tries again by itself
+    if (state.className !== "state done") {
+      state.textContent = "disconnected (the crawl may have ended)";
+      state.className = "state lost";
+    }
+  };
+}
+
+connect();

@@ -1,0 +1,247 @@
+"""--wacz FILE: the crawl packaged as WACZ 1.1.1 (specs.webrecorder.net/wacz/1.1.1/),
+the ZIP that ReplayWeb.page opens and pywb imports (`wb-manager add --unpack-wacz`).
+
+    archive/NAME.warc.gz     the crawl's WARC files, stored as they are (already gzip)
+    indexes/index.cdx.gz     their CDXJ lines (crawler/sinks/cdxj.py), merged and sorted, in
+                             gzip members of 1024 lines, stored
+    indexes/index.idx        a line per member: its first key, offset, length and sha256;
+                             what ReplayWeb.page binary-searches to read one member of the index
+    pages/pages.jsonl        a header line, then each page: id, url, ts (RFC 3339), title, and
+                             its text (`main_text`, else `text`) when the crawl extracted one
+    datapackage.json         every file's path, size and sha256, and the WACZ version
+    datapackage-digest.json  the sha256 of datapackage.json
+
+The pages are kept as the crawl goes in DIR/PREFIX.pages.jsonl beside the WARC
+files, appended and committed as -o is (its length is the sink's position), so that a
+crawl resumed from --state lists each page once. The package is made when the crawl
+closes, from what is committed: written to FILE.partial, flushed to disk, then renamed
+to FILE. A crawl killed while packaging leaves FILE.partial, never a FILE that looks
+whole; resuming it makes the package again.
+
+Large crawls: the ZIP is ZIP64 where it must be (an entry or the whole file past 4 GiB),
+which Python's zipfile, pywb and ReplayWeb.page read. Packaging copies every WARC byte
+once into FILE, so it needs as much free disk again as the WARC files take.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import logging
+import os
+import time
+import uuid
+import zipfile
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from crawler import __version__
+from crawler.config import ConfigError
+from crawler.page import Page
+from crawler.sinks import WriteFailed
+from crawler.sinks.cdxj import index_path
+from crawler.sinks.jsonl import JsonlSink
+from crawler.sinks.warc import WarcSink
+
+log = logging.getLogger(__name__)
+
+WACZ_VERSION = "1.1.1"
+PAGES_SUFFIX = ".pages.jsonl"
+LINES_PER_BLOCK = 1024  # as py-wacz and ArchiveWeb.page write them
+_COPY_BYTES = 1 << 20
+_GZIP_WBITS = 31
+_MODE = 0o644 << 16  # rw-r--r-- for unzip
+
+
+def page_entry(page: Page) -> dict[str, Any] | None:
+    """The pages.jsonl entry of an HTML page archived with a 2xx status; None for others."""
+    response = page.response
+    status = page.status
+    if (
+        page.kind != "page"
+        or response is None
+        or not response.exchanges
+        or not page.is_html
+        or status is None
+        or not 200 <= status < 300
+    ):
+        return None
+    final = response.exchanges[-1]
+    entry: dict[str, Any] = {
+        "id": uuid.uuid4().hex,
+        "url": final.url,
+        "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(final.fetched_at))),
+    }
+    if page.title:
+        entry["title"] = page.title
+    text = page.fields.get("main_text", page.fields.get("text"))
+    if text is not None:
+        entry["text"] = text
+    return entry
+
+
+class WaczSink:
+    """Lists the crawl's pages as it goes; packages the crawl into FILE when closed."""
+
+    def __init__(self, path: str, warc: WarcSink, resume_at: int | None = None) -> None:
+        self.path = Path(path)
+        _check_writable(self.path)  # now, not when the crawl is over
+        self._warc = warc
+        self.pages_path = warc.directory / f"{warc.prefix}{PAGES_SUFFIX}"
+        self._pages = JsonlSink(str(self.pages_path), resume_at)
+        self._closed = False
+
+    @property
+    def position(self) -> int:
+        return self._pages.position
+
+    def write(self, page: Page) -> None:
+        entry = page_entry(page)
+        if entry is not None:
+            self._pages.write_record(entry)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._pages.close()
+        warc = self._warc
+        write_wacz(self.path, [warc.directory / name for name in warc.files], self.pages_path)
+        log.info("packaged the crawl as %s (%s bytes)", self.path, f"{self.path.stat().st_size:,}")
+
+
+def _check_writable(path: Path) -> None:
+    directory = path.absolute().parent
+    if not directory.is_dir():
+        raise ConfigError(f"cannot write --wacz {path}: directory {directory} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"cannot write --wacz {path}: it is a directory")
+    if not os.access(directory, os.W_OK):
+        raise ConfigError(f"cannot write --wacz {path}: {directory} is not writable")
+
+
+def write_wacz(
+    path: Path, warc_files: Sequence[Path], pages: Path, lines_per_block: int = LINES_PER_BLOCK
+) -> None:
+    """Package `warc_files`, their indexes and the `pages` list as the WACZ `path`."""
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with open(partial, "wb") as raw:
+            with zipfile.ZipFile(raw, "w", allowZip64=True) as wacz:
+                _write_entries(wacz, warc_files, pages, lines_per_block, path.stem)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(partial, path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise WriteFailed(f"cannot write --wacz {path}: {exc.strerror or exc}") from None
+
+
+def _write_entries(
+    wacz: zipfile.ZipFile,
+    warc_files: Sequence[Path],
+    pages: Path,
+    lines_per_block: int,
+    title: str,
+) -> None:
+    resources = [
+        _add(wacz, f"archive/{warc.name}", _chunks(warc), size_bytes=warc.stat().st_size)
+        for warc in warc_files
+    ]
+    indexes = [index_path(warc.parent, warc.name) for warc in warc_files]
+    indexes = [index for index in indexes if index.exists()]
+    blocks: list[bytes] = []
+    with ExitStack() as stack:
+        lines = heapq.merge(*(stack.enter_context(open(index, "rb")) for index in indexes))
+        index_bytes = sum(index.stat().st_size for index in indexes)
+        members = _compressed(lines, lines_per_block, blocks)
+        resources.append(_add(wacz, "indexes/index.cdx.gz", members, size_bytes=index_bytes))
+    meta = {"format": "cdxj-gzip-1.0", "filename": "index.cdx.gz"}
+    idx = [f"!meta 0 {json.dumps(meta)}\n".encode(), *blocks]
+    resources.append(_add(wacz, "indexes/index.idx", idx, zipfile.ZIP_DEFLATED))
+    pages_bytes = pages.stat().st_size
+    resources.append(
+        _add(wacz, "pages/pages.jsonl", _pages(pages), zipfile.ZIP_DEFLATED, pages_bytes)
+    )
+    package = {
+        "profile": "data-package",
+        "wacz_version": WACZ_VERSION,
+        "title": title,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "software": f"crawler/{__version__}",
+        "resources": resources,
+    }
+    package_json = json.dumps(package, indent=2).encode()
+    _add(wacz, "datapackage.json", [package_json], zipfile.ZIP_DEFLATED)
+    digest = {"path": "datapackage.json", "hash": _sha256(package_json)}
+    _add(wacz, "datapackage-digest.json", [json.dumps(digest, indent=2).encode()])
+
+
+def _add(
+    wacz: zipfile.ZipFile,
+    name: str,
+    chunks: Iterable[bytes],
+    compression: int = zipfile.ZIP_STORED,
+    size_bytes: int = 0,
+) -> dict[str, Any]:
+    """Write the entry `name`; its datapackage resource (name, path, sha256, size)."""
+    info = zipfile.ZipInfo(name, date_time=time.gmtime()[:6])
+    info.compress_type = compression
+    info.external_attr = _MODE
+    digest = hashlib.sha256()
+    size = 0
+    # An entry that may pass 4 GiB must be declared ZIP64 before its data is written;
+    # `size_bytes` is the size of what it is made from (a gzip member or a deflated
+    # file is never much larger than that).
+    with wacz.open(info, "w", force_zip64=size_bytes >= zipfile.ZIP64_LIMIT // 2) as out:
+        for chunk in chunks:
+            out.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+    base = name.rsplit("/", 1)[-1]
+    return {
+        "name": base.lower(),
+        "path": name,
+        "hash": "sha256:" + digest.hexdigest(),
+        "bytes": size,
+    }
+
+
+def _chunks(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        while chunk := f.read(_COPY_BYTES):
+            yield chunk
+
+
+def _compressed(
+    lines: Iterator[bytes], lines_per_block: int, blocks: list[bytes]
+) -> Iterator[bytes]:
+    """The index as gzip members of `lines_per_block` lines; each member's .idx line
+    (its first line's key and timestamp, offset, length, sha256) appended to `blocks`."""
+    offset = 0
+    while block := list(islice(lines, lines_per_block)):
+        member = zlib.compress(b"".join(block), 6, wbits=_GZIP_WBITS)
+        prefix = block[0].split(b"{", 1)[0].strip()
+        entry = {"offset": offset, "length": len(member), "digest": _sha256(member)}
+        blocks.append(prefix + b" " + json.dumps(entry).encode() + b"\n")
+        offset += len(member)
+        yield member
+
+
+def _pages(pages: Path) -> Iterator[bytes]:
+    """pages.jsonl: its header line (which says whether pages have text), then the pages."""
+    header: dict[str, Any] = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
+    with open(pages, "rb") as f:
+        if any(b'"text":' in line for line in f):
+            header["hasText"] = True  # ReplayWeb.page then searches the pages' text
+    yield json.dumps(header).encode() + b"\n"
+    yield from _chunks(pages)
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()

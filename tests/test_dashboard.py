@@ -1,0 +1,303 @@
+"""--dashboard: the live page in a real browser, /metrics checked by promtool and read by
+prometheus_client's parser, and what happens without it or on a public address."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
+
+from crawler.config import ConfigError, Settings, dashboard_address
+from tests.browser import Chromium
+from tests.conftest import Site, html, read_records
+from tests.redis_server import RedisServer
+
+PROMTOOL = "/opt/prometheus/usr/bin/promtool"
+CLI = [sys.executable, "-m", "crawler"]
+QUICK_PAGES = 12
+
+
+def promtool_path() -> str:
+    """promtool, from Debian's prometheus package unpacked (not installed: that would
+    start a server); a skip only where it is missing and CI is not set."""
+    path = PROMTOOL if os.path.exists(PROMTOOL) else shutil.which("promtool")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(
+                "promtool is missing: apt-get download prometheus && "
+                "dpkg-deb -x prometheus_*.deb /opt/prometheus"
+            )
+        pytest.skip("promtool is not installed")
+    return path
+
+
+def held_page(site: Site, path: str, links: list[str]) -> asyncio.Event:
+    """A page that answers only once the returned event is set."""
+    release = asyncio.Event()
+
+    async def handler(_request: web.Request) -> web.Response:
+        await release.wait()
+        return web.Response(text=html(path, links), content_type="text/html")
+
+    site.handle(path, handler)
+    return release
+
+
+def samples(exposition: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a scrape, read by prometheus_client's own parser."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+    }
+
+
+def counters(scrape: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[str, float]:
+    return {
+        f"{name}{dict(labels)}": value
+        for (name, labels), value in scrape.items()
+        if name.endswith(("_total", "_count", "_sum", "_bucket"))
+    }
+
+
+def records_by_status(path: Path) -> Counter[str]:
+    return Counter(
+        str(r["status"] if r["status"] is not None else "none") for r in read_records(path)
+    )
+
+
+def crawl_command(tmp_path: Path, site: Site, *flags: str) -> list[str]:
+    """The CLI crawling `site`, writing pages.jsonl and stats.json in `tmp_path`."""
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    output, stats = tmp_path / "pages.jsonl", tmp_path / "stats.json"
+    return [*CLI, str(seeds), "-o", str(output), "--stats", str(stats), "--ignore-robots", *flags]
+
+
+@contextlib.asynccontextmanager
+async def dashboard_crawl(
+    tmp_path: Path, site: Site, *flags: str
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """The crawl with --dashboard on a free port, and the dashboard's URL; killed at
+    the end if it still runs."""
+    command = crawl_command(tmp_path, site, "--dashboard", "127.0.0.1:0", *flags)
+    process = await asyncio.create_subprocess_exec(*command, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert process.stderr is not None
+        while b"dashboard at" not in (
+            line := await asyncio.wait_for(process.stderr.readline(), 30)
+        ):
+            assert line, "the crawl ended before its dashboard started"
+        yield process, line.decode().split("dashboard at ")[1].split(",")[0]
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def scrape(session: aiohttp.ClientSession, url: str) -> str:
+    async with session.get(f"{url}metrics") as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain; version=")
+        return await response.text()
+
+
+def promtool_check(exposition: str) -> None:
+    result = subprocess.run(
+        [promtool_path(), "check", "metrics"], input=exposition.encode(), capture_output=True
+    )
+    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+
+
+async def test_dashboard_during_a_crawl_shows_the_records_written_and_metrics_only_go_up(
+    site: Site, tmp_path: Path
+) -> None:
+    quick = [f"/p{i}" for i in range(QUICK_PAGES)]
+    site.page("/", "home", [*quick, "/missing", "/slow"])
+    for path in quick:
+        site.page(path, path, ["/"])
+    release_slow = held_page(site, "/slow", ["/after1", "/after2", "/slow2"])
+    site.page("/after1", "after1")
+    site.page("/after2", "after2")
+    release_slow2 = held_page(site, "/slow2", [])
+    output = tmp_path / "pages.jsonl"
+    promtool_path()
+
+    async with (
+        dashboard_crawl(tmp_path, site) as (process, url),
+        Chromium(tmp_path / "profile") as browser,
+        aiohttp.ClientSession() as session,
+    ):
+        tab = await browser.new_tab()
+        await tab.open(url)
+        # Every page but the held one is written: the crawl waits on /slow.
+        first_count = QUICK_PAGES + 2
+        await tab.until(
+            f"document.querySelector('[data-figure=records]').textContent === '{first_count}'"
+        )
+        assert len(read_records(output)) == first_count
+        first = samples(await scrape(session, url))
+        promtool_check(await scrape(session, url))
+        written = records_by_status(output)
+        assert {
+            labels[0][1]: value
+            for (name, labels), value in first.items()
+            if name == "crawler_records_total"
+        } == written
+        assert first[("crawler_in_flight_requests", ())] == 1
+        assert first[("crawler_fetch_duration_seconds_count", ())] == first_count
+
+        shown = await tab.figures()
+        assert shown["records"] == str(first_count)
+        assert shown["in_flight"] == "1"
+        assert shown["hosts"] == "1"
+        drawn = await tab.drawn_charts("[id^=chart-]")
+        assert drawn["chart-statuses"] and drawn["chart-depths"] and drawn["chart-latency"]
+        hosts = await tab.evaluate("document.querySelector('#hosts tbody').rows.length")
+        assert hosts == 1
+        png = await tab.screenshot(tmp_path / "dashboard.png")
+        assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+        release_slow.set()
+        second_count = first_count + 3  # /slow, /after1 and /after2; /slow2 is held
+        await tab.until(
+            f"document.querySelector('[data-figure=records]').textContent === '{second_count}'"
+        )
+        second = samples(await scrape(session, url))
+        assert len(read_records(output)) == second_count
+        before, after = counters(first), counters(second)
+        assert all(after.get(name, 0) >= value for name, value in before.items()), (
+            before,
+            after,
+        )
+        assert (
+            sum(v for (n, _), v in second.items() if n == "crawler_records_total") == second_count
+        )
+
+        release_slow2.set()
+        await tab.until("document.getElementById('state').textContent === 'crawl finished'")
+        # Two updates at least came since the page opened: pages/s has a line.
+        assert (await tab.drawn_charts("#chart-rate"))["chart-rate"]
+        assert await process.wait() == 0
+        final = json.loads((tmp_path / "stats.json").read_text())
+        shown = await tab.figures()
+        assert shown["records"] == str(final["records"]) == str(second_count + 1)
+        assert shown["errors"] == str(sum(final["errors"].values()))
+        assert shown["queued"] == str(final["queued"])
+        assert shown["hosts"] == str(final["host_count"])
+        assert tab.errors == []
+        await tab.close()
+
+
+async def test_a_plain_crawl_imports_nothing_of_the_dashboard(site: Site, tmp_path: Path) -> None:
+    site.page("/", "home", ["/a"])
+    site.page("/a", "a")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    script = (
+        "import sys; from crawler.__main__ import main; "
+        f"code = main([{str(seeds)!r}, '-o', {str(tmp_path / 'out.jsonl')!r}, "
+        "'--quiet', '--ignore-robots']); "
+        "print(sorted(m for m in sys.modules if m.startswith(('crawler.observe.dashboard', "
+        "'crawler.observe.metrics', 'prometheus_client')))); sys.exit(code)"
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE
+    )
+    stdout, _ = await process.communicate()
+    assert process.returncode == 0
+    assert stdout.decode().strip() == "[]"
+    assert len(read_records(tmp_path / "out.jsonl")) == 2
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:8080", "192.0.2.1:80", "[::]:9000", "example.com:80"])
+def test_a_dashboard_beyond_loopback_is_refused_without_the_opt_in(address: str) -> None:
+    result = subprocess.run(
+        [*CLI, "--dashboard", address, "-"], input=b"http://127.0.0.1:1/\n", capture_output=True
+    )
+    assert result.returncode == 2
+    lines = result.stderr.decode().splitlines()
+    assert len(lines) == 1 and "--dashboard-public" in lines[0] and address in lines[0]
+
+
+def test_a_dashboard_address_that_is_not_host_port_is_refused() -> None:
+    result = subprocess.run(
+        [*CLI, "--dashboard", "localhost:http", "-"],
+        input=b"http://127.0.0.1:1/\n",
+        capture_output=True,
+    )
+    assert result.returncode == 2
+    assert result.stderr.decode().count("\n") == 1 and "[HOST:]PORT" in result.stderr.decode()
+
+
+async def test_a_busy_dashboard_port_is_one_line_and_exit_2(site: Site, tmp_path: Path) -> None:
+    site.page("/", "home")
+    command = crawl_command(tmp_path, site, "--dashboard", str(site.port))
+    process = await asyncio.create_subprocess_exec(*command, stderr=asyncio.subprocess.PIPE)
+    _, stderr = await process.communicate()
+    assert process.returncode == 2
+    (line,) = stderr.decode().splitlines()
+    assert line == (
+        f"crawler: error: --dashboard cannot listen on 127.0.0.1:{site.port}: "
+        "address already in use"
+    )
+
+
+async def test_the_dashboard_answers_only_to_a_loopback_host_name(
+    site: Site, tmp_path: Path
+) -> None:
+    release = held_page(site, "/", [])
+    async with dashboard_crawl(tmp_path, site) as (process, url):
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url, headers={"Host": "attacker.example:80"}) as response:
+                assert response.status == 403
+            async with session.post(f"{url}metrics") as response:
+                assert response.status == 405
+            async with session.get(url) as response:
+                assert response.status == 200
+                assert "default-src 'self'" in response.headers["Content-Security-Policy"]
+        release.set()
+        assert await process.wait() == 0
+
+
+async def test_with_redis_every_metric_is_labelled_with_the_member_id(
+    site: Site, tmp_path: Path
+) -> None:
+    release = held_page(site, "/", [])
+    redis = RedisServer(tmp_path / "redis").start()
+    try:
+        crawl_id = ["--redis", redis.url, "--crawl-id", f"dashboard-{os.getpid()}"]
+        async with dashboard_crawl(tmp_path, site, *crawl_id) as (process, url):
+            await site.hits_reached(1).wait()  # the held page is in flight
+            async with aiohttp.ClientSession() as session:
+                scraped = samples(await scrape(session, url))
+            members = {dict(labels).get("member") for _, labels in scraped}
+            (member,) = members
+            assert member.startswith(f"{socket.gethostname()}-{process.pid}-")
+            assert scraped[("crawler_in_flight_requests", (("member", member),))] == 1
+            release.set()
+            assert await process.wait() == 0
+    finally:
+        redis.stop()
+
+
+def test_the_opt_in_lets_any_address_be_given() -> None:
+    settings = Settings(dashboard="0.0.0.0:8080", dashboard_public=True)
+    assert dashboard_address(settings.dashboard) == ("0.0.0.0", 8080)
+    assert dashboard_address("[::1]:9090") == ("::1", 9090)
+    assert dashboard_address("9090") == ("127.0.0.1", 9090)
+    with pytest.raises(ConfigError, match="only makes sense with --dashboard"):
+        Settings(dashboard_public=True)

@@ -1,0 +1,130 @@
+"""`python -m crawler report`: the HTML report of a real crawl, opened in headless chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.browser import Chromium
+from tests.conftest import Site, html
+
+CLI = [sys.executable, "-m", "crawler"]
+LINKS = ["/a", "/missing", "/gone", "/old", "/dup1", "/dup2"]
+SAME_BODY = html("same", body="<p>the same words at two addresses</p>")
+
+
+def report(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*CLI, "report", *args], capture_output=True)
+
+
+async def crawl_site(site: Site, tmp_path: Path) -> tuple[Path, Path]:
+    links = "".join(f'<a href="{path}">{path}</a>' for path in LINKS)
+    site.page("/", body=f'<!doctype html><html lang="en"><title>home</title>{links}</html>')
+    site.page("/a", "a", ["/missing"])
+    site.page("/missing", status=404, body="no")
+    site.page("/gone", status=500, body="oops")
+    site.redirect("/old", "/a", status=301)
+    site.page("/dup1", body=SAME_BODY)
+    site.page("/dup2", body=SAME_BODY)
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    records, stats = tmp_path / "pages.jsonl", tmp_path / "stats.json"
+    process = await asyncio.create_subprocess_exec(
+        *CLI,
+        str(seeds),
+        "-o",
+        str(records),
+        "--stats",
+        str(stats),
+        "--ignore-robots",
+        "--text",
+        "--quiet",
+        "--retries",
+        "0",
+    )
+    assert await process.wait() == 0
+    return records, stats
+
+
+async def test_the_report_of_a_crawl_opens_offline_with_its_figures_charts_and_tables(
+    site: Site, tmp_path: Path
+) -> None:
+    records, stats_path = await crawl_site(site, tmp_path)
+    output = tmp_path / "report.html"
+    result = await asyncio.to_thread(
+        report, str(records), "--stats", str(stats_path), "-o", str(output)
+    )
+    assert result.returncode == 0, result.stderr
+    stats = json.loads(stats_path.read_text())
+    async with Chromium(tmp_path / "profile") as browser:
+        tab = await browser.new_tab()
+        await tab.open(output.as_uri())
+        assert tab.requested == [output.as_uri()]  # nothing from elsewhere, not even a font
+        shown = await tab.figures()
+        assert shown["records"] == str(stats["records"]) == "7"
+        assert shown["errors"] == str(sum(stats["errors"].values()))
+        assert shown["hosts"] == str(stats["host_count"])
+        assert shown["broken"] == "2"
+        bars = await tab.evaluate(
+            "[...document.querySelectorAll('#chart-statuses rect.bar title')]"
+            ".map(t => t.textContent)"
+        )
+        assert sorted(bars) == sorted(f"{s}: {n}" for s, n in stats["statuses"].items())
+        charts = await tab.drawn_charts(".chart-box")
+        assert charts == {
+            "chart-time": True,
+            "chart-statuses": True,
+            "chart-depths": True,
+            "chart-content_types": True,
+            "chart-hosts": True,
+            "chart-errors": False,
+            "chart-latency": True,
+            "chart-sizes": True,
+            "chart-languages": True,
+        }  # no record has an error field: that one says so in words
+        tables = await tab.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('table')].map(t => [t.id,"
+            " [...t.tBodies[0].rows].map(r => [...r.cells].map(c => c.innerText.trim()))]))"
+        )
+        broken = {row[0].removeprefix(site.url): row for row in tables["broken"]}
+        assert broken["/missing"][1:3] == ["404", "2"]
+        assert sorted(broken["/missing"][3].split("\n")) == [f"{site.url}/", f"{site.url}/a"]
+        assert broken["/gone"][1] == "500"
+        assert [site.url + "/old", site.url + "/a", "301"] in tables["redirects"]
+        (duplicate,) = tables["duplicates"]
+        assert duplicate[1] == "2"
+        assert sorted(duplicate[2].split("\n")) == [f"{site.url}/dup1", f"{site.url}/dup2"]
+        assert tables["languages"]
+        png = await tab.screenshot(tmp_path / "report.png")
+        assert png.startswith(b"\x89PNG") and len(png) > 10_000
+        assert tab.errors == []
+        await tab.close()
+
+
+def test_a_report_of_a_missing_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    result = report(str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "r.html"))
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines() == [
+        f"crawler: error: cannot read {tmp_path / 'nope.jsonl'}: no such file"
+    ]
+
+
+def test_a_report_never_overwrites_its_records(tmp_path: Path) -> None:
+    records = tmp_path / "pages.jsonl"
+    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+    result = report(str(records), "-o", str(records))
+    assert result.returncode == 2 and "refusing to overwrite" in result.stderr.decode()
+    assert records.read_text().startswith('{"url"')
+
+
+def test_a_line_cut_short_is_skipped_and_said(tmp_path: Path) -> None:
+    records = tmp_path / "pages.jsonl"
+    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n{"url": "http://a.te')
+    result = report(str(records), "-o", str(tmp_path / "r.html"))
+    assert result.returncode == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "1 lines that are not JSON records were skipped" in page
+    assert 'data-figure="records">1<' in page

@@ -1,0 +1,551 @@
+"""--since PREV: a recrawl asks conditionally, says what changed, and archives only what is new."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from crawler import Crawler
+from tests.archive_tools import run_tool
+from tests.conftest import TEST_SETTINGS, Site, by_url, html, read_records
+from tests.nginx_server import Nginx
+from tests.test_state import Run
+from tests.test_wacz import assert_index_is_cdxj_indexers, pywb
+from tests.test_warc import read_archive, warc_files
+
+LAST_MODIFIED = "Mon, 02 Nov 2026 10:00:00 GMT"
+
+
+class Validating:
+    """Pages served with ETag and Last-Modified, answering conditional requests with 304;
+    `bodies` may change between crawls."""
+
+    def __init__(self, site: Site, bodies: dict[str, str]) -> None:
+        self.site, self.bodies = site, bodies
+        self.not_modified: list[str] = []  # paths answered 304
+        for path in bodies:
+            site.handle(path, self.serve)
+
+    def etag(self, body: bytes) -> str:
+        return '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
+
+    async def serve(self, request: web.Request) -> web.Response:
+        if request.path not in self.bodies:
+            return web.Response(status=404, text="gone")
+        body = self.bodies[request.path].encode()
+        headers = {"ETag": self.etag(body), "Last-Modified": LAST_MODIFIED}
+        if request.headers.get("If-None-Match") == headers["ETag"]:
+            self.not_modified.append(request.path)
+            return web.Response(status=304, headers=headers)
+        return web.Response(body=body, headers=headers, content_type="text/html")
+
+
+async def crawl_to(
+    output: Path, seeds: list[str], **overrides: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    settings = replace(TEST_SETTINGS, output=str(output), **overrides)
+    async with Crawler(seeds, settings) as crawler:
+        await crawler.crawl()
+        stats = crawler.stats
+    return read_records(output), stats
+
+
+def tree_bodies(count: int, fan_out: int) -> dict[str, str]:
+    """Pages /p/0 ... /p/{count-1}, page n linking to the `fan_out` pages after fan_out * n."""
+    return {
+        f"/p/{n}": html(
+            f"page {n}",
+            [f"/p/{m}" for m in range(fan_out * n + 1, fan_out * (n + 1) + 1) if m < count],
+        )
+        for n in range(count)
+    }
+
+
+def tree_site(site: Site) -> Validating:
+    """/ -> /a -> /a/deep -> /a/deep/deeper, and / -> /b, /c."""
+    return Validating(
+        site,
+        {
+            "/": html("Home", ["/a", "/b", "/c"]),
+            "/a": html("A", ["/a/deep"]),
+            "/a/deep": html("Deep", ["/a/deep/deeper"]),
+            "/a/deep/deeper": html("Deeper"),
+            "/b": html("B"),
+            "/c": html("C"),
+        },
+    )
+
+
+async def test_a_recrawl_asks_conditionally_and_goes_on_through_pages_that_did_not_change(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = tree_site(site)
+    first, _ = await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    assert all(r["etag"] and r["last_modified"] == LAST_MODIFIED for r in first)
+    pages.bodies["/b"] = html("B, new", ["/b/new"])
+    pages.bodies["/b/new"] = html("New")
+    site.handle("/b/new", pages.serve)
+    del pages.bodies["/c"]
+    site.hits.clear()
+
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    records = by_url(second)
+    seen = {hit.path: hit.headers for hit in site.hits}
+    for path in ["/", "/a", "/a/deep", "/a/deep/deeper", "/b", "/c"]:
+        assert seen[path]["If-None-Match"] == by_url(first)[site.url + path]["etag"]
+        assert seen[path]["If-Modified-Since"] == LAST_MODIFIED
+    assert "If-None-Match" not in seen["/b/new"]
+    assert sorted(pages.not_modified) == ["/", "/a", "/a/deep", "/a/deep/deeper"]
+    unchanged = records[site.url + "/a/deep"]
+    assert unchanged["status"] == 304 and unchanged["changed"] is False
+    assert unchanged["title"] == "Deep" and unchanged["links"] == [site.url + "/a/deep/deeper"]
+    assert unchanged["content_digest"] == by_url(first)[site.url + "/a/deep"]["content_digest"]
+    assert records[site.url + "/a/deep/deeper"]["depth"] == 3  # reached through 304s
+    assert records[site.url + "/b"]["changed"] is True
+    assert records[site.url + "/b/new"]["changed"] is None
+    assert records[site.url + "/c"]["status"] == 404 and records[site.url + "/c"]["changed"]
+    recrawl = stats["recrawl"]
+    assert recrawl["checked"] == 6 and recrawl["unchanged_304"] == 4
+    assert recrawl["changed"] == 2 and recrawl["new"] == 1 and recrawl["gone"] == 0
+    saved = sum(by_url(first)[site.url + p]["bytes"] for p in pages.not_modified)
+    assert recrawl["body_bytes_saved"] == saved
+    assert stats["bytes"] == sum(r["bytes"] for r in second if r["status"] != 304)
+
+
+async def test_a_page_no_link_reaches_any_more_is_counted_gone_not_fetched(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    pages.bodies["/"] = html("Home", ["/a", "/b"])
+    site.hits.clear()
+    _, stats = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    assert site.count("/c") == 0
+    assert stats["recrawl"]["gone"] == 1 and stats["recrawl"]["changed"] == 1
+
+
+async def test_a_server_that_ignores_validators_gives_unchanged_by_digest(
+    site: Site, tmp_path: Path
+) -> None:
+    served = 0
+
+    async def fresh_etag_every_time(_request: web.Request) -> web.Response:
+        nonlocal served
+        served += 1
+        headers = {"ETag": f'"{served}"', "Last-Modified": LAST_MODIFIED}
+        return web.Response(text=html("Same"), headers=headers, content_type="text/html")
+
+    site.handle("/", fresh_etag_every_time)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    assert site.hits[-1].headers["If-None-Match"] == '"1"'
+    assert second[0]["status"] == 200 and second[0]["changed"] is False
+    assert second[0]["etag"] == '"2"'
+    assert stats["recrawl"]["unchanged_same_digest"] == 1
+
+
+async def test_a_last_modified_in_the_future_is_never_sent_back(site: Site, tmp_path: Path) -> None:
+    site.page("/", "Home", headers={"Last-Modified": "Fri, 01 Jan 2100 00:00:00 GMT"})
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    assert "If-Modified-Since" not in site.hits[-1].headers
+    assert second[0]["changed"] is False
+
+
+async def test_a_304_to_a_request_without_validators_is_an_invalid_response(
+    site: Site, tmp_path: Path
+) -> None:
+    async def not_modified(_request: web.Request) -> web.Response:
+        return web.Response(status=304)
+
+    site.handle("/", not_modified)
+    (record,), _ = await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    assert record["status"] == 304 and record["error"] == "invalid_response"
+
+
+async def test_a_304_naming_another_etag_is_not_trusted_and_the_page_is_fetched_whole(
+    site: Site, tmp_path: Path
+) -> None:
+    body = html("Changed behind a lying 304")
+    crawls = 0
+
+    async def lying(request: web.Request) -> web.Response:
+        if crawls and "If-None-Match" in request.headers:
+            return web.Response(status=304, headers={"ETag": '"other"'})
+        text = html("Before") if not crawls else body
+        return web.Response(text=text, headers={"ETag": '"v1"'}, content_type="text/html")
+
+    site.handle("/", lying)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    crawls = 1
+    site.hits.clear()
+    (record,), _ = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    assert [hit.headers.get("If-None-Match") for hit in site.hits] == ['"v1"', None]
+    assert record["status"] == 200 and record["changed"] is True
+    assert record["title"] == "Changed behind a lying 304"
+
+
+async def test_vary_on_accept_encoding_still_gets_304_for_the_variant_asked_before(
+    site: Site, tmp_path: Path
+) -> None:
+    async def varying(request: web.Request) -> web.Response:
+        gzip = "gzip" in request.headers.get("Accept-Encoding", "")
+        etag = '"v1-gzip"' if gzip else '"v1"'
+        headers = {"ETag": etag, "Vary": "Accept-Encoding"}
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers=headers)
+        response = web.Response(text=html("Varies"), headers=headers, content_type="text/html")
+        if gzip:
+            response.enable_compression(web.ContentCoding.gzip)
+        return response
+
+    site.handle("/", varying)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    (record,), _ = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    assert record["status"] == 304 and record["changed"] is False
+    assert record["title"] == "Varies"
+
+
+async def run_cli(*args: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "crawler", *args, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await process.communicate()
+    return process.returncode or 0, err.decode()
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda p: p / "missing.jsonl", "no such file"),
+        (lambda p: _write(p / "notes.txt", b"hello\n"), "not JSON"),
+        (lambda p: _write(p / "empty.jsonl", b""), "is empty"),
+        (lambda p: _write(p / "old.jsonl", b'{"url": "http://a/", "status": 200}\n'), "older"),
+        (
+            lambda p: _write(
+                p / "cut.jsonl",
+                json.dumps(
+                    {
+                        "url": "http://a/",
+                        "status": 200,
+                        "depth": 0,
+                        "content_digest": "sha1:X",
+                        "fetched_at": "2026-11-02T10:00:00.000+00:00",
+                    }
+                ).encode()
+                + b'\n{"url": "http://a/b", "sta',
+            ),
+            "cut short",
+        ),
+        (lambda p: _mkdir(p / "somedir"), "not a crawl's --state"),
+    ],
+)
+async def test_a_bad_prev_is_one_line_exit_2_and_nothing_written(
+    tmp_path: Path, make: Any, says: str
+) -> None:
+    prev = make(tmp_path)
+    seeds = _write(tmp_path / "seeds.txt", b"http://127.0.0.1:9/\n")
+    before = sorted(tmp_path.rglob("*"))
+    code, err = await run_cli(
+        str(seeds), "-o", str(tmp_path / "out.jsonl"), "--since", str(prev), "--quiet"
+    )
+    assert code == 2
+    assert err.count("\n") == 1 and says in err, err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = tree_site(site)
+    touched = html("Touched, not changed")
+    pages.bodies["/touched"] = touched
+
+    async def ignores_validators(_request: web.Request) -> web.Response:
+        return web.Response(
+            text=touched, headers={"ETag": f'"{time.time()}"'}, content_type="text/html"
+        )
+
+    site.handle("/touched", ignores_validators)
+    pages.bodies["/"] = html("Home", ["/a", "/b", "/c", "/touched"])
+    warc1, warc2 = tmp_path / "warc1", tmp_path / "warc2"
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"], warc=str(warc1))
+    pages.bodies["/b"] = html("B, new")
+    started = time.time()
+    while int(time.time()) == int(started):  # the second crawl's captures are later ones
+        await asyncio.sleep(0.05)
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        warc=str(warc2),
+        since=str(tmp_path / "first.jsonl"),
+        since_warc=str(warc1),
+    )
+    records = by_url(second)
+    assert records[site.url + "/touched"]["changed"] is False
+    assert records[site.url + "/touched"]["status"] == 200
+    assert {r["status"] for r in second} == {200, 304}
+    archive = [r for r in read_archive(warc2) if r["type"] in ("response", "revisit")]
+    by_uri = {r["uri"]: r for r in archive}
+    originals = {r["uri"]: r for r in read_archive(warc1) if r["type"] == "response"}
+    for url, record in records.items():
+        written = by_uri[url]["headers"]
+        if record["changed"]:
+            assert by_uri[url]["type"] == "response"
+            continue
+        original = originals[url]["headers"]
+        assert by_uri[url]["type"] == "revisit"
+        profile = "server-not-modified" if record["status"] == 304 else "identical-payload-digest"
+        assert written.get_header("WARC-Profile").endswith(profile)
+        assert written.get_header("WARC-Refers-To") == original.get_header("WARC-Record-ID")
+        assert written.get_header("WARC-Refers-To-Target-URI") == url
+        assert written.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
+        assert written.get_header("WARC-Payload-Digest") == original.get_header(
+            "WARC-Payload-Digest"
+        )
+    assert_index_is_cdxj_indexers(warc2)  # the revisits' index lines too
+    root = tmp_path / "pywb"
+    root.mkdir()
+    run_tool("wb-manager", "init", "both", cwd=root)
+    run_tool(
+        "wb-manager", "add", "both", *map(str, warc_files(warc1) + warc_files(warc2)), cwd=root
+    )
+    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
+        for url in records:  # at a later time than any: the second crawl's captures
+            replay = f"{base}/both/2999id_/{url}"
+            async with client.get(replay, allow_redirects=False) as response:
+                body = await response.read()
+                assert (response.status, body) == (
+                    200,
+                    pages.bodies[url.removeprefix(site.url)].encode(),
+                ), url
+
+
+async def test_kill_9_during_a_recrawl_with_state_resumes_exactly(
+    site: Site, tmp_path: Path
+) -> None:
+    count = 200
+    bodies = tree_bodies(count, fan_out=4)
+    pages = Validating(site, bodies)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/p/0"])
+    for n in range(0, count, 10):  # every tenth page changed
+        bodies[f"/p/{n}"] += "<p>changed</p>"
+    site.hits.clear()
+    stats_file = tmp_path / "stats.json"
+    run = Run(site, tmp_path, "--since", str(tmp_path / "first.jsonl"), "--stats", str(stats_file))
+    run.output = tmp_path / "second.jsonl"
+    rng = random.Random(22)
+    kills = 0
+    for _ in range(3):
+        code = await run.interrupted_after(rng.randrange(10, 60), signal.SIGKILL)
+        kills += code == -signal.SIGKILL
+    code, err = await run.until_done()
+    assert code == 0, err
+    assert kills >= 2
+    records = by_url(read_records(run.output))
+    assert sorted(records) == sorted(site.url + path for path in bodies)
+    changed = {url for url, r in records.items() if r["changed"]}
+    assert changed == {f"{site.url}/p/{n}" for n in range(0, count, 10)}
+    assert all(r["status"] == 304 for url, r in records.items() if url not in changed)
+    assert len(pages.not_modified) >= count - len(changed)
+    recrawl = json.loads(stats_file.read_text())["recrawl"]
+    assert recrawl["checked"] == count and recrawl["changed"] == len(changed)
+    assert recrawl["unchanged_304"] == count - len(changed) and recrawl["gone"] == 0
+
+
+async def test_the_summary_says_what_the_recrawl_found(site: Site, tmp_path: Path) -> None:
+    tree_site(site)
+    seeds = _write(tmp_path / "seeds.txt", f"{site.url}/\n".encode())
+    first = tmp_path / "first.jsonl"
+    code, err = await run_cli(str(seeds), "-o", str(first), "--ignore-robots", "--quiet")
+    assert code == 0, err
+    code, err = await run_cli(
+        str(seeds), "-o", str(tmp_path / "second.jsonl"), "--ignore-robots", "--since", str(first)
+    )
+    assert code == 0, err
+    lines = {line.split()[0]: line for line in err.splitlines()[1:] if line.startswith("  ")}
+    assert lines["checked"].split()[1] == "6" and "previous crawl's 6 pages" in lines["checked"]
+    assert "6 answered 304" in lines["unchanged"] and lines["gone"].split()[1] == "0"
+    assert (tmp_path / "first.jsonl.history.sqlite").exists()  # built once, kept for the next
+
+
+@pytest.fixture
+def nginx(tmp_path: Path) -> Iterator[Nginx]:
+    server = Nginx(tmp_path / "www", tmp_path / "nginx")
+    (tmp_path / "www").mkdir()
+    yield server
+    server.stop()
+
+
+async def test_nginx_answers_304_with_no_body_for_each_unchanged_file(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    www = nginx.root
+    names = ["index", "same", "touched", "edited", "deleted"]
+    (www / "index.html").write_text(html("Home", [f"/{n}.html" for n in names[1:]]))
+    for name in names[1:]:
+        (www / f"{name}.html").write_text(html(name.title()))
+    nginx.start()
+    first, _ = await crawl_to(tmp_path / "first.jsonl", [nginx.url + "/index.html"])
+    assert len(first) == 5 and all(r["etag"] and r["last_modified"] for r in first)
+    nginx.served()
+    later = time.time() + 10
+    os.utime(www / "touched.html", (later, later))  # a new ETag and Last-Modified, same bytes
+    (www / "edited.html").write_text(html("Edited, longer than before"))
+    (www / "deleted.html").unlink()
+
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl",
+        [nginx.url + "/index.html"],
+        since=str(tmp_path / "first.jsonl"),
+    )
+    served = {s.path: s for s in nginx.served()}
+    before = {r["url"].removeprefix(nginx.url): r for r in first}
+    for path, request in served.items():
+        assert request.if_none_match == before[path]["etag"]
+        assert request.if_modified_since == before[path]["last_modified"]
+    assert {p: (s.status, s.body_bytes) for p, s in served.items()} == {
+        "/index.html": (304, 0),
+        "/same.html": (304, 0),
+        "/touched.html": (200, before["/touched.html"]["bytes"]),
+        "/edited.html": (200, len(html("Edited, longer than before"))),
+        "/deleted.html": (404, served["/deleted.html"].body_bytes),
+    }
+    changed = {r["url"].removeprefix(nginx.url): r["changed"] for r in second}
+    assert changed == {
+        "/index.html": False,
+        "/same.html": False,
+        "/touched.html": False,
+        "/edited.html": True,
+        "/deleted.html": True,
+    }
+    recrawl = stats["recrawl"]
+    assert (recrawl["unchanged_304"], recrawl["unchanged_same_digest"]) == (2, 1)
+
+
+async def test_prev_may_be_a_state_directory_and_its_index_is_built_once(
+    site: Site, tmp_path: Path
+) -> None:
+    tree_site(site)
+    state = tmp_path / "state1"
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"], state=str(state))
+    second, _ = await crawl_to(tmp_path / "second.jsonl", [site.url + "/"], since=str(state))
+    assert {r["status"] for r in second} == {304}
+    index = state / "history.sqlite"
+    built = index.stat().st_mtime_ns
+    third, _ = await crawl_to(tmp_path / "third.jsonl", [site.url + "/"], since=str(state))
+    assert {r["changed"] for r in third} == {False}
+    assert index.stat().st_mtime_ns == built
+
+
+async def test_fetch_gone_tells_a_deleted_page_from_one_merely_unlinked(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = tree_site(site)
+    pages.bodies["/"] = html("Home", ["/a", "/b", "/c", "/d"])
+    pages.bodies["/d"] = html("D", ["/d/under"])
+    pages.bodies["/d/under"] = html("Under D")
+    for path in ("/d", "/d/under"):
+        site.handle(path, pages.serve)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    pages.bodies["/"] = html("Home", ["/a"])  # /b, /c and /d (and /d/under) unlinked
+    del pages.bodies["/c"]
+    site.hits.clear()
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        since=str(tmp_path / "first.jsonl"),
+        fetch_gone=True,
+    )
+    records = by_url(second)
+    unlinked = {
+        url.removeprefix(site.url): r for url, r in records.items() if r["kind"] == "unlinked"
+    }
+    assert sorted(unlinked) == ["/b", "/c", "/d", "/d/under"]
+    assert unlinked["/c"]["status"] == 404 and unlinked["/c"]["changed"] is True
+    assert unlinked["/b"]["status"] == 304 and unlinked["/b"]["changed"] is False
+    assert all(r["depth"] == 0 and r["referrer"] is None for r in unlinked.values())
+    assert site.count("/d/under") == 1  # fetched as unlinked, not reached through /d
+    recrawl = stats["recrawl"]
+    assert recrawl["gone"] == 4 and recrawl["unlinked"] == 4 and recrawl["unlinked_404_410"] == 1
+
+
+@pytest.mark.parametrize(
+    ("last_modified", "usable"),
+    [
+        ("Mon, 02 Nov 2026 10:00:00 GMT", True),
+        ("Mon, 02 Nov 2026 10:00:01 GMT", False),  # a second after the fetch
+        ("Monday, 02-Nov-26 09:00:00 GMT", True),  # RFC 850, obsolete but read
+        ("Mon Nov  2 11:00:00 2026", False),  # asctime
+        ("yesterday", False),
+    ],
+)
+def test_a_last_modified_is_sent_back_only_if_not_after_the_fetch(
+    last_modified: str, usable: bool
+) -> None:
+    from crawler.history import _usable
+
+    fetched_at = "2026-11-02T10:00:00.000+00:00"
+    assert (_usable(last_modified, fetched_at) == last_modified) is usable
+
+
+async def test_a_third_crawl_refers_to_the_first_capture_through_the_second_crawls_revisits(
+    site: Site, tmp_path: Path
+) -> None:
+    tree_site(site)
+    runs = [tmp_path / f"{n}.jsonl" for n in (1, 2, 3)]
+    warcs = [tmp_path / f"warc{n}" for n in (1, 2, 3)]
+    await crawl_to(runs[0], [site.url + "/"], warc=str(warcs[0]))
+    for n in (1, 2):
+        await crawl_to(
+            runs[n],
+            [site.url + "/"],
+            warc=str(warcs[n]),
+            since=str(runs[n - 1]),
+            since_warc=str(warcs[n - 1]),
+        )
+    first = {r["uri"]: r["headers"] for r in read_archive(warcs[0]) if r["type"] == "response"}
+    third = [r for r in read_archive(warcs[2]) if r["type"] == "revisit"]
+    assert {r["uri"] for r in third} == set(first) - {None}
+    for revisit in third:
+        original = first[revisit["uri"]]
+        headers = revisit["headers"]
+        assert headers.get_header("WARC-Refers-To") == original.get_header("WARC-Record-ID")
+        assert headers.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
+    assert {r["status"] for r in read_records(runs[2])} == {304}

@@ -1,0 +1,530 @@
+"""--warc's CDXJ index and --wacz FILE, checked by the readers archivists use: pywb's
+indexers, `wacz validate`, pywb's replay, and a reader that opens the WACZ the way
+ReplayWeb.page (wabac.js) does."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hashlib
+import heapq
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import zipfile
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import surt
+from aiohttp import web
+from warcio.archiveiterator import ArchiveIterator
+
+from crawler.sinks.cdxj import index_path
+from crawler.sinks.wacz import write_wacz
+from tests.archive_tools import replaywebpage, run_tool, tool
+from tests.browser import Chromium
+from tests.conftest import Site, crawl, html
+from tests.test_state import Run, build_graph_site
+from tests.test_warc import warc_files
+
+IMAGE = bytes(range(256)) * 8
+
+
+def archive_site(site: Site) -> dict[str, tuple[int, bytes | str]]:
+    """A site with one capture of each kind; path -> (status, payload as sent)."""
+    home = html("Home", ["/a", "/moved", "/same1", "/same2", "/missing", "/logo.png"])
+    same = html("Same", ["/"])
+    zipped = gzip.compress(html("Zipped", body="<p>squeezed</p>").encode())
+    chunks = [html("Chunked").encode(), b"<p>more</p>"]
+    served: dict[str, tuple[int, bytes | str]] = {
+        "/": (200, home),
+        "/a": (200, html("A", ["/gz", "/chunked", "/q?b=2&a=1"], body="<p>Alpha text</p>")),
+        "/moved": (302, ""),
+        "/b": (200, html("B")),
+        "/same1": (200, same),
+        "/same2": (200, same),
+        "/missing": (404, html("Not here")),
+        "/logo.png": (200, IMAGE),
+        "/q?b=2&a=1": (200, html("Query")),
+        "/gz": (200, zipped),
+        "/chunked": (200, b"".join(chunks)),
+        "/robots.txt": (200, "User-agent: *\nAllow: /\n"),
+    }
+    for path in ("/", "/a", "/b", "/same1", "/same2", "/missing", "/q?b=2&a=1"):
+        status, body = served[path]
+        site.page(path, body=body, status=status)
+    site.redirect("/moved", "/b")
+    site.page("/logo.png", content_type="image/png", body=IMAGE)
+    site.page("/robots.txt", content_type="text/plain", body=served["/robots.txt"][1])
+
+    async def gz(_request: web.Request) -> web.Response:
+        headers = {"Content-Encoding": "gzip", "Content-Type": "text/html"}
+        return web.Response(body=zipped, headers=headers)
+
+    async def chunked(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/html"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for chunk in chunks:
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+
+    site.handle("/gz", gz)
+    site.handle("/chunked", chunked)
+    return served
+
+
+def archive_paths(tmp_path: Path) -> tuple[Path, Path]:
+    """Where a test's crawl writes its WARC files, and its WACZ."""
+    return tmp_path / "warc", tmp_path / "crawl.wacz"
+
+
+def as_bytes(body: str | bytes) -> bytes:
+    return body.encode() if isinstance(body, str) else body
+
+
+def our_index(warc: Path) -> list[str]:
+    """The lines of every index in `warc`, each file checked to be sorted, merged."""
+    per_file = []
+    for path in warc_files(warc):
+        lines = index_path(warc, path.name).read_text().splitlines(keepends=True)
+        assert lines == sorted(lines), f"{path.name}'s index is not sorted"
+        per_file.append(lines)
+    return list(heapq.merge(*per_file))
+
+
+def assert_index_is_cdxj_indexers(warc: Path) -> list[str]:
+    """Our index, line for line what webrecorder's cdxj-indexer makes of the WARC files."""
+    ours = our_index(warc)
+    theirs = run_tool("cdxj-indexer", "--sort", *map(str, warc_files(warc)))
+    assert "".join(ours) == theirs
+    return ours
+
+
+async def test_the_index_is_line_for_line_the_one_pywbs_indexers_write(
+    site: Site, tmp_path: Path
+) -> None:
+    archive_site(site)
+    warc = tmp_path / "warc"
+    await crawl(tmp_path, [site.url + "/"], warc=str(warc), ignore_robots=False, warc_max_size=4096)
+    files = warc_files(warc)
+    assert len(files) > 2, "the files rotated, each with an index of its own"
+    ours = assert_index_is_cdxj_indexers(warc)
+    captures = Counter(json.loads(line.split(" ", 2)[2])["url"] for line in ours)
+    assert set(captures) == {site.url + path for path in archive_site(site)}
+    assert all(count == 1 for count in captures.values())
+    # pywb's own indexer (`wb-manager reindex`), older than cdxj-indexer, differs in
+    # three ways only: it writes the digest without its "sha1:" label, no status for a
+    # revisit record (whose HTTP headers it does not parse), and "unk" for a response
+    # without a Content-Type, where cdxj-indexer leaves "mime" out.
+    root = tmp_path / "pywb"
+    root.mkdir()
+    run_tool("wb-manager", "init", "c", cwd=root)
+    for path in files:
+        shutil.copy(path, root / "collections" / "c" / "archive")
+    run_tool("wb-manager", "reindex", "c", cwd=root)
+    pywb = (root / "collections" / "c" / "indexes" / "index.cdxj").read_text().splitlines()
+    assert pywb == [as_pywb_indexes_it(line) for line in ours]
+
+
+def as_pywb_indexes_it(line: str) -> str:
+    key, timestamp, fields_json = line.rstrip("\n").split(" ", 2)
+    fields = json.loads(fields_json)
+    fields = {"url": fields.pop("url"), "mime": fields.pop("mime", "unk"), **fields}
+    fields["digest"] = fields["digest"].removeprefix("sha1:")
+    if fields["mime"] == "warc/revisit":
+        del fields["status"]
+    return f"{key} {timestamp} {json.dumps(fields)}"
+
+
+async def test_kills_and_a_stop_then_resume_leave_an_index_that_matches_the_warc_exactly(
+    site: Site, tmp_path: Path
+) -> None:
+    urls = build_graph_site(site)
+    warc, wacz = archive_paths(tmp_path)
+    run = Run(site, tmp_path, "--warc", str(warc), "--warc-max-size", "20000", "--wacz", str(wacz))
+    rng = random.Random(int(os.environ.get("KILL_SEED", "2026")))  # vary it to stress
+    for _ in range(2):
+        assert await run.interrupted_after(rng.randrange(5, 70), signal.SIGKILL) == -9
+    assert not wacz.exists(), "a crawl killed before its end has no WACZ"
+    # Stopped (Ctrl-C), a crawl packages what it has; its indexes are sorted then.
+    assert await run.interrupted_after(rng.randrange(5, 70), signal.SIGINT) == 130
+    with zipfile.ZipFile(wacz) as stopped:
+        assert stopped.testzip() is None and "pages/pages.jsonl" in stopped.namelist()
+    assert await run.interrupted_after(rng.randrange(5, 70), signal.SIGKILL) == -9
+    code, err = await run.until_done()
+    assert code == 0, err
+    ours = assert_index_is_cdxj_indexers(warc)
+    indexed = Counter(json.loads(line.split(" ", 2)[2])["url"] for line in ours)
+    assert all(indexed[url] == 1 for url in urls)
+    assert sorted(p.name for p in warc.glob("*.cdxj")) == sorted(
+        index_path(warc, p.name).name for p in warc_files(warc)
+    )
+    assert not list(warc.glob("*.tmp")) and not list(tmp_path.glob("*.partial"))
+    assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(wacz))
+    with zipfile.ZipFile(wacz) as package:
+        pages = package.read("pages/pages.jsonl").decode().splitlines()[1:]
+    listed = Counter(json.loads(line)["url"] for line in pages)
+    assert sorted(listed) == sorted(urls) and set(listed.values()) == {1}
+
+
+async def test_a_finished_crawl_that_lost_its_wacz_packages_it_again_without_fetching(
+    site: Site, tmp_path: Path
+) -> None:
+    site.page("/p/0", "Zero", ["/p/1"])
+    site.page("/p/1", "One")
+    warc, wacz = archive_paths(tmp_path)
+    run = Run(site, tmp_path, "--warc", str(warc), "--wacz", str(wacz))
+    code, err = await run.until_done()
+    assert code == 0, err
+    first = zipfile.ZipFile(wacz).namelist()
+    wacz.unlink()
+    partial = tmp_path / "crawl.wacz.partial"
+    partial.write_bytes(b"PK torn")  # what a kill while packaging leaves
+    fetched = len(site.hits)
+    code, err = await run.until_done()
+    assert code == 0 and "complete" in err, err
+    assert len(site.hits) == fetched
+    assert zipfile.ZipFile(wacz).namelist() == first and not partial.exists()
+    assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(wacz))
+
+
+async def answers(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    writer.close()
+    await writer.wait_closed()
+    return True
+
+
+@asynccontextmanager
+async def pywb(root: Path) -> AsyncIterator[str]:
+    """pywb's `wayback` serving the collections in `root`, on a free loopback port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = await asyncio.create_subprocess_exec(
+        tool("wayback"),
+        "-p",
+        str(port),
+        "-b",
+        "127.0.0.1",
+        cwd=root,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    try:
+        async with asyncio.timeout(60):
+            while b"Starting Gevent Server" not in (line := await process.stderr.readline()):
+                assert line, "wayback exited before serving"
+            # It says so just before it binds the port: the port answers once it serves.
+            while not await answers(port):
+                assert process.returncode is None, "wayback exited before serving"
+                await asyncio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+async def test_pywb_replays_the_wacz_and_the_warc_directory_byte_for_byte(
+    site: Site, tmp_path: Path
+) -> None:
+    served = archive_site(site)
+    warc, wacz = archive_paths(tmp_path)
+    await crawl(tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz), ignore_robots=False)
+    assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(wacz))
+    for path in warc_files(warc):
+        check = subprocess.run(
+            [sys.executable, "-m", "warcio.cli", "check", str(path)], capture_output=True
+        )
+        assert check.returncode == 0, check.stdout
+    stamps = {
+        json.loads(fields)["url"]: stamp
+        for _, stamp, fields in (line.split(" ", 2) for line in our_index(warc))
+    }
+    root = tmp_path / "pywb"
+    root.mkdir()
+    run_tool("wb-manager", "init", "fromwacz", cwd=root)
+    run_tool("wb-manager", "add", "--unpack-wacz", "fromwacz", str(wacz), cwd=root)
+    # --warc DIR as it is, its indexes beside its WARC files, is a pywb collection too.
+    (root / "config.yaml").write_text(
+        f"collections:\n  fromwarc:\n    index_paths: {warc}/\n    archive_paths: {warc}/\n"
+    )
+    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
+        for collection in ("fromwacz", "fromwarc"):
+            for path, (status, body) in served.items():
+                url = site.url + path
+                replay = f"{base}/{collection}/{stamps[url]}id_/{url}"
+                async with client.get(replay, allow_redirects=False) as response:
+                    assert response.status == status, (collection, path)
+                    assert await response.read() == as_bytes(body), (collection, path)
+
+
+class ReplayWebPageReader:
+    """A WACZ opened as wabac.js (ReplayWeb.page) opens it: datapackage.json, then
+    indexes/index.idx, a binary search in it, one gzip member of indexes/index.cdx.gz
+    read by its range, and one WARC record read by its range in archive/."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.zip = zipfile.ZipFile(path)
+        self.package = json.loads(self.zip.read("datapackage.json"))
+        idx = self.zip.read("indexes/index.idx").decode().splitlines()
+        assert idx[0].startswith("!meta 0 ")
+        meta = json.loads(idx[0].split(" ", 2)[2])
+        assert meta["format"] == "cdxj-gzip-1.0"
+        self.cdx = "indexes/" + meta["filename"]
+        self.blocks = [
+            (line.split(" {", 1)[0], json.loads("{" + line.split(" {", 1)[1])) for line in idx[1:]
+        ]
+        assert [prefix for prefix, _ in self.blocks] == sorted(p for p, _ in self.blocks)
+
+    def range(self, name: str, offset: int, length: int) -> bytes:
+        """Bytes of a stored entry, found through its local header as wabac.js does."""
+        info = self.zip.getinfo(name)
+        assert info.compress_type == zipfile.ZIP_STORED, f"{name} must be stored"
+        with open(self.path, "rb") as f:
+            f.seek(info.header_offset)
+            header = f.read(30)
+            name_length, extra_length = struct.unpack("<HH", header[26:30])
+            f.seek(info.header_offset + 30 + name_length + extra_length + offset)
+            return f.read(length)
+
+    def lookup(self, url: str) -> list[dict[str, Any]]:
+        """The captures of `url`: wabac's search of the .idx (the blocks before key + " 9999",
+        back to the first whose key does not start with the URL's), then those blocks."""
+        key = surt.surt(url)
+        before = [block for block in self.blocks if block[0] < key + " 9999"]
+        chosen: list[dict[str, Any]] = []
+        for prefix, block in reversed(before):
+            chosen.insert(0, block)
+            if not prefix.split(" ")[0].startswith(key.split("?")[0]):
+                break
+        captures = []
+        for block in chosen:
+            member = self.range(self.cdx, block["offset"], block["length"])
+            assert "sha256:" + hashlib.sha256(member).hexdigest() == block["digest"]
+            for line in gzip.decompress(member).decode().splitlines():
+                line_key, _, fields = line.split(" ", 2)
+                if line_key == key:
+                    captures.append(json.loads(fields))
+        return captures
+
+    def record(self, capture: dict[str, Any]) -> Any:
+        member = self.range(
+            "archive/" + capture["filename"], int(capture["offset"]), int(capture["length"])
+        )
+        return next(iter(ArchiveIterator(io.BytesIO(gzip.decompress(member)))))
+
+
+async def test_replaywebpage_finds_every_capture_and_page_through_the_idx(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = archive_site(site)
+    warc, wacz = archive_paths(tmp_path)
+    await crawl(
+        tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz), text=True, ignore_robots=False
+    )
+    # The same crawl in index blocks of 2 lines, so that a lookup has blocks to choose from,
+    # and as ZIP64, as a crawl past 4 GiB is written (the limit lowered to 1,000 bytes).
+    pages = next(warc.glob("*.pages.jsonl"))
+    small_blocks = tmp_path / "blocks.wacz"
+    write_wacz(small_blocks, warc_files(warc), pages, lines_per_block=2)
+    zip64 = tmp_path / "zip64.wacz"
+    with monkeypatch.context() as patch:
+        patch.setattr(zipfile, "ZIP64_LIMIT", 1000)
+        write_wacz(zip64, warc_files(warc), pages)
+    assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(zip64))
+    with zipfile.ZipFile(zip64) as package:
+        with open(zip64, "rb") as raw:
+            raw.seek(package.getinfo("pages/pages.jsonl").header_offset + 30)
+            extra = raw.read(len("pages/pages.jsonl") + 4)[-4:]
+        assert struct.unpack("<H", extra[:2])[0] == 1, "the ZIP64 extra field is there"
+    for path in (wacz, small_blocks, zip64):
+        reader = ReplayWebPageReader(path)
+        assert reader.package["wacz_version"] == "1.1.1"
+        resources = {r["path"]: r for r in reader.package["resources"]}
+        for name in reader.zip.namelist():
+            if name.startswith("datapackage"):
+                continue
+            data = reader.zip.read(name)
+            assert resources.pop(name) == {
+                "name": name.rsplit("/", 1)[1].lower(),
+                "path": name,
+                "hash": "sha256:" + hashlib.sha256(data).hexdigest(),
+                "bytes": len(data),
+            }
+        assert not resources, "a resource that is no file of the WACZ"
+        digest = json.loads(reader.zip.read("datapackage-digest.json"))
+        assert (
+            digest["hash"]
+            == "sha256:" + hashlib.sha256(reader.zip.read("datapackage.json")).hexdigest()
+        )
+        for page, (status, body) in served.items():
+            (capture,) = reader.lookup(site.url + page)
+            record = reader.record(capture)
+            assert record.rec_headers.get_header("WARC-Target-URI") == site.url + page
+            if record.rec_type == "response":
+                assert record.http_headers.get_statuscode() == str(status)
+                assert record.raw_stream.read() == as_bytes(body)
+    assert len(ReplayWebPageReader(small_blocks).blocks) > 3
+    with zipfile.ZipFile(wacz) as package:
+        header, *lines = package.read("pages/pages.jsonl").decode().splitlines()
+    assert json.loads(header) == {
+        "format": "json-pages-1.0",
+        "id": "pages",
+        "title": "All Pages",
+        "hasText": True,
+    }
+    pages = {entry["url"]: entry for entry in map(json.loads, lines)}
+    html_pages = ["/", "/a", "/b", "/same1", "/same2", "/q?b=2&a=1", "/gz", "/chunked"]
+    assert sorted(pages) == sorted(site.url + path for path in html_pages)
+    assert pages[site.url + "/a"]["title"] == "A" and "Alpha text" in pages[site.url + "/a"]["text"]
+    assert pages[site.url + "/"]["ts"].endswith("Z") and len({p["id"] for p in pages.values()}) == 8
+
+
+def test_wacz_needs_warc_and_a_wacz_name_and_no_redis(tmp_path: Path) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    for args, says in (
+        (["--wacz", "x.wacz"], "--wacz needs --warc DIR"),
+        (["--warc", "w", "--wacz", "x.zip"], "must end in .wacz"),
+        (["--warc", "w", "--wacz", "no/such/x.wacz"], "does not exist"),
+        (
+            [
+                "--warc",
+                "w",
+                "--wacz",
+                "x.wacz",
+                "--redis",
+                "redis://127.0.0.1:9/0",
+                "--crawl-id",
+                "c",
+            ],
+            "with --redis",
+        ),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "crawler", str(seeds), *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert says in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_without_warc_nothing_of_the_index_is_imported(site: Site, tmp_path: Path) -> None:
+    site.page("/", "Home")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(site.url + "/\n")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-X",
+        "importtime",
+        "-m",
+        "crawler",
+        str(seeds),
+        "-o",
+        str(tmp_path / "o"),
+        "--quiet",
+        "--allow-private-addresses",
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await process.communicate()
+    assert process.returncode == 0, err
+    imported = {line.rsplit("|", 1)[-1].strip() for line in err.decode().splitlines()}
+    assert "crawler.sinks.cdxj" not in imported and "surt" not in imported
+    assert "crawler.sinks.jsonl" in imported
+
+
+def frames(tree: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield tree["frame"]
+    for child in tree.get("childFrames", []):
+        yield from frames(child)
+
+
+def file_handler(path: Path) -> Callable[[web.Request], Awaitable[web.FileResponse]]:
+    async def handler(_request: web.Request) -> web.FileResponse:
+        return web.FileResponse(path)
+
+    return handler
+
+
+async def test_replaywebpage_itself_replays_the_wacz_in_chromium(
+    site: Site, tmp_path: Path
+) -> None:
+    player = replaywebpage()
+    archive_site(site)
+    warc, wacz = archive_paths(tmp_path)
+    await crawl(tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz), ignore_robots=False)
+
+    async def embed(request: web.Request) -> web.Response:
+        url = json.dumps(request.query["url"])
+        return web.Response(
+            content_type="text/html",
+            text='<script src="/ui.js"></script><replay-web-page source="/crawl.wacz" '
+            f'replayBase="/replay/" embed="replayonly" url={url}></replay-web-page>',
+        )
+
+    # aiohttp's FileResponse answers Range requests, which ReplayWeb.page reads the WACZ by.
+    app = web.Application()
+    app.router.add_get("/embed", embed)
+    app.router.add_get("/ui.js", file_handler(player / "ui.js"))
+    app.router.add_get("/replay/sw.js", file_handler(player / "sw.js"))
+    app.router.add_get("/crawl.wacz", file_handler(wacz))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    server = web.TCPSite(runner, "127.0.0.1", 0)
+    await server.start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    expected = {  # a page, a gzip-encoded one, a chunked one, a revisit, a redirect's target
+        "/a": "A|Alpha text",
+        "/gz": "Zipped|squeezed",
+        "/chunked": "Chunked|more",
+        "/same2": "Same|/",
+        "/moved": "B|",
+    }
+    try:
+        async with Chromium(tmp_path / "chromium") as browser:
+            call = (await browser.new_tab()).send
+            await call("Page.enable")
+            for path, shows in expected.items():
+                await call("Page.navigate", url=f"{base}/embed?url={site.url}{path}")
+                async with asyncio.timeout(30):
+                    while (seen := await replayed(call)) is None or not seen.startswith(shows):
+                        await asyncio.sleep(0.05)
+    finally:
+        await runner.cleanup()
+
+
+async def replayed(call: Any) -> str | None:
+    """The title and text of the page ReplayWeb.page replays (its frame at .../mp_/URL)."""
+    tree = (await call("Page.getFrameTree"))["frameTree"]
+    for frame in frames(tree):
+        if "mp_/" in frame["url"]:
+            world = await call("Page.createIsolatedWorld", frameId=frame["id"])
+            result = await call(
+                "Runtime.evaluate",
+                expression="document.title + '|' + (document.body ? document.body.innerText : '')",
+                contextId=world["executionContextId"],
+            )
+            return result["result"].get("value")
+    return None
