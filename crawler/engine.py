@@ -28,8 +28,9 @@ from crawler.errors import ErrorKind
 from crawler.fetch import NOT_MODIFIED, Fetcher, Hop, Response
 from crawler.frontier import PAGE, ROBOTS, UNLINKED, Request
 from crawler.hooks import Hooks
+from crawler.htmlguard import HtmlParser
 from crawler.page import Page
-from crawler.parse import language, parse_html, robots_directives_forbid_following, visible_text
+from crawler.parse import language, robots_directives_forbid_following, visible_text
 from crawler.politeness import (
     ROBOTS_MAX_BYTES,
     ROBOTS_MAX_REDIRECTS,
@@ -214,6 +215,7 @@ class Crawl:
             settings.max_url_length,
         )
         self._is_trap = trap_check(settings, self.stats)
+        self._html = HtmlParser()
         archive = store.sinks.archive
         keep = archive is not None
         self._fetcher = Fetcher(
@@ -385,7 +387,9 @@ class Crawl:
                 response = await self._fetch(request, self._fetcher, previous)
                 if response is None:
                     return
-                page, follow = self._page(request, response, time.monotonic() - started, previous)
+                page, follow = await self._page(
+                    request, response, time.monotonic() - started, previous
+                )
                 if self.schedule is not None:
                     self._schedule_next(request, page, previous)
         except Exception:  # a bug must cost one page, not the crawl
@@ -522,7 +526,7 @@ class Crawl:
         self.scheduler.retry(request, wait_s, throttled=throttled)
         return True
 
-    def _page(
+    async def _page(
         self,
         request: Request,
         response: Response,
@@ -541,9 +545,10 @@ class Crawl:
             )
         if response.error is not None or 300 <= status < 400 or not response.is_html:
             return page, []
-        tree = page.tree
-        assert tree is not None  # an HTML response has one
-        parsed = parse_html(tree)
+        tree, parsed, bounded = await self._html.parse(page.text() or "")
+        page.tree = tree
+        if bounded:
+            page.error = ErrorKind.HTML_TOO_COMPLEX
         base = response.url
         if parsed.base_href:
             base = canonicalize(parsed.base_href, base) or base

@@ -33,6 +33,8 @@ class ErrorKind(StrEnum):
     # Sitemaps (--sitemaps).
     SITEMAP_INVALID = "sitemap_invalid"
     SITEMAP_TOO_LARGE = "sitemap_too_large"
+    # The page's HTML: read, but only with its markup bounded (crawler/htmlguard.py).
+    HTML_TOO_COMPLEX = "html_too_complex"
     # The crawler's own side: the page was fetched, what came after failed.
     HOOK_FAILED = "hook_failed"  # a hook raised, or returned what a record cannot hold
     INTERNAL_ERROR = "internal_error"  # a bug in the crawler (logged with its traceback)

@@ -124,6 +124,10 @@ class Page:
             self._tree = LexborHTMLParser(self.text() or "")
         return self._tree
 
+    @tree.setter
+    def tree(self, tree: LexborHTMLParser) -> None:
+        self._tree = tree
+
     def release(self) -> None:
         """Drop the parsed tree and decoded text (a page held for a while keeps neither)."""
         self._tree = self._text = None

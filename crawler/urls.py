@@ -19,9 +19,11 @@ escapes uppercased, what RFC 3986 does not allow escaped) and sorts query parame
 name, so "/%7Euser", "/~user" and "/%7euser" are fetched once, and so are links that
 differ only in parameter order. The URL fetched is the first spelling met.
 
-Hosts are made ASCII as WHATWG URL's "domain to ASCII" says: an ASCII host is only
-lowercased; any other goes through UTS 46 (nontransitional, CheckBidi, CheckJoiners, no
-CheckHyphens, no DNS length check), done by ada, the WHATWG URL parser Node.js uses.
+Hosts are made ASCII as WHATWG URL's domain parser ("domain to ASCII") says: an ASCII
+host is only lowercased, its "xn--" labels kept whatever UTS 46 makes of them, as browsers
+load them (whatwg/url#914); any other goes through UTS 46 (nontransitional, CheckBidi,
+CheckJoiners, no CheckHyphens, no DNS length check), done by ada, the WHATWG URL parser
+Node.js uses.
 Nothing falls back to IDNA2003, which maps "faß.de" to another host. The rest is RFC 3986
 section 5 done directly, with the WHATWG leniencies browsers have.
 """
@@ -166,27 +168,9 @@ def _canonical_host(host: str) -> str | None:
     if "%" in host:
         host = unquote(host, errors="strict") if _is_utf8_escaped(host) else host
     host = host.lower() if host.isascii() else _unicode_domain_to_ascii(host)
-    if "xn--" in host and not all(map(_is_valid_ace_label, host.split("."))):
-        return None
     if _ends_in_a_number(host):
         return _ipv4(host)
     return host if _DOMAIN.fullmatch(host) else None
-
-
-def _is_valid_ace_label(label: str) -> bool:
-    """Whether a label is no "xn--" label, or one that UTS 46 would make from Unicode.
-
-    WHATWG runs UTS 46 on ASCII hosts that have an "xn--" label: its Punycode must
-    decode, to a label that UTS 46 accepts and maps to itself ("xn--pokxncvks" decodes
-    to characters that UTS 46 maps to others, so no browser loads it).
-    """
-    if not label.startswith("xn--"):
-        return True
-    try:
-        unicode_label = label[4:].encode("ascii").decode("punycode")
-    except (UnicodeError, ValueError):
-        return False
-    return unicode_label != "" and _unicode_domain_to_ascii(unicode_label) == label
 
 
 def _unicode_domain_to_ascii(domain: str) -> str:

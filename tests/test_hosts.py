@@ -1,13 +1,18 @@
-"""Hosts are made ASCII as WHATWG URL's "domain to ASCII" says, on every path a host takes.
+"""Hosts are made ASCII as WHATWG URL's domain parser ("domain to ASCII") says, on every path a
+host takes.
 
-UTS 46 nontransitional, with CheckBidi and CheckJoiners, without CheckHyphens and without the
-DNS length check; never IDNA2003, which sends "faß.de" to "fass.de". The conformance cases are
-web-platform-tests' IdnaTestV2.json (tests/data/SOURCES.md), used as WPT uses them.
+A host with non-ASCII code points goes through UTS 46 nontransitional, with CheckBidi and
+CheckJoiners, without CheckHyphens and without the DNS length check; never IDNA2003, which sends
+"faß.de" to "fass.de". An all-ASCII host is lowercased and kept, "xn--" labels and all, unless it
+holds a forbidden domain code point (whatwg/url#914). The conformance cases are web-platform-tests'
+IdnaTestV2.json, toascii.json and urltestdata.json (tests/data/SOURCES.md), used as WPT uses
+them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,30 +21,72 @@ from crawler.config import ConfigError, load_settings, read_seeds
 from crawler.urls import Scope, canonical_links, canonicalize
 from tests.conftest import Site, crawl
 
-IDNA_CASES = [
-    case
-    for case in json.loads((Path(__file__).parent / "data" / "IdnaTestV2.json").read_text("utf-8"))
-    if isinstance(case, dict) and case["input"]  # strings are comments; WPT skips "" too
-]
+DATA = Path(__file__).parent / "data"
 
 
-def _is_an_erroneous_ascii_punycode_host(case: dict) -> bool:
-    """An ASCII host with an "xn--" label that UTS 46 finds an error in (its comment lists it).
+def _cases(name: str) -> list[dict]:
+    """The test cases of one of WPT's JSON files; its strings are comments."""
+    return [case for case in json.loads((DATA / name).read_text("utf-8")) if isinstance(case, dict)]
 
-    Our copy of the file is older than the URL Standard's rule that such a host goes through
-    UTS 46 too (urltestdata.json's "xn--pokxncvks" cases): it still expects these unchanged,
-    and WPT's newer copy expects them to fail.
-    """
-    errors = [e for e in (case.get("comment") or "").split("; ") if e and "(ignored)" not in e]
-    return bool(errors) and case["input"].isascii() and "xn--" in case["input"].lower()
+
+def _expected_host_url(host: str | None) -> str | None:
+    return None if host is None else f"https://{host}/x"
+
+
+# As url/IdnaTestV2.window.js runs them: new URL("https://" + input + "/x") has host `output`,
+# or throws where `output` is null. It skips the empty input, which no URL can hold.
+IDNA_CASES = [case for case in _cases("IdnaTestV2.json") if case["input"]]
 
 
 @pytest.mark.parametrize("case", IDNA_CASES, ids=lambda case: ascii(case["input"])[1:-1])
 def test_idna_conformance_as_web_platform_tests_run_it(case):
-    expected = None if case["output"] is None else f"https://{case['output']}/x"
-    if _is_an_erroneous_ascii_punycode_host(case):
-        expected = None
-    assert canonicalize(f"https://{case['input']}/x") == expected
+    assert canonicalize(f"https://{case['input']}/x") == _expected_host_url(case["output"])
+
+
+# As url/toascii.window.js runs them through new URL(): a missing `output` is the input itself.
+TOASCII_CASES = _cases("toascii.json")
+
+
+@pytest.mark.parametrize("case", TOASCII_CASES, ids=lambda case: ascii(case["input"])[1:-1])
+def test_toascii_cases_as_web_platform_tests_run_them(case):
+    host = case.get("output", case["input"])
+    assert canonicalize(f"https://{case['input']}/x") == _expected_host_url(host)
+
+
+_SCHEME = re.compile(r"[\x00-\x20]*([A-Za-z][A-Za-z0-9+.\-]*):")
+
+
+def _is_http(case: dict) -> bool:
+    """Whether WPT's case is about an http(s) URL: what it parses to, or, for a failure, what
+    its input or its base names."""
+    if not case.get("failure"):
+        return case["protocol"] in ("http:", "https:")
+    scheme = _SCHEME.match(case["input"])
+    named = scheme.group(1) if scheme else (case["base"] or "").partition(":")[0]
+    return named.lower() in ("http", "https")
+
+
+def _our_href(case: dict) -> str | None:
+    """WPT's href as we give it: without the fragment (never requested), and without an
+    empty query, the one difference README.md states."""
+    if case.get("failure"):
+        return None
+    href = case["href"].partition("#")[0]  # a "#" anywhere else is escaped
+    return href.removesuffix("?") if case["search"] == "" else href
+
+
+URL_CASES = [case for case in _cases("urltestdata.json") if _is_http(case)]
+
+
+@pytest.mark.parametrize(
+    "case", URL_CASES, ids=lambda case: ascii(f"{case['input']} {case['base']}")[1:-1]
+)
+def test_urltestdata_http_cases_give_web_platform_tests_href(case):
+    assert canonicalize(case["input"], case["base"]) == _our_href(case)
+
+
+def test_the_conformance_files_are_all_read():
+    assert (len(IDNA_CASES), len(TOASCII_CASES), len(URL_CASES)) == (2670, 87, 445)
 
 
 # Most of these came out wrong before: another host, or a valid host refused, or an invalid

@@ -90,16 +90,16 @@ async def test_a_bug_in_fetching_costs_its_page(bug_site, tmp_path, monkeypatch,
 
 
 async def test_a_bug_in_parsing_costs_its_page(bug_site, tmp_path, monkeypatch, caplog):
-    import crawler.engine
+    import crawler.htmlguard
 
-    parse = crawler.engine.parse_html
+    parse = crawler.htmlguard.parse_html
 
     def broken(tree: Any) -> Any:
         if tree.css_first("title").text() == "/bug":
             raise IndexError("parse bug")
         return parse(tree)
 
-    monkeypatch.setattr(crawler.engine, "parse_html", broken)
+    monkeypatch.setattr(crawler.htmlguard, "parse_html", broken)
     with caplog.at_level(logging.ERROR, logger="crawler"):
         records = await crawl_to_file(bug_site, tmp_path)
     assert_only_the_bug_page_lost(bug_site, records, "internal_error")

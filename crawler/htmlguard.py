@@ -1,0 +1,417 @@
+"""Bound what one HTML page can cost the parser: the markup Lexbor takes longer than linear on.
+
+Lexbor's tree builder is quadratic in three shapes a hostile page can take, measured with
+selectolax 1.0.2 (benchmarks/hostile_pages.py):
+
+- nesting: a start tag such as <div> looks for an open <p> down the stack of open elements, so
+  40,000 nested <div>s (440 KB) took 2.8 s and 450,000 did not finish;
+- attributes: each new attribute of an element is compared with those before it, so one
+  element with 100,000 attributes (0.9 MB) took 37 s;
+- options: each <option> of a <select> runs the select's selectedness over all its options,
+  so 20,000 options took 2.3 s.
+
+`HtmlParser.parse()` is how the crawl parses a page. A small page is parsed on the event loop,
+as before: its worst shape costs little. A larger one is parsed in a thread (Lexbor lets go of
+the GIL), so no page holds the loop whatever its shape, and with its markup bounded first where
+a cheap count says it may hold one of those shapes. `bounded()` reads the page as the HTML
+tokenizer does (comments, raw text, quoted attribute values), keeps an estimate of the stack of
+open elements meant never to be lower than the parser's, and edits the markup only where a
+bound is passed:
+
+- at MAX_DEPTH open elements (Chromium's cap, 512), an end tag for the innermost one goes
+  before the next start tag, so deeper elements become its siblings, as Chromium attaches
+  them: their text and links stay in the page;
+- after MAX_ATTRIBUTES attributes, an element's further attributes are dropped;
+- after MAX_OPTIONS options, a <select> is closed and a new one opened.
+
+A page of some other slow shape, or one that hides its shape from the counts, still gets its
+record: after a budget of CPU time for its size, its markup is bounded and parsed again, and the
+first parse, which cannot be stopped, is left to end on its own; while it runs, every large
+page is bounded first. A page whose markup was edited gets the error kind "html_too_complex",
+with the title, links and text of the bounded markup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from selectolax.lexbor import LexborHTMLParser
+
+from crawler.parse import ParsedPage, parse_html
+
+MAX_DEPTH = 512
+MAX_ATTRIBUTES = 64
+MAX_OPTIONS = 256
+# At most this many characters a page is parsed on the event loop: the slowest shape of this
+# size measured 0.07 s (6,500 nested <div>s), the cost of a thread hand-off is saved.
+INLINE_MAX_CHARS = 32 * 1024
+# The CPU time a parse may take before the page's markup is bounded and parsed again: 15 times
+# what plain HTML takes (Lexbor parses it at about 60 MB/s), and a margin for a busy machine.
+_BUDGET_BASE_S = 0.25
+_BUDGET_CHARS_PER_S = 4_000_000
+_MIN_WAIT_S = 0.05
+_THREAD_CPU_CLOCKS = hasattr(time, "pthread_getcpuclockid")
+# What sends a page to `bounded()` before Lexbor sees it: one window of _WINDOW characters at
+# a random place in each _PERIOD of the page (so 1/64 of it is read, and a hostile stretch
+# longer than a period cannot be missed) holding more start than end tags, of elements that
+# nothing else closes, by _MAX_NET_OPENS (the Python docs' pages: at most 9 in any 1 KiB), no
+# "<" or ">" at all (the inside of a huge tag), or more than _MAX_OPTIONS_SEEN options. A plain
+# page sent there only costs the pass. Nesting spread thinner than that, or hidden behind
+# bogus end tags, is left to the budget.
+_PERIOD = 64 * 1024
+_WINDOW = 1024
+_MAX_NET_OPENS = 16
+_MAX_OPTIONS_SEEN = 8
+
+# What may follow "<": a comment, a bogus comment or doctype, an end tag, or a start tag.
+_MARKUP = re.compile(r"<(?:(!--)|([!?]|/(?![A-Za-z]))|(/?)([A-Za-z][^\t\n\f\r />]*))")
+_ATTRIBUTE = (
+    r"[^\t\n\f\r />][^\t\n\f\r />=]*+"
+    r"(?:[\t\n\f\r ]*+=[\t\n\f\r ]*+(?:\"[^\"]*+\"|'[^']*+'|[^\t\n\f\r >]*+))?+"
+)
+# The rest of a tag after its name, as the tokenizer reads it: a ">" inside a quoted value
+# does not end it. Group 1 is the "/" of a self-closing tag, group 2 the ">" (none at EOF).
+_TAG_REST = re.compile(rf"(?:[\t\n\f\r ]++|/(?!>)|{_ATTRIBUTE})*+(/?)(>)?")
+_ONE_ATTRIBUTE = re.compile(rf"[\t\n\f\r /]*+({_ATTRIBUTE})")
+_SHORT_TAG = 2 * MAX_ATTRIBUTES  # a tag this short cannot hold MAX_ATTRIBUTES attributes
+
+_VOID = frozenset(
+    "area base basefont bgsound br col embed frame hr img input keygen link meta param source "  # noqa: SIM905
+    "track wbr".split()
+)
+# Their content is text to the tokenizer, up to their end tag (plaintext: to the end).
+_RAW_TEXT = frozenset("script style xmp iframe noembed noframes textarea title".split())  # noqa: SIM905
+# Where a search for an element "in scope" stops.
+_SCOPE = frozenset("applet caption html table td th marquee object template".split())  # noqa: SIM905
+# "Special" elements: an end tag that is no block's looks for its element no further down.
+_SPECIAL = _SCOPE | frozenset(
+    "address area article aside base basefont bgsound blockquote body br button center col "  # noqa: SIM905
+    "colgroup dd details dir div dl dt embed fieldset figcaption figure footer form frame "
+    "frameset h1 h2 h3 h4 h5 h6 head header hgroup hr iframe img input keygen li link listing "
+    "main menu meta nav noembed noframes noscript ol p param plaintext pre script search "
+    "section select source style summary tbody textarea tfoot thead title tr track ul wbr "
+    "xmp".split()
+)
+_HEADINGS = frozenset("h1 h2 h3 h4 h5 h6".split())  # noqa: SIM905
+# Start tags that close an open <p> first.
+_CLOSES_P = _HEADINGS | frozenset(
+    "address article aside blockquote center details dialog dir div dl fieldset figcaption "  # noqa: SIM905
+    "figure footer form header hgroup hr listing main menu nav ol p pre search section summary "
+    "table ul xmp li dd dt plaintext".split()
+)
+# Start tags that close the same element when it is open in table scope.
+_CLOSES_IN_TABLE = {
+    "td": ("td", "th"),
+    "th": ("td", "th"),
+    "tr": ("tr",),
+    "tbody": ("tbody", "thead", "tfoot"),
+    "thead": ("tbody", "thead", "tfoot"),
+    "tfoot": ("tbody", "thead", "tfoot"),
+}
+_LIST_ITEMS = {"li": ("li",), "dd": ("dd", "dt"), "dt": ("dd", "dt")}
+_BUTTON_SCOPE = _SCOPE | {"button"}
+_TABLE_SCOPE = frozenset(("html", "table", "template"))
+_TABLE_PARTS = frozenset("table caption colgroup tbody thead tfoot tr td th".split())  # noqa: SIM905
+_LIST_ITEM_STOP = _SPECIAL - {"address", "div", "p"}
+_MAX_WALK = 64
+_NOT_PUSHED = _VOID | frozenset(("html", "head", "body"))
+_FOREIGN = frozenset(("svg", "math"))
+# HTML start tags that end foreign content; "/>" closes any other element inside it.
+_BREAK_OUT = _CLOSES_P | frozenset(
+    "b big body br code em embed font head i img meta nobr ruby s small span strike strong "  # noqa: SIM905
+    "sub sup tt u var".split()
+)
+# Elements that a later tag closes anyway (the next <td>, <li>, <p>, <option>, <a>...): a run
+# of them open is no deep nesting, as an unclosed table or a run of <a>s is not.
+_CLOSED_ANYWAY = (
+    _VOID
+    | _HEADINGS
+    | _TABLE_PARTS
+    | frozenset("html head body p li dd dt option optgroup a button nobr select".split())  # noqa: SIM905
+)
+_TAG_NAME = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)")
+_RAW_TEXT_END = {name: re.compile(rf"</{name}[\t\n\f\r />]", re.IGNORECASE) for name in _RAW_TEXT}
+
+
+class _Stack:
+    """The open elements, as many or more than the parser has: an end tag pops only what it
+    surely pops, and a start tag closes only what it surely closes."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.open: dict[str, int] = {}  # how many of each are open
+        self.foreign = 0  # open <svg> and <math> elements
+        self.options = 0  # options in the innermost open <select>
+
+    def push(self, name: str) -> None:
+        self.names.append(name)
+        self.open[name] = self.open.get(name, 0) + 1
+        if name in _FOREIGN:
+            self.foreign += 1
+        elif name == "select":
+            self.options = 0
+
+    def pop_to(self, index: int) -> None:
+        for name in self.names[index:]:
+            self.open[name] -= 1
+            if name in _FOREIGN:
+                self.foreign -= 1
+        del self.names[index:]
+
+    def close(self, targets: tuple[str, ...], stop: frozenset[str]) -> None:
+        """Pop the innermost of `targets` and all above it, unless a `stop` element is above
+        it, or it is more than _MAX_WALK down: then it is left open, which keeps the estimate
+        high and the work per tag bounded."""
+        if not any(self.open.get(target) for target in targets):
+            return
+        names = self.names
+        for index in range(len(names) - 1, max(-1, len(names) - 1 - _MAX_WALK), -1):
+            name = names[index]
+            if name in targets:
+                self.pop_to(index)
+                return
+            if name in stop:
+                return
+
+    def start(self, name: str) -> None:
+        """What an HTML start tag closes before its element is pushed."""
+        names = self.names
+        if not names:
+            return
+        if name in _CLOSES_P:
+            self.close(("p",), _BUTTON_SCOPE)
+        top = names[-1] if names else ""
+        if name in _LIST_ITEMS:
+            self.close(_LIST_ITEMS[name], _LIST_ITEM_STOP)
+        elif (name in _HEADINGS and top in _HEADINGS) or (
+            (name == "option" or name == "optgroup") and top == "option"
+        ):
+            self.pop_to(len(names) - 1)
+        elif name in _CLOSES_IN_TABLE:
+            self.close(_CLOSES_IN_TABLE[name], _TABLE_SCOPE)
+        elif name in ("a", "button", "nobr", "select"):
+            self.close((name,), _SPECIAL)
+
+    def end(self, name: str) -> None:
+        """An end tag: its element and all above it, if it is surely closed."""
+        if name in _TABLE_PARTS:  # closes the cell it is in, too
+            self.close((name,), _TABLE_SCOPE)
+        elif name not in ("html", "head", "body", "br"):
+            self.close((name,), _SCOPE if name in _SPECIAL else _SPECIAL)
+
+
+def bounded(html: str) -> str:
+    """`html` with its nesting, attributes and options bounded (see the module docstring)."""
+    pieces: list[str] = []  # the edited page, if it needs editing
+    copied = 0  # how much of `html` is in `pieces`
+    stack = _Stack()
+    names = stack.names
+    position = 0
+    end = len(html)
+    while position < end:
+        markup = _MARKUP.search(html, position)
+        if markup is None:
+            break
+        comment, bogus, slash, name = markup.groups()
+        if comment is not None:
+            position = _comment_end(html, markup.end())
+            continue
+        if bogus is not None:
+            close = html.find(">", markup.end())
+            position = end if close == -1 else close + 1
+            continue
+        rest = _TAG_REST.match(html, markup.end())
+        assert rest is not None  # every part of the pattern may be empty
+        if rest.group(2) is None:
+            break  # a tag cut by the end of the page is no tag
+        position = rest.end()
+        name = name.lower()
+        edits: list[tuple[int, int, str]] = []  # html[start:stop] is to be the text
+        if slash:
+            stack.end(name)
+        elif name == "plaintext" and not stack.foreign:
+            break  # the rest of the page is text
+        else:
+            in_foreign = stack.foreign and name not in _BREAK_OUT
+            raw_text = name in _RAW_TEXT and not stack.foreign
+            if not in_foreign:
+                stack.start(name)
+            if name == "option" and names and names[-1] == "select":
+                stack.options += 1
+                if stack.options > MAX_OPTIONS:
+                    edits.append((markup.start(), markup.start(), "</select><select>"))
+                    stack.options = 1
+            self_closed = rest.group(1) and (in_foreign or name in _FOREIGN)
+            if not (name in _NOT_PUSHED or raw_text or self_closed):
+                if len(names) >= MAX_DEPTH:
+                    edits.append((markup.start(), markup.start(), f"</{names[-1]}>"))
+                    stack.pop_to(len(names) - 1)
+                stack.push(name)
+            if raw_text:
+                position = _raw_text_end(html, name, position)
+        if rest.end() - markup.start() > _SHORT_TAG:
+            kept = _first_attributes(html, markup.end(), rest.start(1))
+            if kept is not None:
+                edits.append((markup.end(), rest.start(1), kept))
+        for start, stop, text in edits:
+            pieces += (html[copied:start], text)
+            copied = stop
+    if not pieces:
+        return html
+    pieces.append(html[copied:])
+    return "".join(pieces)
+
+
+def _first_attributes(html: str, start: int, stop: int) -> str | None:
+    """The tag's first MAX_ATTRIBUTES attributes, if it has more; else None."""
+    attributes = _ONE_ATTRIBUTE.finditer(html, start, stop)
+    kept = [match.group(1) for match in itertools.islice(attributes, MAX_ATTRIBUTES + 1)]
+    if len(kept) <= MAX_ATTRIBUTES:
+        return None
+    return " " + " ".join(kept[:MAX_ATTRIBUTES])
+
+
+def _comment_end(html: str, start: int) -> int:
+    """Where a comment whose "<!--" ends at `start` ends: "-->", "--!>", or "<!-->"."""
+    if html.startswith(">", start):
+        return start + 1
+    if html.startswith("->", start):
+        return start + 2
+    ends = [i for i in (html.find("-->", start), html.find("--!>", start)) if i != -1]
+    if not ends:
+        return len(html)
+    first = min(ends)
+    return first + (3 if html.startswith("-->", first) else 4)
+
+
+def _raw_text_end(html: str, name: str, start: int) -> int:
+    """Where the text of a <script>, <style>, <textarea>... that starts at `start` ends."""
+    match = _RAW_TEXT_END[name].search(html, start)
+    return len(html) if match is None else match.start()
+
+
+def may_be_slow(html: str, rng: random.Random) -> bool:
+    """Whether windows of the page hint at a shape Lexbor is slow on (see _PERIOD)."""
+    for period in range(0, len(html), _PERIOD):
+        start = period + rng.randrange(_PERIOD - _WINDOW)
+        stop = start + _WINDOW
+        if stop > len(html):
+            start, stop = max(0, len(html) - _WINDOW), len(html)
+        window = html[start:stop]
+        if ("<" not in window and ">" not in window) or window.count("<option") > _MAX_OPTIONS_SEEN:
+            return True
+        opens = 0
+        for slash, name in _TAG_NAME.findall(window):
+            if name.lower() not in _CLOSED_ANYWAY:
+                opens += -1 if slash else 1
+        if opens > _MAX_NET_OPENS:
+            return True
+    return False
+
+
+_Parsed = tuple[LexborHTMLParser, ParsedPage, bool]
+
+
+def _parsed(html: str, edited: bool = False) -> _Parsed:
+    tree = LexborHTMLParser(html)
+    return tree, parse_html(tree), edited
+
+
+def _bounded_parsed(html: str) -> _Parsed:
+    markup = bounded(html)
+    return _parsed(markup, markup is not html)
+
+
+_T = TypeVar("_T")
+
+
+class _Job(Generic[_T]):
+    """`function(html)` in a daemon thread of its own (one that cannot be stopped must not
+    keep the process from ending either), and the CPU time it has taken."""
+
+    def __init__(self, function: Callable[[str], _T], html: str) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[_T] = self._loop.create_future()
+        self._function = function
+        self._html = html
+        self._clock: int | None = None
+        self._started_s = time.monotonic()
+        threading.Thread(target=self._run, name="crawler-parse", daemon=True).start()
+
+    def cpu_s(self) -> float:
+        if not _THREAD_CPU_CLOCKS:  # macOS, Windows: the time since it started
+            return time.monotonic() - self._started_s
+        try:
+            return time.clock_gettime(self._clock) if self._clock is not None else 0.0
+        except OSError:  # the thread has just ended
+            return 0.0
+
+    def _run(self) -> None:
+        if _THREAD_CPU_CLOCKS:
+            self._clock = time.pthread_getcpuclockid(threading.get_ident())
+        try:
+            result, error = self._function(self._html), None
+        except Exception as exc:  # given to the awaiting page, as if raised there
+            result, error = None, exc
+        self._clock = None
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it any more
+            self._loop.call_soon_threadsafe(self._settle, result, error)
+
+    def _settle(self, result: _T | None, error: Exception | None) -> None:
+        if self.future.done():
+            return
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(result)  # type: ignore[arg-type]
+
+
+class HtmlParser:
+    """Parses a crawl's pages so that none holds the event loop longer than a plain page of
+    its size would: see the module docstring."""
+
+    def __init__(self) -> None:
+        self._runaways = 0  # parses given up on that still run
+        self._random = random.Random()
+        # As many pages parse at once as there are cores: a tree takes some 25 times its page's
+        # size in memory (260 MB for 10 MB of paragraphs). A parse given up on leaves its place.
+        self._threads = asyncio.Semaphore(os.cpu_count() or 1)
+
+    async def parse(self, html: str) -> _Parsed:
+        """The page's tree, what `parse_html` reads in it, and whether its markup had to be
+        bounded. A large page's are read in a thread too: a page of 500,000 links took 1.2 s."""
+        if len(html) <= INLINE_MAX_CHARS:
+            return _parsed(html)
+        async with self._threads:
+            return await self._parse_in_threads(html)
+
+    async def _parse_in_threads(self, html: str) -> _Parsed:
+        if self._runaways or may_be_slow(html, self._random):
+            return await _Job(_bounded_parsed, html).future
+        first = _Job(_parsed, html)
+        budget_s = _BUDGET_BASE_S + len(html) / _BUDGET_CHARS_PER_S
+        # CPU time, not the clock's: on a busy machine a plain page may take long to parse.
+        while (left_s := budget_s - first.cpu_s()) > 0:
+            done, _ = await asyncio.wait({first.future}, timeout=max(left_s, _MIN_WAIT_S))
+            if done:
+                return first.future.result()
+        self._runaways += 1
+        first.future.add_done_callback(self._runaway_ended)
+        bounded_parse = await _Job(_bounded_parsed, html).future
+        if not bounded_parse[2]:  # none of the known shapes: only slow, so the first will do
+            return await first.future
+        return bounded_parse
+
+    def _runaway_ended(self, future: asyncio.Future[_Parsed]) -> None:
+        self._runaways -= 1
+        if not future.cancelled():
+            future.exception()  # retrieved: a parse given up on has nobody else to tell
