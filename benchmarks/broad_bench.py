@@ -11,7 +11,8 @@ many records it wrote. At the end it prints:
   filter apart: its size is fixed by --expected-urls);
 - with --redis, Redis's memory, in all and per queued URL;
 - exactness, from the servers' counters and the output: every page once, every
-  depth its level, robots.txt read first and obeyed, Crawl-delay kept.
+  depth its level (not with --redis, whose processes crawl breadth-first per
+  host only: see README), robots.txt read first and obeyed, Crawl-delay kept.
 
     python benchmarks/broad_bench.py --hosts 100000 --web-pages 2000000 --max-pages 100000
 """
