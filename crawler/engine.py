@@ -424,8 +424,9 @@ class Crawl:
         self._started(request, started)
         try:
             if request.kind == ROBOTS:  # read before this request was handed out
-                rules = self._robots.cached(origin_of(request.url))
-                parser = rules.parser if rules is not None else None  # None: expired since
+                origin = origin_of(request.url)
+                # None if its rules expired since, or it had none
+                parser = self._robots.parser(origin, self._robots.cached(origin))
                 lines = list(parser.sitemaps) if parser is not None else []
                 page, listed = None, in_robots(request, lines)
             else:

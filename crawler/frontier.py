@@ -10,7 +10,8 @@ growing by one per link makes the crawl breadth-first.
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter, deque
+import sys
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -120,36 +121,51 @@ _ADDED_COLUMNS = ("kind", "lastmod")
 
 
 class SqliteFrontier:
-    """Rows in a `frontier` table of a connection the caller commits; a buffer per host.
+    """Rows in a `frontier` table of a connection the caller commits; a few hosts' heads
+    in memory.
 
     A row stays until the state directory's checkpoint deletes it once its page is
     done, so after a crash every URL that was queued or in flight is queued again.
+
+    In memory, per host with URLs queued, only two integers: how many rows it has
+    not handed out, and the last one it did. The next rows of the hosts asked
+    about most recently are read ahead, `buffer_per_host` at a time, for at most
+    `buffered_hosts` hosts: a crawl of 10^5 hosts holds a few thousand URLs in
+    memory, not a buffer for each host.
     """
 
-    def __init__(self, db: sqlite3.Connection, buffer_per_host: int = 64) -> None:
+    def __init__(
+        self, db: sqlite3.Connection, buffer_per_host: int = 16, buffered_hosts: int = 1024
+    ) -> None:
         self._db = db
         self._buffer_size = buffer_per_host
+        self._buffered_hosts = buffered_hosts
         db.executescript(_SCHEMA)
         columns = {row[1] for row in db.execute("PRAGMA table_info(frontier)")}
         for column in _ADDED_COLUMNS:
             if column not in columns:
                 db.execute(f"ALTER TABLE frontier ADD COLUMN {column} TEXT")
-        self._buffers: dict[str, deque[Request]] = {}
-        self._unbuffered: dict[str, int] = {}  # rows on disk not yet in a buffer
-        self._after: dict[str, int] = {}  # last seq read into the buffer
+        # Least recently asked first; each holds its host's next rows, in order.
+        self._buffers: OrderedDict[str, deque[Request]] = OrderedDict()
+        self._queued: dict[str, int] = {}  # rows not handed out yet, buffered or not
+        self._after: dict[str, int] = {}  # the last seq handed out (or before the first row)
         self._size = 0
-        for host, count in db.execute("SELECT host, count(*) FROM frontier GROUP BY host"):
-            self._unbuffered[host] = count
+        for host, count, first in db.execute(
+            "SELECT host, count(*), min(seq) FROM frontier GROUP BY host"
+        ):
+            self._queued[host] = count
+            self._after[host] = first - 1
             self._size += count
         self._last_seq = db.execute("SELECT max(seq) FROM frontier").fetchone()[0] or 0
 
     def push(self, requests: Iterable[Request]) -> None:
+        insert = self._db.execute
         for request in requests:
             host = request.host
             self._last_seq += 1
             request.seq = self._last_seq
             kind = None if request.kind == PAGE else request.kind
-            self._db.execute(
+            insert(
                 "INSERT INTO frontier (host, seq, url, depth, referrer, kind, lastmod) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -162,26 +178,36 @@ class SqliteFrontier:
                     request.lastmod,
                 ),
             )
-            buffer = self._buffers.setdefault(host, deque())
-            if not self._unbuffered.get(host) and len(buffer) < self._buffer_size:
+            queued = self._queued.get(host, 0)
+            if not queued:
+                host = sys.intern(host)  # one string for the host's keys here and elsewhere
+                self._after[host] = request.seq - 1
+            self._queued[host] = queued + 1
+            buffer = self._buffers.get(host)
+            # A buffer holds its host's first rows: append only if it holds them all.
+            if buffer is not None and len(buffer) == queued and queued < self._buffer_size:
                 buffer.append(request)
-                self._after[host] = request.seq
-            else:
-                self._unbuffered[host] = self._unbuffered.get(host, 0) + 1
             self._size += 1
 
-    def _fill(self, host: str) -> deque[Request]:
-        buffer = self._buffers.setdefault(host, deque())
-        if not buffer and self._unbuffered.get(host):
-            rows = self._db.execute(
+    def _fill(self, host: str) -> deque[Request] | None:
+        """`host`'s buffer, read from the table if it is empty; None if nothing is queued."""
+        if not self._queued.get(host):
+            return None
+        buffer = self._buffers.get(host)
+        if buffer:
+            self._buffers.move_to_end(host)
+            return buffer
+        buffer = self._buffers[host] = deque(
+            Request(url, depth, referrer, seq, kind or PAGE, lastmod)
+            for seq, url, depth, referrer, kind, lastmod in self._db.execute(
                 "SELECT seq, url, depth, referrer, kind, lastmod FROM frontier "
                 "WHERE host = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (host, self._after.get(host, 0), self._buffer_size),
+                (host, self._after[host], self._buffer_size),
             )
-            for seq, url, depth, referrer, kind, lastmod in rows:
-                buffer.append(Request(url, depth, referrer, seq, kind or PAGE, lastmod))
-                self._after[host] = seq
-            self._unbuffered[host] -= len(buffer)
+        )
+        self._buffers.move_to_end(host)
+        if len(self._buffers) > self._buffered_hosts:
+            self._buffers.popitem(last=False)  # its rows stay on disk
         return buffer
 
     def peek(self, host: str) -> Request | None:
@@ -194,20 +220,20 @@ class SqliteFrontier:
             return None
         self._size -= 1
         request = buffer.popleft()
-        if not buffer and not self._unbuffered.get(host):
-            del self._buffers[host]
-            self._unbuffered.pop(host, None)
+        queued = self._queued[host] - 1
+        if queued:
+            self._queued[host] = queued
+            self._after[host] = request.seq
+        else:  # the next row pushed for this host says where it starts
+            del self._queued[host], self._after[host]
+            self._buffers.pop(host, None)
         return request
 
     def hosts(self) -> list[str]:
-        return [
-            h
-            for h in {*self._buffers, *self._unbuffered}
-            if self._buffers.get(h) or self._unbuffered.get(h)
-        ]
+        return list(self._queued)
 
     def queued_for(self, host: str) -> int:
-        return len(self._buffers.get(host, ())) + self._unbuffered.get(host, 0)
+        return self._queued.get(host, 0)
 
     def depths(self) -> Counter[int]:
         """How many requests are queued at each depth."""

@@ -6,7 +6,8 @@ protego) and answers whether a URL may be fetched.
 `HostScheduler` hands requests to workers. Each host has its own FIFO (in the
 frontier), a cap on requests in flight, and a time before which its next
 request may not start: `--delay`, raised by robots.txt Crawl-delay, doubled by
-429/503 answers and by Retry-After. Hosts that have work sit in a heap ordered
+429/503 answers and by Retry-After, counted from the start of its last request
+and from the end of each. Hosts that have work sit in a heap ordered
 by that time, so a worker always takes from a host that is ready now and never
 waits on a throttled host while another one has work.
 """
@@ -20,8 +21,10 @@ import logging
 import math
 import random
 import re
+import sys
 import time
-from collections import deque
+import zlib
+from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,7 +52,9 @@ DELAY_MARGIN_S = 0.01
 
 @dataclass(frozen=True, slots=True)
 class RobotsRules:
-    parser: Protego | None = None  # None: everything allowed, or everything denied
+    # robots.txt as fetched, zlib-compressed: a crawl keeps every host's, and parses again
+    # those it no longer holds parsed. None: everything allowed, or everything denied.
+    packed: bytes | None = None
     denied: ErrorKind | None = None  # the error of every URL when robots.txt could not be had
     expires_at: float = math.inf  # time.monotonic()
     crawl_delay_s: float = 0.0
@@ -86,7 +91,14 @@ def backoff_s(attempt: int) -> float:
 
 
 class Robots:
-    """robots.txt per origin: fetched once, cached for up to ROBOTS_MAX_AGE_S."""
+    """robots.txt per origin: fetched once, cached for up to ROBOTS_MAX_AGE_S.
+
+    A parsed robots.txt takes about 1.4 KB (protego's rule objects), so only the
+    `MAX_PARSED` origins used most recently stay parsed; the others keep their
+    text, compressed, and are parsed again when their host is due.
+    """
+
+    MAX_PARSED = 2048
 
     def __init__(
         self,
@@ -102,6 +114,7 @@ class Robots:
         self._enabled = enabled
         self._retries = retries
         self._rules: dict[str, RobotsRules] = {}
+        self._parsed: OrderedDict[str, Protego] = OrderedDict()  # least recently used first
         self._pending: dict[str, asyncio.Future[RobotsRules | None]] = {}
         self._failures: dict[str, int] = {}
 
@@ -118,9 +131,27 @@ class Robots:
         """Why `url` may not be fetched under `rules` (a record's error), or None if it may."""
         if rules.denied is not None:
             return rules.denied
-        if rules.parser is None or rules.parser.can_fetch(url, self._agent):
+        parser = self.parser(origin_of(url), rules)
+        if parser is None or parser.can_fetch(url, self._agent):
             return None
         return ErrorKind.ROBOTS_DISALLOWED
+
+    def parser(self, origin: str, rules: RobotsRules | None) -> Protego | None:
+        """`origin`'s robots.txt parsed, for its `rules`; None if it has no rules."""
+        if rules is None or rules.packed is None:
+            return None
+        parser = self._parsed.get(origin)
+        if parser is not None:
+            self._parsed.move_to_end(origin)
+            return parser
+        return self._keep_parsed(origin, Protego.parse(zlib.decompress(rules.packed).decode()))
+
+    def _keep_parsed(self, origin: str, parser: Protego) -> Protego:
+        self._parsed[origin] = parser
+        self._parsed.move_to_end(origin)
+        if len(self._parsed) > self.MAX_PARSED:
+            self._parsed.popitem(last=False)
+        return parser
 
     async def load(self, origin: str) -> RobotsRules | None:
         """Fetch robots.txt; None if it could not be read and should be tried again later."""
@@ -139,7 +170,7 @@ class Robots:
                     expires_at=time.monotonic() + UNREACHABLE_HOLD_S,
                 )
             if rules is not None:
-                self._rules[origin] = rules
+                self._rules[sys.intern(origin)] = rules
         finally:
             del self._pending[origin]
             future.set_result(rules)
@@ -158,7 +189,7 @@ class Robots:
             return rules.denied
         if rules.crawl_delay_s:
             return f"Crawl-delay {rules.crawl_delay_s:g} s"
-        return "read" if rules.parser is not None else "none"
+        return "read" if rules.packed is not None else "none"
 
     def failures(self, origin: str) -> int:
         """Consecutive failed fetches of `origin`'s robots.txt."""
@@ -203,8 +234,9 @@ class Robots:
         )
 
     def _parse(self, origin: str, body: bytes) -> RobotsRules:
+        text = body.decode("utf-8", "replace")
         try:
-            parser = Protego.parse(body.decode("utf-8", "replace"))
+            parser = Protego.parse(text)
         except Exception as exc:  # protego on garbage: treat as no rules, but say so
             log.warning("robots.txt of %s could not be parsed (%s); allowing all", origin, exc)
             return ALLOW_ALL
@@ -212,7 +244,8 @@ class Robots:
         rate = parser.request_rate(self._agent)
         if rate is not None and rate.requests > 0:
             delay = max(delay, rate.seconds / rate.requests)
-        return RobotsRules(parser=parser, crawl_delay_s=float(delay))
+        self._keep_parsed(origin, parser)
+        return RobotsRules(packed=zlib.compress(text.encode()), crawl_delay_s=float(delay))
 
 
 def _robots_expiry() -> float:
@@ -241,7 +274,7 @@ class _Host:
         self.next_start = 0.0
         self.base_delay_s = delay_s
         self.backoff_s = 0.0
-        self.retries: deque[Request] = deque()  # retried requests go before the frontier's
+        self.retries: deque[Request] | None = None  # go before the frontier's; made when needed
         self.in_heap = False
         self.origin = ""  # of the last request handed out, whose robots.txt it obeys
 
@@ -275,6 +308,7 @@ class HostScheduler:
         self._budget = max_pages or math.inf  # records still allowed to start
         self._hosts: dict[str, _Host] = {}
         self._heap: list[tuple[float, int, _Host]] = []
+        self._idle: list[tuple[float, str]] = []  # (next start, host): hosts to forget then
         self._tiebreak = itertools.count()
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._timer: asyncio.TimerHandle | None = None
@@ -327,6 +361,8 @@ class HostScheduler:
         host = self._hosts[request.host]
         self._end(host, throttled)
         request.attempt += 1
+        if host.retries is None:
+            host.retries = deque()
         host.retries.appendleft(request)
         self._retrying += 1
         host.next_start = max(host.next_start, time.monotonic() + wait_s)
@@ -344,16 +380,14 @@ class HostScheduler:
             wait_s = backoff_s(self._robots.failures(job.origin))
             host.next_start = max(host.next_start, time.monotonic() + wait_s)
         elif rules.crawl_delay_s:
-            delay_s = rules.crawl_delay_s
-            if delay_s > self._max_crawl_delay_s:
+            if rules.crawl_delay_s > self._max_crawl_delay_s:
                 log.warning(
                     "%s asks for Crawl-delay %g s; crawling it at the cap, %g s",
                     job.origin,
-                    delay_s,
+                    rules.crawl_delay_s,
                     self._max_crawl_delay_s,
                 )
-                delay_s = self._max_crawl_delay_s
-            host.base_delay_s = max(host.base_delay_s, delay_s)
+            self._apply_crawl_delay(host, rules)
             # From robots.txt's answer, not its start: a first request to a host may
             # reach it late (a new connection), and the server would see a shorter gap.
             host.next_start = max(host.next_start, time.monotonic() + host.delay_s)
@@ -391,7 +425,7 @@ class HostScheduler:
             return {}
         return {
             "in_flight": host.active,
-            "retrying": len(host.retries),
+            "retrying": len(host.retries or ()),
             "delay_s": round(host.base_delay_s, 3),
             "backoff_s": round(host.backoff_s, 3),
             "wait_s": round(max(0.0, host.next_start - time.monotonic()), 3),
@@ -414,16 +448,37 @@ class HostScheduler:
         return host.retries[0] if host.retries else self._frontier.peek(host.key)
 
     def _schedule(self, host: _Host) -> None:
-        """Put `host` in the heap if it could start a request at some point."""
-        if host.in_heap or host.active >= self._per_host or self._head(host) is None:
+        """Put `host` in the heap if it could start a request at some point; if it has
+        nothing to do, have it forgotten once its next start is no longer ahead."""
+        if host.in_heap or host.active >= self._per_host:
             return
-        host.in_heap = True
-        heapq.heappush(self._heap, (host.next_start, next(self._tiebreak), host))
+        if host.retries or self._frontier.queued_for(host.key):
+            host.in_heap = True
+            heapq.heappush(self._heap, (host.next_start, next(self._tiebreak), host))
+        elif not host.active:
+            heapq.heappush(self._idle, (host.next_start, host.key))
+
+    def _forget_idle(self, now: float) -> None:
+        """Drop the hosts with nothing to do whose delay is over: a broad crawl would
+        otherwise keep every host it ever saw. One that gets work again starts afresh,
+        its Crawl-delay applied again from robots.txt; a throttled one is kept."""
+        idle = self._idle
+        while idle and idle[0][0] <= now:
+            _, key = heapq.heappop(idle)
+            host = self._hosts.get(key)
+            if (
+                host is not None
+                and not (host.in_heap or host.active or host.retries or host.backoff_s)
+                and host.next_start <= now
+                and not self._frontier.queued_for(key)
+            ):
+                del self._hosts[key]
 
     def _take(self) -> Request | RobotsFetch | Refused | None:
         if self._stopping:
             return None
         now = time.monotonic()
+        self._forget_idle(now)
         heap = self._heap
         while heap and heap[0][0] <= now:
             _, _, host = heapq.heappop(heap)
@@ -443,8 +498,8 @@ class HostScheduler:
             request = self._head(host)
             if request is None:
                 return None
-            retried = bool(host.retries)
-            if not retried and self._budget <= 0:
+            retries = host.retries
+            if not retries and self._budget <= 0:
                 return None
             origin = host.origin = origin_of(request.location or request.url)
             rules = self._robots.cached(origin)
@@ -454,8 +509,10 @@ class HostScheduler:
                 self._robots_pending.add(origin)
                 self._start(host, now)
                 return RobotsFetch(host.key, origin)
-            if retried:
-                host.retries.popleft()
+            if request.location is None:  # a host forgotten while idle gets it back here
+                self._apply_crawl_delay(host, rules)
+            if retries:
+                retries.popleft()
                 self._retrying -= 1
             else:
                 self._frontier.pop(host.key)
@@ -469,6 +526,11 @@ class HostScheduler:
             return request
         return None
 
+    def _apply_crawl_delay(self, host: _Host, rules: RobotsRules) -> None:
+        delay_s = min(rules.crawl_delay_s, self._max_crawl_delay_s)
+        if delay_s > host.base_delay_s:
+            host.base_delay_s = delay_s
+
     def _start(self, host: _Host, now: float) -> None:
         host.active += 1
         self._active += 1
@@ -477,6 +539,11 @@ class HostScheduler:
     def _end(self, host: _Host, throttled: bool) -> None:
         host.active -= 1
         self._active -= 1
+        if host.delay_s:
+            # From the end of a request as well as its start (as Nutch and Heritrix
+            # count): a request handed out may reach the wire late, when the loop is
+            # busy, and the server would then see two closer than the delay.
+            host.next_start = max(host.next_start, time.monotonic() + host.delay_s)
         if throttled:
             host.backoff_s = min(self._max_retry_after_s, max(1.0, 2 * host.delay_s))
             host.next_start = max(host.next_start, time.monotonic() + host.backoff_s)

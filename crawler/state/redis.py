@@ -10,9 +10,11 @@ Keys, all under the hash tag `{<crawl-id>}` (the visited set's shards aside, see
                     sitemaps (toward --max-sitemaps)
     claims          hash: host -> URLs queued (toward --max-pages-per-host)
     hosts           set of hosts with URLs queued
-    q:<host>        list of queued URLs, each a JSON [url, depth, referrer], with
-                    [..., kind, lastmod] added for a sitemap's
-    inflight:<id>   hash: a member's taken URLs (the same JSON) -> host
+    q:<host>        list of queued URLs, each "depth url referrer", with " kind lastmod"
+                    added for a sitemap's; a URL on the list's host is its path ("/p"
+                    for http://host/p, "s/p" for https://), one elsewhere a network-
+                    path reference ("//other/p", "s//other/p"); no referrer is ""
+    inflight:<id>   hash: a member's taken URLs ("host entry") -> host
     locks, held:<id>, free
                     which member serves a host now, the hosts a member holds, and
                     when a host's next request may start after a hand-over
@@ -48,7 +50,6 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import hiredis
-import orjson
 import redis
 
 from crawler.bloom import BloomFilter
@@ -80,6 +81,7 @@ MAX_TICK_S = 0.25  # a membership change, or a new host to serve, is noticed wit
 # The settings a joiner must share with the crawl it joins: a resume's, and the
 # page budget, which all processes count against together.
 SHARED_SHAPE = (*SHAPING_SETTINGS, "max_pages")
+QUEUE_FORMAT = 2  # of the q:<host> entries (1: JSON); a crawl begun with another is refused
 
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
 
@@ -96,7 +98,8 @@ for _, dead in ipairs(redis.call('ZRANGEBYSCORE', members, '-inf', now)) do
   local inflight = P .. 'inflight:' .. dead
   local taken = redis.call('HGETALL', inflight)
   for i = 1, #taken, 2 do
-    if redis.call('LPUSH', P .. 'q:' .. taken[i + 1], taken[i]) == 1 then
+    local host = taken[i + 1]
+    if redis.call('LPUSH', P .. 'q:' .. host, string.sub(taken[i], #host + 2)) == 1 then
       redis.call('SADD', P .. 'hosts', taken[i + 1])
     end
   end
@@ -149,7 +152,7 @@ local function take(P, me, host, n, max_pages)
   redis.call('LTRIM', q, #items, -1)
   if redis.call('LLEN', q) == 0 then redis.call('SREM', P .. 'hosts', host) end
   local inflight = P .. 'inflight:' .. me
-  for _, item in ipairs(items) do redis.call('HSET', inflight, item, host) end
+  for _, item in ipairs(items) do redis.call('HSET', inflight, host .. ' ' .. item, host) end
   redis.call('HINCRBY', P .. 'counts', 'queued', -#items)
   redis.call('HINCRBY', P .. 'counts', 'inflight', #items)
   redis.call('HINCRBY', P .. 'counts', 'started', #items)
@@ -177,7 +180,7 @@ local q, inflight = P .. 'q:' .. host, P .. 'inflight:' .. me
 local n = #ARGV - 5
 for i = #ARGV, 6, -1 do
   redis.call('LPUSH', q, ARGV[i])
-  redis.call('HDEL', inflight, ARGV[i])
+  redis.call('HDEL', inflight, host .. ' ' .. ARGV[i])
 end
 if n > 0 then
   redis.call('SADD', P .. 'hosts', host)
@@ -329,12 +332,49 @@ def _plain_command(*args: str | bytes | int | float) -> tuple[None, bytes]:
 
 
 def _record(request: Request) -> bytes:
-    """A queued request in Redis: JSON, the kind and lastmod only when not a plain page's."""
-    if request.kind == PAGE and request.lastmod is None:
-        return orjson.dumps([request.url, request.depth, request.referrer])
-    return orjson.dumps(
-        [request.url, request.depth, request.referrer, request.kind, request.lastmod]
-    )
+    """A queued request in its host's list: "depth url referrer", each URL on the host
+    as its path; the kind and lastmod only when not a plain page's. Canonical URLs hold
+    no spaces."""
+    host = request.host
+    entry = f"{request.depth} {_on_host(request.url, host)} {_on_host(request.referrer, host)}"
+    if request.kind != PAGE or request.lastmod is not None:
+        entry += f" {request.kind} {request.lastmod or ''}"
+    return entry.encode()
+
+
+def _on_host(url: str | None, host: str) -> str:
+    """`url` in an entry of `host`'s list: a path on that host ("/p", or "s/p" for
+    https), a network-path reference elsewhere ("//other/p", or "s//other/p")."""
+    if url is None:
+        return ""
+    scheme, _, rest = url.partition("://")
+    mark = {"http": "", "https": "s"}.get(scheme)
+    if mark is None:
+        return url
+    if rest.startswith(host) and rest[len(host) : len(host) + 1] == "/":
+        return mark + rest[len(host) :]
+    return f"{mark}//{rest}"
+
+
+def _off_host(text: str, host: str) -> str:
+    """The URL `_on_host` gave `text` for."""
+    scheme = "http"
+    if text.startswith("s/"):
+        scheme, text = "https", text[1:]
+    if text.startswith("//"):
+        return f"{scheme}:{text}"
+    if text.startswith("/"):
+        return f"{scheme}://{host}{text}"
+    return text
+
+
+def _request(item: bytes, host: str) -> Request:
+    """The request a `_record` stands for, in `host`'s list."""
+    depth, url, referrer, *kind_lastmod = item.decode().split(" ", 4)
+    request = Request(_off_host(url, host), int(depth), _off_host(referrer, host) or None)
+    if kind_lastmod:
+        request.kind, request.lastmod = kind_lastmod[0], kind_lastmod[1] or None
+    return request
 
 
 def _taken_key(request: Request) -> tuple[str, str]:
@@ -348,7 +388,8 @@ def member_id() -> str:
 
 
 def shape_of(settings: Settings, seeds: Sequence[str]) -> str:
-    return json.dumps(crawl_shape(settings, seeds, SHARED_SHAPE), sort_keys=True)
+    shape = crawl_shape(settings, seeds, SHARED_SHAPE) | {"queue_format": QUEUE_FORMAT}
+    return json.dumps(shape, sort_keys=True)
 
 
 def _differences(saved: str, shape: str) -> list[str]:
@@ -547,7 +588,7 @@ class RedisStore:
             "commit",
             self._prefix,
             self.member,
-            item or "",
+            b"%s %s" % (done.host.encode(), item) if done is not None and item else "",
             int(page is not None),
             self._shape if done is None else "",
             done.host if done is not None and more else "",
@@ -768,9 +809,7 @@ class RedisStore:
             return
         requests = []
         for item in reply[1:]:
-            url, depth, referrer, *kind_lastmod = orjson.loads(item)  # as _record() wrote it
-            kind, lastmod = kind_lastmod or (PAGE, None)
-            request = Request(url, depth, referrer, kind=kind, lastmod=lastmod)
+            request = _request(item, host)
             self._taken[_taken_key(request)] = item
             requests.append(request)
         if requests:

@@ -1,0 +1,270 @@
+"""Broad crawls: 10^4 hosts on loopback (benchmarks/broad_web.py), checked at the servers.
+
+Each host of the web is an address of its own, 127.16.x.y, served by a process of
+benchmarks/broad_web.py that counts what the crawler asked: every page once,
+robots.txt first and once per host, no disallowed URL, no request too soon after
+the last on a Crawl-delay host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from benchmarks.broad_web import BroadWeb, raise_open_files_limit
+from crawler.engine import MAX_HELD_PAGES
+from crawler.frontier import SITEMAP, MemoryFrontier, Request, SqliteFrontier
+from crawler.politeness import HostScheduler, Robots
+from crawler.state.redis import _record as redis_entry
+from crawler.state.redis import _request as redis_request
+from tests.conftest import Site
+from tests.conftest import crawl as crawl_in_process
+
+
+def text_handler(text: str) -> Any:
+    async def handler(_request: web.Request) -> web.Response:
+        return web.Response(text=text)
+
+    return handler
+
+
+def crawl(web: BroadWeb, directory: Path, *options: str) -> subprocess.Popen[bytes]:
+    seeds = directory / "seeds.txt"
+    seeds.write_text("\n".join(web.seed_urls()) + "\n")
+    command = [sys.executable, "-m", "crawler", str(seeds), "-o", str(directory / "out.jsonl")]
+    command += ["--any-host", "--allow-private-addresses", "--state", str(directory / "state")]
+    command += ["--quiet", "--max-depth", "50", "--concurrency", "64", *options]
+    return subprocess.Popen(command, stderr=subprocess.PIPE, preexec_fn=raise_open_files_limit)
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def expected_urls(web: BroadWeb) -> tuple[dict[str, int], set[str]]:
+    """Every URL the crawl must fetch, with its depth (the pages, and the private pages
+    of hosts that do not disallow them), and those robots.txt disallows."""
+    shape = web.shape
+    starts = shape.level_starts()
+    fetched, disallowed = {}, set()
+    for n in range(shape.pages):
+        h = shape.host(n, starts)
+        depth = shape.level(n, starts)
+        fetched[f"{shape.origin(h)}/p/{n}"] = depth
+        if n % 10 == 0:
+            private = f"{shape.origin(h)}/private/{n}"
+            if shape.disallows_private(h):
+                disallowed.add(private)
+            else:
+                fetched[private] = depth + 1
+    return fetched, disallowed
+
+
+def assert_exact(written: list[dict[str, Any]], web: BroadWeb) -> None:
+    """Each URL once, each fetched one at its depth, each disallowed one refused."""
+    expected, disallowed = expected_urls(web)
+    urls = [r["url"] for r in written]
+    assert len(urls) == len(set(urls))
+    assert {r["url"]: r["depth"] for r in written if r.get("error") is None} == expected
+    assert {r["url"] for r in written if r.get("error") == "robots_disallowed"} == disallowed
+    assert len(written) == len(expected) + len(disallowed)
+
+
+def assert_obeyed(counters: dict[str, int]) -> None:
+    """robots.txt read before any page of its host, and obeyed."""
+    assert counters["before_robots"] == 0
+    assert counters["disallowed"] == 0
+    assert counters["too_soon"] == 0, f"Crawl-delay not kept: {counters}"
+    assert counters["wrong_host"] == 0
+
+
+def test_a_crawl_of_10_000_hosts_fetches_every_page_once_at_its_depth_obeying_robots(
+    tmp_path: Path,
+) -> None:
+    raise_open_files_limit()
+    with BroadWeb(
+        hosts=10_000, pages=11_100, seeds=100, same_host=1, slow_hosts=0, filler_bytes=100
+    ) as web:
+        crawler = crawl(web, tmp_path)
+        _, err = crawler.communicate(timeout=120)
+        counters = web.counters()
+        starts = web.shape.level_starts()
+        hosts = {web.shape.host(n, starts) for n in range(web.shape.pages)}
+
+    assert crawler.returncode == 0, err.decode()
+    assert_exact(records(tmp_path / "out.jsonl"), web)
+    assert len(hosts) >= 9_900
+    assert counters["robots"] == len(hosts) and counters["robots_twice"] == 0
+    assert counters["pages"] == web.shape.pages and counters["twice"] == 0
+    assert_obeyed(counters)
+
+
+def test_a_broad_crawl_killed_at_any_moment_and_resumed_loses_nothing(tmp_path: Path) -> None:
+    raise_open_files_limit()
+    kills = 0
+    with BroadWeb(hosts=200, pages=1_500, seeds=20, slow_hosts=0, filler_bytes=100) as web:
+        for kill_at in (100, 500, 1000):
+            crawler = crawl(web, tmp_path)
+            output = tmp_path / "out.jsonl"
+            while crawler.poll() is None and (
+                not output.exists() or output.read_bytes().count(b"\n") < kill_at
+            ):
+                time.sleep(0.01)  # polling the output: the crawl runs in another process
+            if crawler.poll() is None:
+                os.kill(crawler.pid, signal.SIGKILL)
+                kills += 1
+            crawler.wait()
+        crawler = crawl(web, tmp_path)
+        _, err = crawler.communicate(timeout=60)
+        counters = web.counters()
+
+    assert crawler.returncode == 0, err.decode()
+    assert kills == 3
+    assert_exact(records(tmp_path / "out.jsonl"), web)
+    # Only what was in flight or fetched and held for shallower pages at a kill is
+    # fetched again; robots.txt is read again.
+    assert counters["twice"] <= kills * (64 + MAX_HELD_PAGES)
+    assert counters["before_robots"] == counters["disallowed"] == counters["too_soon"] == 0, str(
+        counters
+    )
+
+
+def test_the_disk_frontier_reads_ahead_for_few_hosts_and_keeps_each_hosts_order(
+    tmp_path: Path,
+) -> None:
+    db = sqlite3.connect(tmp_path / "f.sqlite", isolation_level=None)
+    frontier = SqliteFrontier(db, buffer_per_host=4, buffered_hosts=8)
+    hosts = [f"127.16.0.{h}:80" for h in range(100)]
+    db.execute("BEGIN")
+    frontier.push(Request(f"http://{host}/{i}", 1, None) for i in range(10) for host in hosts)
+    db.execute("COMMIT")
+
+    popped: dict[str, list[str]] = {host: [] for host in hosts}
+    most_buffered = 0
+    for _ in range(5):
+        for host in hosts:
+            request = frontier.pop(host)
+            assert request is not None
+            popped[host].append(request.url.rsplit("/", 1)[1])
+            most_buffered = max(most_buffered, len(frontier._buffers))
+    assert most_buffered <= 8
+    assert all(urls == ["0", "1", "2", "3", "4"] for urls in popped.values())
+    assert len(frontier) == 500 and frontier.queued_for(hosts[0]) == 5
+
+    db.execute("DELETE FROM frontier WHERE CAST(substr(url, -1) AS INTEGER) < 5")
+    resumed = SqliteFrontier(db, buffer_per_host=4, buffered_hosts=8)
+    assert len(resumed) == 500
+    rest = [resumed.pop(hosts[7]) for _ in range(6)]
+    assert [r.url.rsplit("/", 1)[1] for r in rest if r is not None] == ["5", "6", "7", "8", "9"]
+    assert not resumed.queued_for(hosts[7])
+
+
+async def test_a_host_whose_pages_come_one_at_a_time_keeps_its_crawl_delay(
+    site: Site, site2: Site, tmp_path: Path
+) -> None:
+    # 127.0.0.1 asks for Crawl-delay 0.3; its pages are found one at a time, through
+    # 127.0.0.2, so between them it has nothing queued.
+    site.handle("/robots.txt", text_handler("User-agent: *\nCrawl-delay: 0.3\n"))
+    for n in range(4):
+        site.page(f"/{n}", f"a{n}", [f"{site2.url}/{n}"])
+        site2.page(f"/{n}", f"b{n}", [f"{site.url}/{n + 1}"])
+    site.page("/4", "a4")
+
+    records = await crawl_in_process(
+        tmp_path,
+        [site.url + "/0"],
+        ignore_robots=False,
+        allow_host=("127.0.0.2",),
+        allow_private_addresses=True,
+        max_depth=10,
+    )
+
+    assert len(records) == 9
+    starts = [hit.started for hit in site.hits if hit.path != "/robots.txt"]
+    assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.3
+    assert site.count("/robots.txt") == 1  # forgotten hosts keep their robots.txt
+
+
+def test_robots_txt_rules_stay_right_for_origins_no_longer_held_parsed() -> None:
+    robots = Robots(fetcher=None, user_agent="crawler", enabled=True, retries=0)  # type: ignore[arg-type]
+    robots.MAX_PARSED = 2
+    origins = [f"http://127.16.0.{h}:80" for h in range(5)]
+    rules = {
+        origin: robots._parse(origin, f"User-agent: *\nDisallow: /{h}/\n".encode())
+        for h, origin in enumerate(origins)
+    }
+
+    for _ in range(2):
+        for h, origin in enumerate(origins):
+            assert robots.refusal(rules[origin], f"{origin}/{h}/x") == "robots_disallowed"
+            assert robots.refusal(rules[origin], f"{origin}/{h + 1}/x") is None
+    assert len(robots._parsed) == 2
+
+
+def test_redis_queue_entries_are_short_and_give_back_the_request() -> None:
+    requests = [
+        Request("http://a.example:8080/p?q=1", 3, "http://a.example:8080/"),
+        Request("https://a.example/x", 1, "http://b.example/y"),
+        Request("http://a.example/s.xml", 0, None, kind=SITEMAP, lastmod="2024-01-01 12:00"),
+        Request("http://a.example/", 2, "https://a.example/from"),
+        Request("https://a.example/", 2, "https://b.example:8443/from"),
+        Request("http://a.example/", 2, "ftp://c.example/"),
+    ]
+    for request in requests:
+        entry = redis_entry(request)
+        back = redis_request(entry, request.host)
+        assert (back.url, back.depth, back.referrer, back.kind, back.lastmod) == (
+            request.url,
+            request.depth,
+            request.referrer,
+            request.kind,
+            request.lastmod,
+        )
+    assert redis_entry(requests[0]) == b"3 /p?q=1 /"
+    assert redis_entry(requests[1]) == b"1 s/x //b.example/y"
+
+
+async def test_hosts_with_nothing_to_do_are_forgotten_once_their_delay_is_over() -> None:
+    robots = Robots(fetcher=None, user_agent="crawler", enabled=True, retries=0)  # type: ignore[arg-type]
+    robots._rules["http://a:80"] = robots._parse(
+        "http://a:80", b"User-agent: *\nCrawl-delay: 0.2\n"
+    )
+    robots._rules["http://b:80"] = robots._parse("http://b:80", b"User-agent: *\n")
+    frontier = MemoryFrontier()
+    scheduler = HostScheduler(
+        frontier,
+        robots,
+        per_host=1,
+        delay_s=0.0,
+        max_crawl_delay_s=30,
+        max_retry_after_s=60,
+        max_pages=0,
+    )
+
+    async def fetch(url: str) -> float:
+        """Queue `url`, take it, finish it; how long its host must wait then."""
+        request = Request(url, 1, None)
+        frontier.push([request])
+        scheduler.add([request])
+        job = await scheduler.next_job()
+        assert job is request
+        scheduler.release(request)
+        return scheduler.wait_s(request.host)
+
+    assert await fetch("http://a:80/1") > 0.15
+    await asyncio.sleep(0.25)  # a's delay is over
+    await fetch("http://b:80/1")
+    assert list(scheduler._hosts) == ["b:80"]  # a was forgotten when b was taken
+    assert await fetch("http://a:80/2") > 0.15  # its Crawl-delay, from robots.txt again
+    assert list(scheduler._hosts) == ["a:80"]
