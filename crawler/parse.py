@@ -18,7 +18,6 @@ _INLINE_TAGS = frozenset(
 # HTML's parser turns NUL into U+FFFD, so no text node holds one: a safe separator.
 _SEPARATOR = "\x00"
 _OTHER_WHITESPACE = "\t\n\r\f"  # HTML's whitespace but the space
-_TO_SPACE = str.maketrans(dict.fromkeys(_OTHER_WHITESPACE, " "))
 _WANTED = "title, base[href], meta[name][content], link[rel][href], a[href], area[href]"
 
 
@@ -104,10 +103,14 @@ def collapse_whitespace(text: str) -> str:
     """Each run of HTML whitespace as one space.
 
     str methods only: a regular expression for the runs took 5x the rest of the
-    text extraction, trying a match at every single space.
+    text extraction, trying a match at every single space; and `replace`, not
+    `translate`, which looks each character up in the table as a Python object
+    once the text holds one past U+00FF: 1.7 ms against 5 us for the 18,000
+    characters of a page of the Python docs.
     """
-    if any(c in text for c in _OTHER_WHITESPACE):
-        text = text.translate(_TO_SPACE)
+    for character in _OTHER_WHITESPACE:
+        if character in text:
+            text = text.replace(character, " ")
     while "  " in text:
         text = text.replace("  ", " ")
     return text

@@ -6,6 +6,7 @@ import base64
 import gzip
 import io
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -23,6 +24,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler import Crawler
 from crawler.fetch import sha1_base32
+from crawler.parse import collapse_whitespace
 from crawler.sinks.warc import REVISIT_PROFILE
 from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, html, read_records
 from tests.test_state import Run, build_graph_site
@@ -290,6 +292,12 @@ async def test_text_leaves_out_scripts_styles_and_head_and_keeps_blocks_as_lines
     )
     assert "text" not in records[site.url + "/data.json"]
     assert records[site.url + "/gbk"]["text"] == "你好，世界"
+
+
+@given(st.text(alphabet=st.sampled_from(" \t\n\r\f\xa0a—\U0001f600"), max_size=40))
+def test_whitespace_collapses_to_single_spaces_and_nothing_else_changes(text: str) -> None:
+    # Characters past U+00FF among them: the text then takes str's wider storage.
+    assert collapse_whitespace(text) == re.sub("[ \t\n\r\f]+", " ", text)
 
 
 async def test_text_leaves_the_tree_that_hooks_and_api_users_see_as_it_was(
