@@ -237,17 +237,17 @@ def ours_command(
     return [*command, "--quiet"] if quiet else command
 
 
-def scrapy_command(
-    python: Path, seed: str, output: Path, concurrency: int, max_depth: int
-) -> list[str]:
-    command = [str(python), str(BENCH_DIR / "scrapy_spider.py"), seed, str(output)]
-    return [*command, "--concurrency", str(concurrency), "--max-depth", str(max_depth)]
+# The peers: (slug, name, requirement, the script that crawls with it).
+PEERS = (
+    ("crawlee", "Crawlee", "crawlee[parsel]", "crawlee_crawler.py"),
+    ("scrapy", "Scrapy", "scrapy>=2.13", "scrapy_spider.py"),
+)
 
 
-def crawlee_command(
-    python: Path, seed: str, output: Path, concurrency: int, max_depth: int
+def peer_command(
+    python: Path, script: str, seed: str, output: Path, concurrency: int, max_depth: int
 ) -> list[str]:
-    command = [str(python), str(BENCH_DIR / "crawlee_crawler.py"), seed, str(output)]
+    command = [str(python), str(BENCH_DIR / script), seed, str(output)]
     return [*command, "--concurrency", str(concurrency), "--max-depth", str(max_depth)]
 
 
@@ -576,30 +576,25 @@ def build_contenders(
             )
         )
     versions = f"crawler {git_revision()}, aiohttp {package_version(sys.executable, 'aiohttp')}"
-    if not args.no_crawlee:
-        crawlee = contender_python("crawlee", "crawlee[parsel]", args.crawlee_venv)
-        crawlee_version = package_version(crawlee, "crawlee")
-        versions += f"; Crawlee {crawlee_version}"
+    for slug, name, requirement, script in PEERS:
+        if getattr(args, f"no_{slug}"):
+            continue
+        python = contender_python(slug, requirement, getattr(args, f"{slug}_venv"))
+        version = package_version(python, slug)
+        versions += f"; {name} {version}"
+        if slug == "scrapy":
+            versions += f", Twisted {package_version(python, 'twisted')}"
         contenders.append(
             Contender(
-                f"Crawlee {crawlee_version}",
-                "crawlee",
-                lambda output: crawlee_command(
-                    crawlee, the_site.index_url, output, args.concurrency, args.max_depth
-                ),
-                check,
-            )
-        )
-    if not args.no_scrapy:
-        scrapy = contender_python("scrapy", "scrapy>=2.13", args.scrapy_venv)
-        scrapy_version = package_version(scrapy, "scrapy")
-        versions += f"; Scrapy {scrapy_version}, Twisted {package_version(scrapy, 'twisted')}"
-        contenders.append(
-            Contender(
-                f"Scrapy {scrapy_version}",
-                "scrapy",
-                lambda output: scrapy_command(
-                    scrapy, the_site.index_url, output, args.concurrency, args.max_depth
+                f"{name} {version}",
+                slug,
+                partial(
+                    peer_command,
+                    python,
+                    script,
+                    the_site.index_url,
+                    concurrency=args.concurrency,
+                    max_depth=args.max_depth,
                 ),
                 check,
             )

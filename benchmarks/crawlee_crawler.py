@@ -14,7 +14,6 @@ with `push_data`, and are written out as JSON lines when the crawl is over.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -24,6 +23,7 @@ from urllib.parse import urljoin, urlsplit
 from crawlee import ConcurrencySettings
 from crawlee.crawlers import ParselCrawler, ParselCrawlingContext
 from crawlee.storage_clients import MemoryStorageClient
+from peer_cli import arguments
 
 
 async def crawl(seed: str, output: str, concurrency: int, max_depth: int) -> None:
@@ -67,12 +67,7 @@ async def crawl(seed: str, output: str, concurrency: int, max_depth: int) -> Non
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("seed", help="the URL to start from")
-    parser.add_argument("output", help="JSON lines file to write")
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--max-depth", type=int, default=50)
-    args = parser.parse_args()
+    args = arguments(__doc__.split("\n\n")[0])
     logging.basicConfig(level=logging.WARNING)
     asyncio.run(crawl(args.seed, args.output, args.concurrency, args.max_depth))
 
