@@ -1,8 +1,9 @@
-"""Crawl a generated site with our crawler, Scrapy and wget, and print one table.
+"""Crawl a generated site with our crawler, Crawlee, Scrapy and wget, and print one table.
 
-The site (benchmarks/site.py) is served by nginx on 127.0.0.1, pinned to CPU 0;
+The site (benchmarks/site.py, or with --docs Debian's Python 3.11 documentation,
+benchmarks/docs_site.py) is served by nginx on 127.0.0.1, pinned to CPU 0;
 everything timed runs pinned to CPU 1. Each round runs, one after the other:
-our crawler, Scrapy, `wget --recursive` (if installed), and the two ceilings of
+our crawler, Crawlee for Python, Scrapy, `wget --recursive` (if installed), and the two ceilings of
 benchmarks/fetch_ceiling.py (a bare aiohttp fetch loop over the manifest, and
 the same loop with link extraction). Every figure is the timed process's own:
 wall time from start to exit (interpreter start included), and user+sys CPU and
@@ -10,7 +11,7 @@ peak RSS from the os.wait4() of a small launcher process that starts it.
 
     python benchmarks/crawl_bench.py [--pages 20000] [--runs 3] [--concurrency 64]
         [--variant 'warc=--warc {dir} --text'] [--baseline main] [--api]
-        [--no-scrapy] [--no-wget] [--no-ceilings] [--latency-ms MS]
+        [--no-crawlee] [--no-scrapy] [--no-wget] [--no-ceilings] [--latency-ms MS] [--docs]
 
 `--latency-ms MS` makes every response wait MS first, as a real network does
 (aiohttp's static handler serves then: nginx has no such setting).
@@ -20,7 +21,8 @@ fresh directory per run); `--baseline REV` also times the crawler as it is at gi
 revision REV (checked out under OUT/), in the same rounds; `--api` also times a
 crawl through the Python API with an on_page hook that returns one field.
 
-Scrapy is installed into its own venv (benchmarks/out/scrapy-venv) on first use.
+Crawlee and Scrapy run with this Python if it has them (`pip install -e '.[bench]'`);
+otherwise each is installed into a venv of its own (benchmarks/out/NAME-venv) on first use.
 """
 
 from __future__ import annotations
@@ -153,6 +155,17 @@ def _timestamp(value: str | float) -> float:
     return datetime.fromisoformat(value).timestamp() if isinstance(value, str) else value
 
 
+def docs_site(directory: Path, port: int) -> Any:
+    """Debian's Python 3.11 documentation copied to `directory`, as a site to crawl."""
+    spec = importlib.util.spec_from_file_location("bench_docs", BENCH_DIR / "docs_site.py")
+    assert spec is not None and spec.loader is not None
+    docs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(docs)
+    manifest = docs.ensure(directory, port)
+    gone = frozenset(manifest["missing_files"])
+    return site.Site(directory, port, manifest["urls"], manifest["generator"], gone)
+
+
 def _compare_urls(manifest: set[str], urls: list[str], run: Run) -> None:
     """Against the manifest, the URLs a crawler output or tried: missing, repeated, extra."""
     counts = Counter(urls)
@@ -161,12 +174,22 @@ def _compare_urls(manifest: set[str], urls: list[str], run: Run) -> None:
     run.extra = len(counts.keys() - manifest)
 
 
-def check_crawl(manifest: set[str], stem: Path, run: Run) -> None:
-    """Every manifest page must be in stem.jsonl exactly once, and nothing else."""
+def check_crawl(
+    manifest: set[str], stem: Path, run: Run, gone: frozenset[str] = frozenset()
+) -> None:
+    """Every manifest page must be in stem.jsonl exactly once, and nothing else. The
+    URLs in `gone` name no file: a 404 record for them is no failure, and no record
+    is no miss (Scrapy and Crawlee output none for an error status)."""
     records = read_jsonl(stem.with_suffix(".jsonl"))
     run.pages = len(records)
     _compare_urls(manifest, [record["url"] for record in records], run)
-    run.failed = sum(1 for r in records if r.get("status") != 200 or r.get("error"))
+    run.missing -= len(gone - {record["url"] for record in records})
+    run.failed = sum(
+        1
+        for r in records
+        if (r.get("status") != 200 or r.get("error"))
+        and not (r["url"] in gone and r.get("status") == 404)
+    )
     if records:
         first = min(_timestamp(r["fetched_at"]) for r in records)
         run.first_record_s = first - run.started_at
@@ -196,13 +219,13 @@ def wget_command(seed: str, output: Path, max_depth: int) -> list[str]:
     return [*command, "--directory-prefix", str(directory), seed]
 
 
-def check_ceiling(pages: int, stem: Path, run: Run) -> None:
-    """fetch_ceiling.py prints its counts as one JSON object."""
+def check_ceiling(pages: int, gone: int, stem: Path, run: Run) -> None:
+    """fetch_ceiling.py prints its counts as one JSON object; `gone` URLs name no file."""
     text = stem.with_suffix(".out").read_text(encoding="utf-8").strip()
     counts = json.loads(text) if text else {"pages": 0, "ok": 0}
     run.pages = counts["pages"]
     run.missing = pages - counts["pages"]
-    run.failed = counts["pages"] - counts["ok"]
+    run.failed = counts["pages"] - counts["ok"] - gone
 
 
 def ours_command(
@@ -214,30 +237,41 @@ def ours_command(
     return [*command, "--quiet"] if quiet else command
 
 
-def scrapy_command(
-    python: Path, seed: str, output: Path, concurrency: int, max_depth: int
+# The peers: (slug, name, requirement, the script that crawls with it).
+PEERS = (
+    ("crawlee", "Crawlee", "crawlee[parsel]", "crawlee_crawler.py"),
+    ("scrapy", "Scrapy", "scrapy>=2.13", "scrapy_spider.py"),
+)
+
+
+def peer_command(
+    python: Path, script: str, seed: str, output: Path, concurrency: int, max_depth: int
 ) -> list[str]:
-    command = [str(python), str(BENCH_DIR / "scrapy_spider.py"), seed, str(output)]
+    command = [str(python), str(BENCH_DIR / script), seed, str(output)]
     return [*command, "--concurrency", str(concurrency), "--max-depth", str(max_depth)]
 
 
-def scrapy_python(venv: Path) -> Path:
-    """The venv's Python, creating the venv and installing Scrapy into it first if needed."""
+def contender_python(module: str, requirement: str, venv: Path | None) -> Path:
+    """A Python that can import `module`: this one if it can (the `bench` extra), else
+    `venv`'s, creating the venv and installing `requirement` into it first if needed."""
+    if venv is None and importlib.util.find_spec(module) is not None:
+        return Path(sys.executable)
+    venv = venv or OUT_DIR / f"{module}-venv"
     python = venv / "bin" / "python"
     if python.exists():
         return python
     log = venv.with_name(venv.name + "-install.log")
-    print(f"installing Scrapy into {venv} (log: {log}) ...", flush=True)
+    print(f"installing {requirement} into {venv} (log: {log}) ...", flush=True)
     started = time.monotonic()
     with open(log, "wb") as out:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, stdout=out)
         subprocess.run(
-            [str(python), "-m", "pip", "install", "scrapy>=2.13"],
+            [str(python), "-m", "pip", "install", requirement],
             check=True,
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-    print(f"installed Scrapy in {time.monotonic() - started:.0f} s", flush=True)
+    print(f"installed {requirement} in {time.monotonic() - started:.0f} s", flush=True)
     return python
 
 
@@ -422,8 +456,19 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-depth", type=int, default=50, help="depth limit of both crawlers")
     parser.add_argument("--port", type=int, default=18765, help="port to serve the site on")
     parser.add_argument("--out", type=Path, default=OUT_DIR, help="where sites and runs go")
-    parser.add_argument("--scrapy-venv", type=Path, help="default: OUT/scrapy-venv")
+    parser.add_argument(
+        "--docs",
+        action="store_true",
+        help="crawl Debian's Python 3.11 documentation (python3.11-doc), not a generated site",
+    )
+    parser.add_argument(
+        "--scrapy-venv", type=Path, help="Scrapy's venv (default: this Python if it has Scrapy)"
+    )
+    parser.add_argument(
+        "--crawlee-venv", type=Path, help="Crawlee's venv (default: this Python if it has it)"
+    )
     parser.add_argument("--no-scrapy", action="store_true", help="leave Scrapy out")
+    parser.add_argument("--no-crawlee", action="store_true", help="leave Crawlee out")
     parser.add_argument("--no-wget", action="store_true", help="leave wget out")
     parser.add_argument(
         "--latency-ms",
@@ -496,7 +541,7 @@ def build_contenders(
     args: argparse.Namespace, the_site: Any, seeds: Path
 ) -> tuple[list[Contender], str]:
     """What to time, in the order of a round, and their versions for the report."""
-    manifest = set(the_site.urls)
+    check = partial(check_crawl, set(the_site.urls), gone=the_site.gone)
     contenders = [
         Contender(
             "ours",
@@ -504,7 +549,7 @@ def build_contenders(
             lambda output: ours_command(
                 seeds, output, args.concurrency, args.concurrency, args.max_depth
             ),
-            partial(check_crawl, manifest),
+            check,
         )
     ]
     if args.with_state:
@@ -513,38 +558,45 @@ def build_contenders(
                 "ours --state",
                 "ours-state",
                 lambda output: [*ours(output), "--state", str(output.with_suffix(".state"))],
-                partial(check_crawl, manifest),
+                check,
             )
         )
     ours = contenders[0].command
     for spec in args.variant:
-        contenders.append(variant_contender(spec, ours, partial(check_crawl, manifest)))
+        contenders.append(variant_contender(spec, ours, check))
     if args.baseline:
-        contenders.append(
-            baseline_contender(args.baseline, args.out, ours, partial(check_crawl, manifest))
-        )
+        contenders.append(baseline_contender(args.baseline, args.out, ours, check))
     if args.api:
         contenders.append(
             Contender(
                 "ours via the API, on_page",
                 "api",
                 lambda output: api_command(seeds, output, args.concurrency, args.max_depth),
-                partial(check_crawl, manifest),
+                check,
             )
         )
     versions = f"crawler {git_revision()}, aiohttp {package_version(sys.executable, 'aiohttp')}"
-    if not args.no_scrapy:
-        scrapy = scrapy_python(args.scrapy_venv or args.out / "scrapy-venv")
-        scrapy_version = package_version(scrapy, "scrapy")
-        versions += f"; Scrapy {scrapy_version}, Twisted {package_version(scrapy, 'twisted')}"
+    for slug, name, requirement, script in PEERS:
+        if getattr(args, f"no_{slug}"):
+            continue
+        python = contender_python(slug, requirement, getattr(args, f"{slug}_venv"))
+        version = package_version(python, slug)
+        versions += f"; {name} {version}"
+        if slug == "scrapy":
+            versions += f", Twisted {package_version(python, 'twisted')}"
         contenders.append(
             Contender(
-                f"Scrapy {scrapy_version}",
-                "scrapy",
-                lambda output: scrapy_command(
-                    scrapy, the_site.index_url, output, args.concurrency, args.max_depth
+                f"{name} {version}",
+                slug,
+                partial(
+                    peer_command,
+                    python,
+                    script,
+                    the_site.index_url,
+                    concurrency=args.concurrency,
+                    max_depth=args.max_depth,
                 ),
-                partial(check_crawl, manifest),
+                check,
             )
         )
     if not args.no_wget and not shutil.which("wget"):
@@ -559,19 +611,21 @@ def build_contenders(
                 f"wget {wget_version}",
                 "wget",
                 lambda output: wget_command(the_site.index_url, output, args.max_depth),
-                partial(check_wget, manifest),
+                partial(check_wget, set(the_site.urls)),
             )
         )
     if not args.no_ceilings:
         ceiling = ceiling_command(the_site, args.concurrency)
-        check = partial(check_ceiling, len(the_site.urls))
-        contenders.append(Contender("ceiling: aiohttp fetch", "fetch", lambda _: ceiling, check))
+        at_ceiling = partial(check_ceiling, len(the_site.urls), len(the_site.gone))
+        contenders.append(
+            Contender("ceiling: aiohttp fetch", "fetch", lambda _: ceiling, at_ceiling)
+        )
         contenders.append(
             Contender(
                 "ceiling: + selectolax + yarl",
                 "fetch-parse",
                 lambda _: [*ceiling, "--parse"],
-                check,
+                at_ceiling,
             )
         )
     return contenders, versions
@@ -620,7 +674,10 @@ def main() -> int:
         )
 
     started = time.monotonic()
-    the_site = site.ensure(args.out / f"site-{args.pages}-{args.port}", args.pages, args.port)
+    if args.docs:
+        the_site = docs_site(args.out / f"docs-{args.port}", args.port)
+    else:
+        the_site = site.ensure(args.out / f"site-{args.pages}-{args.port}", args.pages, args.port)
     site_mib = sum(f.stat().st_size for f in the_site.directory.rglob("*.html")) / 2**20
     print(
         f"site: {len(the_site.urls):,} pages, {site_mib:.0f} MiB, ready in "
@@ -675,14 +732,22 @@ def main() -> int:
         )
     plain = summarize(by_slug["ours"])
     for contender in contenders:
-        if contender.slug not in ("ours", "ours-state", "scrapy", "wget", "fetch", "fetch-parse"):
+        if contender.slug not in (
+            "ours",
+            "ours-state",
+            "crawlee",
+            "scrapy",
+            "wget",
+            "fetch",
+            "fetch-parse",
+        ):
             other = summarize(contender)
             print(
                 f"{contender.name} / ours: {other['pages_per_s'] / plain['pages_per_s']:.3f}x "
                 f"pages/s, {other['cpu_s_per_1000'] / plain['cpu_s_per_1000']:.3f}x CPU per page; "
                 + paired_line(contender, by_slug["ours"])
             )
-    for slug in ("scrapy", "wget"):
+    for slug in ("crawlee", "scrapy", "wget"):
         if slug in by_slug:
             print(ratio_line(by_slug["ours"], by_slug[slug]))
 

@@ -8,13 +8,13 @@ never a dependency of the project.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import scrapy
+from peer_cli import arguments
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response
 
@@ -71,12 +71,7 @@ def settings(output: str, concurrency: int, max_depth: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("seed", help="the URL to start from")
-    parser.add_argument("output", help="JSON lines file to write")
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--max-depth", type=int, default=50)
-    args = parser.parse_args()
+    args = arguments(__doc__.split("\n\n")[0])
     process = CrawlerProcess(settings(args.output, args.concurrency, args.max_depth))
     process.crawl(SiteSpider, seed=args.seed)
     process.start()

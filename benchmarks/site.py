@@ -68,6 +68,7 @@ class Site:
     port: int
     urls: list[str]  # canonical URL of every page; urls[0] is the index
     generator: str  # digest of the site.py that wrote it
+    gone: frozenset[str] = frozenset()  # URLs linked to that name no file (404)
 
     @property
     def index_url(self) -> str:

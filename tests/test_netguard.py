@@ -300,3 +300,16 @@ async def test_a_seed_name_is_pinned_to_its_first_addresses() -> None:
     guard.check_socket("127.0.0.1")  # the seed's address itself stays allowed
     with pytest.raises(BlockedAddress):
         guard.check_socket("127.0.0.3")
+
+
+async def test_an_address_refused_before_a_seed_name_pins_it_is_allowed_after() -> None:
+    guard = AddressGuard(["http://intranet.test/"])
+    for _ in range(2):  # the second answer is the remembered one
+        with pytest.raises(BlockedAddress):
+            guard.check_socket("10.0.0.5")
+        guard.check_socket("93.184.216.34")
+
+    await GuardedResolver(Answers("10.0.0.5"), guard).resolve("intranet.test", 80)
+
+    guard.check_socket("10.0.0.5")
+    guard.check_socket("93.184.216.34")

@@ -9,10 +9,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp import web
+from yarl import URL
 
 from crawler.config import Settings
+from crawler.cookies import CookieJar
 from tests.conftest import Site, by_url, crawl, html, read_records
 from tests.proxies import HttpProxy, Socks5Proxy
 from tests.test_cli import assert_one_line_error, run_cli, run_cli_async
@@ -136,6 +139,35 @@ async def test_a_login_cookie_set_by_one_page_is_sent_to_the_next(site: Site, tm
 
     assert records[f"{site.url}/private"]["status"] == 200
     assert site.count("/private") == 1
+
+
+async def test_the_jar_sends_each_host_what_aiohttps_own_matching_sends() -> None:
+    jar = CookieJar()
+    set_cookies = {
+        "http://www.example.com/": ["site=1; Domain=example.com", "host=2"],
+        "http://127.0.0.1:8080/a/": ["ip=3; Path=/a"],
+        "https://sub.example.org/": ["deep=4; Domain=sub.example.org; Secure"],
+    }
+    for url, headers in set_cookies.items():
+        jar.update_cookies_from_headers(headers, URL(url))
+    for url in (
+        "http://example.com/x",
+        "http://www.example.com/x",
+        "http://a.b.example.com/",
+        "http://example.net/",
+        "http://127.0.0.1:8080/a/b",
+        "http://127.0.0.1:8080/b",
+        "http://127.0.0.2/a/",
+        "https://x.sub.example.org/",
+        "http://x.sub.example.org/",
+        "http://org/",
+        "http://localhost/",
+    ):
+        ours = jar.filter_cookies(URL(url))
+        theirs = aiohttp.CookieJar.filter_cookies(jar, URL(url))
+        assert sorted(ours.items()) == sorted(theirs.items()), url
+    jar.update_cookies({"everywhere": "5"})  # no URL: a cookie for every host
+    assert list(jar.filter_cookies(URL("http://example.net/"))) == ["everywhere"]
 
 
 async def test_no_cookies_keeps_none(site: Site, tmp_path):

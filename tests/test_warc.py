@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -20,10 +21,12 @@ from aiohttp import web
 from fastwarc.warc import ArchiveIterator as FastArchiveIterator
 from hypothesis import given
 from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler import Crawler
 from crawler.fetch import sha1_base32
+from crawler.parse import collapse_whitespace, visible_text
 from crawler.sinks.warc import REVISIT_PROFILE
 from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, html, read_records
@@ -292,6 +295,21 @@ async def test_text_leaves_out_scripts_styles_and_head_and_keeps_blocks_as_lines
     )
     assert "text" not in records[site.url + "/data.json"]
     assert records[site.url + "/gbk"]["text"] == "你好，世界"
+
+
+def test_text_leaves_out_hidden_elements_nested_in_each_other_and_in_inline_ones() -> None:
+    tree = LexborHTMLParser(
+        "<p>a<noscript><b>x</b><noscript>y</noscript>z</noscript>b</p>"
+        "<span><script>s</script>t</span><div>x<template><p>t</template><style>p{}</style>"
+        "y<b><noscript><i>q</i></noscript>w</b></div>"
+    )
+    assert visible_text(tree) == "ab\nt\nxyw"
+
+
+@given(st.text(alphabet=st.sampled_from(" \t\n\r\f\xa0a—\U0001f600"), max_size=40))
+def test_whitespace_collapses_to_single_spaces_and_nothing_else_changes(text: str) -> None:
+    # Characters past U+00FF among them: the text then takes str's wider storage.
+    assert collapse_whitespace(text) == re.sub("[ \t\n\r\f]+", " ", text)
 
 
 async def test_text_leaves_the_tree_that_hooks_and_api_users_see_as_it_was(
