@@ -112,6 +112,18 @@ def test_a_report_of_a_missing_file_is_one_line_and_exit_2(tmp_path: Path) -> No
     ]
 
 
+def test_a_report_of_a_file_that_is_no_crawl_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.test/\nhttp://b.test/\n")
+    result = report(str(seeds), "-o", str(tmp_path / "r.html"))
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines() == [
+        f"crawler: error: {seeds} is not a crawl's JSONL output: none of its 2 lines "
+        "is a JSON record"
+    ]
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_a_report_never_overwrites_its_records(tmp_path: Path) -> None:
     records = tmp_path / "pages.jsonl"
     records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')

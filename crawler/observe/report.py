@@ -470,6 +470,11 @@ def main(argv: Sequence[str]) -> int:
             )
         stats = _read_stats(arguments.stats) if arguments.stats else None
         figures = analyse(arguments.records)
+        if not figures.records and figures.bad_lines:
+            raise ConfigError(
+                f"{arguments.records} is not a crawl's JSONL output: "
+                f"none of its {figures.bad_lines:,} lines is a JSON record"
+            )
         document = render(figures, arguments.records, stats)
         temporary = f"{arguments.output}.tmp"
         with open(temporary, "w", encoding="utf-8") as f:
