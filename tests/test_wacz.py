@@ -528,3 +528,13 @@ async def replayed(call: Any) -> str | None:
             )
             return result["result"].get("value")
     return None
+
+
+async def test_a_warc_file_that_holds_no_capture_has_an_empty_index(tmp_path: Path) -> None:
+    with socket.socket() as closed:  # a port nothing listens on: no exchange to archive
+        closed.bind(("127.0.0.1", 0))
+        seed = f"http://127.0.0.1:{closed.getsockname()[1]}/"
+    records = await crawl(tmp_path, [seed], warc=str(tmp_path / "warc"), retries=0)
+    assert [r["error"] for r in records] == ["connection_error"]
+    (warc_file,) = (tmp_path / "warc").glob("*.warc.gz")
+    assert index_path(tmp_path / "warc", warc_file.name).read_bytes() == b""

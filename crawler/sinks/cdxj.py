@@ -123,6 +123,10 @@ class CdxjSink:
 
     def close(self) -> None:
         self._finish()
+        for warc_file in self._warc.files:  # a file that holds no capture: an empty index
+            path = index_path(self.directory, warc_file)
+            if not path.exists():
+                _replace(path, [])
 
     def _open(self, warc_file: str) -> None:
         """Open the index of `warc_file`, to append to it until the file is finished."""
