@@ -29,9 +29,11 @@ import aiohttp
 import pytest
 import surt
 from aiohttp import web
+from hypothesis import given
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
-from crawler.sinks.cdxj import index_path
+from crawler.sinks.cdxj import index_path, surt_key
 from crawler.sinks.wacz import write_wacz
 from tests.archive_tools import replaywebpage, run_tool, tool
 from tests.browser import Chromium
@@ -398,6 +400,18 @@ async def test_replaywebpage_finds_every_capture_and_page_through_the_idx(
     assert sorted(pages) == sorted(site.url + path for path in html_pages)
     assert pages[site.url + "/a"]["title"] == "A" and "Alpha text" in pages[site.url + "/a"]["text"]
     assert pages[site.url + "/"]["ts"].endswith("Z") and len({p["id"] for p in pages.values()}) == 8
+
+
+@given(
+    st.sampled_from(["http", "https"]),
+    st.sampled_from(
+        ["127.0.0.1:8080", "Example.COM", "www.example.com:80", "www2.a.b:443", "[::1]"]
+    ),
+    st.text(alphabet="aZ09._~-/%?#;()=&@:+ \u00e4", max_size=20),
+)
+def test_the_index_key_is_surts_for_every_url(scheme: str, host: str, path: str) -> None:
+    url = f"{scheme}://{host}/{path}"
+    assert surt_key(url) == surt.surt(url)
 
 
 def test_wacz_needs_warc_and_a_wacz_name_and_no_redis(tmp_path: Path) -> None:
