@@ -91,8 +91,12 @@ class BreadthFirstGate:
     Unless a shallower page is slow: when the crawl has nothing else to do for
     --gate-timeout seconds, `go_past_slow_pages()` makes the pages it waits on
     late. Late pages hold nothing back; their links are claimed when they answer,
-    and a link claimed meanwhile at a greater depth keeps it: `late_claims` counts
-    those, the only depths that are then not shortest distances.
+    and a link claimed meanwhile at a greater depth keeps it. Or unless the hold is
+    full (MAX_HELD_PAGES): the shallowest held pages then go ahead of the shallower
+    pages still queued or in flight. Either way the claims made past unfinished
+    shallower pages are noted with their depth until no page that could reach them
+    sooner is left, and `checked_claims` counts the links such a page finds claimed
+    deeper than through it: the only depths that are then not shortest distances.
     """
 
     def __init__(self, queued_by_depth: Counter[int], exact: bool = True) -> None:
@@ -103,7 +107,8 @@ class BreadthFirstGate:
         self.held_bytes = 0
         self._started: dict[int, Request] = {}  # by id: fetched, retried, not yet finished
         self._late: dict[int, Request] = {}  # started pages deeper ones no longer wait on
-        self._claims_past_late: dict[str, int] = {}  # visit key -> depth, while pages are late
+        # depth -> visit keys claimed at it past unfinished shallower pages
+        self._claimed_past: dict[int, set[str]] = {}
 
     def queued(self, requests: list[Request]) -> None:
         for request in requests:
@@ -114,11 +119,21 @@ class BreadthFirstGate:
 
     def finished(self, request: Request) -> None:
         self._started.pop(id(request), None)
-        if self._late and self._late.pop(id(request), None) is not None:
-            if not self._late:
-                self._claims_past_late.clear()
+        if not (self._late and self._late.pop(id(request), None) is not None):
+            self._unfinished[request.depth] -= 1
+        if self._claimed_past:
+            self._forget_unreachable_claims()
+
+    def _forget_unreachable_claims(self) -> None:
+        """Drop the noted claims no unfinished page is shallow enough to find sooner."""
+        unfinished = [depth for depth, count in self._unfinished.items() if count > 0]
+        unfinished += [late.depth for late in self._late.values()]
+        if not unfinished:
+            self._claimed_past.clear()
             return
-        self._unfinished[request.depth] -= 1
+        reach = min(unfinished) + 1  # the least depth a link can still be claimed at
+        for depth in [depth for depth in self._claimed_past if depth <= reach]:
+            del self._claimed_past[depth]
 
     def must_hold(self, depth: int) -> bool:
         return self._exact and any(self._unfinished[shallower] for shallower in range(depth))
@@ -169,26 +184,26 @@ class BreadthFirstGate:
                 self._unfinished[request.depth] -= 1
         return slow
 
-    def late_claims(self, request: Request, keys: list[str], fresh: list[bool]) -> int:
-        """While pages are late: note `request`'s new claims, or, if it is a late page,
-        count its links already claimed deeper than through it."""
-        depth = request.depth + 1
-        if id(request) in self._late:
-            deeper = self._claims_past_late
-            return sum(
-                1
-                for key, new in zip(keys, fresh, strict=True)
-                if not new and deeper.get(key, depth) > depth
-            )
-        if depth > min(late.depth for late in self._late.values()) + 1:
-            for key, new in zip(keys, fresh, strict=True):
-                if new:
-                    self._claims_past_late[key] = depth
-        return 0
-
     @property
-    def late(self) -> int:
-        return len(self._late)
+    def claims_checked(self) -> bool:
+        """Whether commits must tell `checked_claims` what their links claimed."""
+        return bool(self._late or self._claimed_past or self.held)
+
+    def checked_claims(self, request: Request, keys: list[str], fresh: list[bool]) -> int:
+        """How many of the links `request`'s page claimed were claimed deeper before;
+        notes its new claims if it goes past unfinished shallower pages."""
+        depth = request.depth + 1
+        inexact = 0
+        for deeper in (claims for at, claims in self._claimed_past.items() if at > depth):
+            for key in itertools.compress(keys, (not new for new in fresh)):
+                if key in deeper:
+                    deeper.discard(key)  # counted once, by the first page to find it
+                    inexact += 1
+        if self.must_hold(request.depth) or (
+            self._late and request.depth > min(late.depth for late in self._late.values())
+        ):
+            self._claimed_past.setdefault(depth, set()).update(itertools.compress(keys, fresh))
+        return inexact
 
 
 class Crawl:
@@ -408,7 +423,7 @@ class Crawl:
             if self.hooks is not None:
                 follow = await self.hooks.apply(page, follow)
             if follow and self.gate.must_hold(request.depth):
-                page.release()
+                page.release(body=self.consumer is None and self.store.sinks.archive is None)
                 self.gate.hold(request, page, follow)
             else:
                 await self._commit(request, page, follow)

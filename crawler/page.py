@@ -128,9 +128,12 @@ class Page:
     def tree(self, tree: LexborHTMLParser) -> None:
         self._tree = tree
 
-    def release(self) -> None:
-        """Drop the parsed tree and decoded text (a page held for a while keeps neither)."""
+    def release(self, body: bool = False) -> None:
+        """Drop the parsed tree and decoded text (a page held for a while keeps neither),
+        and the body too if `body`: when no archive or consumer will read it."""
         self._tree = self._text = None
+        if body and self.response is not None:
+            self.response.body = b""
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Page:
