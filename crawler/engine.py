@@ -23,6 +23,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from crawler.bloom import BloomFilter
 from crawler.config import Settings
 from crawler.errors import ErrorKind
 from crawler.fetch import NOT_MODIFIED, Fetcher, Hop, Response
@@ -53,12 +54,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 THROTTLE_STATUSES = frozenset({429, 503})
-# Pages waiting for shallower ones keep their bodies, which sinks such as the WARC
-# archive write at commit. Past either cap, as when a host with a long Crawl-delay
-# holds back a level, the shallowest go ahead: memory stays bounded, and depths may
-# then come from longer paths.
+# Pages waiting for shallower ones keep their record and links, and their bodies if
+# the WARC archive or a consumer reads them at commit. Past either cap, as when a
+# host with a long Crawl-delay holds back a level, the shallowest go ahead: memory
+# stays bounded, and a depth that then comes from a longer path is counted.
 MAX_HELD_PAGES = 5000
 MAX_HELD_BYTES = 64 * 2**20
+# Claims made past unfinished pages: a filter of about 4 bytes a claim (it grows as
+# needed), whose false positives would count about 2 in a million links checked.
+PAST_CLAIMS_BLOOM = (100_000, 1e-6)
 
 
 def _main_content(settings: Settings) -> Callable[[Page, str], None] | None:
@@ -107,8 +111,10 @@ class BreadthFirstGate:
         self.held_bytes = 0
         self._started: dict[int, Request] = {}  # by id: fetched, retried, not yet finished
         self._late: dict[int, Request] = {}  # started pages deeper ones no longer wait on
-        # depth -> visit keys claimed at it past unfinished shallower pages
-        self._claimed_past: dict[int, set[str]] = {}
+        # depth -> the visit keys claimed at it past unfinished shallower pages: in a
+        # Bloom filter, since in a broad crawl slow hosts can keep a level open for long
+        self._claimed_past: dict[int, BloomFilter] = {}
+        self._counted: set[str] = set()  # claims found too deep, each counted once
 
     def queued(self, requests: list[Request]) -> None:
         for request in requests:
@@ -128,12 +134,11 @@ class BreadthFirstGate:
         """Drop the noted claims no unfinished page is shallow enough to find sooner."""
         unfinished = [depth for depth, count in self._unfinished.items() if count > 0]
         unfinished += [late.depth for late in self._late.values()]
-        if not unfinished:
-            self._claimed_past.clear()
-            return
-        reach = min(unfinished) + 1  # the least depth a link can still be claimed at
-        for depth in [depth for depth in self._claimed_past if depth <= reach]:
+        reach = min(unfinished) + 1 if unfinished else None  # the least depth a link can get
+        for depth in [d for d in self._claimed_past if reach is None or d <= reach]:
             del self._claimed_past[depth]
+        if not self._claimed_past:
+            self._counted.clear()
 
     def must_hold(self, depth: int) -> bool:
         return self._exact and any(self._unfinished[shallower] for shallower in range(depth))
@@ -193,16 +198,19 @@ class BreadthFirstGate:
         """How many of the links `request`'s page claimed were claimed deeper before;
         notes its new claims if it goes past unfinished shallower pages."""
         depth = request.depth + 1
+        claimed = [key for key, new in zip(keys, fresh, strict=True) if not new]
         inexact = 0
-        for deeper in (claims for at, claims in self._claimed_past.items() if at > depth):
-            for key in itertools.compress(keys, (not new for new in fresh)):
-                if key in deeper:
-                    deeper.discard(key)  # counted once, by the first page to find it
-                    inexact += 1
+        for at, deeper in self._claimed_past.items():
+            if at > depth:
+                too_deep = {key for key in claimed if key in deeper} - self._counted
+                self._counted |= too_deep
+                inexact += len(too_deep)
         if self.must_hold(request.depth) or (
             self._late and request.depth > min(late.depth for late in self._late.values())
         ):
-            self._claimed_past.setdefault(depth, set()).update(itertools.compress(keys, fresh))
+            if depth not in self._claimed_past:
+                self._claimed_past[depth] = BloomFilter(*PAST_CLAIMS_BLOOM)
+            self._claimed_past[depth].update(itertools.compress(keys, fresh))
         return inexact
 
 
@@ -716,7 +724,7 @@ class Crawl:
                 log.warning(
                     "over %s pages (or %s MiB) wait for shallower ones, held back by slow "
                     "hosts: letting the shallowest go ahead, so some depths may come from "
-                    "longer paths",
+                    "longer paths (counted as depth_inexact)",
                     f"{MAX_HELD_PAGES:,}",
                     MAX_HELD_BYTES // 2**20,
                 )
