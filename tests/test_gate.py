@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 from aiohttp import web
 
 from crawler import Crawler, Settings
+from crawler.engine import BreadthFirstGate
+from crawler.frontier import Request
 from tests.conftest import TEST_SETTINGS, Site, by_url, read_records
 
 SITE_PAGES = 2000
@@ -191,3 +194,16 @@ async def test_pages_let_go_past_a_full_hold_count_the_depths_they_get_wrong(
     assert x_started < next(hit.started for hit in site2.hits if hit.path == "/s2")
     assert records[site.url + "/x"]["depth"] == 3  # one too deep: s2 is depth 1
     assert crawler.stats["depth_inexact"] == 1
+
+
+def test_claims_made_past_a_shallower_page_are_counted_once_and_forgotten_when_it_is_done():
+    gate = BreadthFirstGate(Counter({1: 1, 2: 1}))
+    shallow, deep = Request("http://a/1", 1, None), Request("http://a/2", 2, None)
+
+    assert gate.checked_claims(deep, ["x", "y"], [True, True]) == 0  # past the depth-1 page
+    assert gate.checked_claims(shallow, ["x", "z"], [False, True]) == 1  # x is depth 3, not 2
+    assert gate.checked_claims(shallow, ["x"], [False]) == 0
+    gate.finished(deep)
+    assert gate.claims_checked
+    gate.finished(shallow)
+    assert not gate.claims_checked
