@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 THROTTLE_STATUSES = frozenset({429, 503})
-# Pages waiting for shallower ones keep their record and links, and their bodies if
+# Pages waiting for shallower ones keep their record and links, and their responses if
 # the WARC archive or a consumer reads them at commit. Past either cap, as when a
 # host with a long Crawl-delay holds back a level, the shallowest go ahead: memory
 # stays bounded, and a depth that then comes from a longer path is counted.
@@ -431,7 +431,7 @@ class Crawl:
             if self.hooks is not None:
                 follow = await self.hooks.apply(page, follow)
             if follow and self.gate.must_hold(request.depth):
-                page.release(body=self.consumer is None and self.store.sinks.archive is None)
+                page.release(response=self.consumer is None and self.store.sinks.archive is None)
                 self.gate.hold(request, page, follow)
             else:
                 await self._commit(request, page, follow)
