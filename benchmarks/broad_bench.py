@@ -263,6 +263,8 @@ def main() -> None:
             else:
                 result |= state_figures(scratch / "state", scratch / "out.jsonl")
             result |= exactness(web, scratch / "out.jsonl")
+            stats = orjson.loads((scratch / "stats.json").read_bytes())
+            result["depth_inexact"] = stats["depth_inexact"]  # the crawler's own count
     finally:
         if redis_server is not None:
             redis_server.terminate()

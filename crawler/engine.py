@@ -23,6 +23,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from crawler.bloom import BloomFilter
 from crawler.config import Settings
 from crawler.errors import ErrorKind
 from crawler.fetch import NOT_MODIFIED, Fetcher, Hop, Response
@@ -53,12 +54,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 THROTTLE_STATUSES = frozenset({429, 503})
-# Pages waiting for shallower ones keep their bodies, which sinks such as the WARC
-# archive write at commit. Past either cap, as when a host with a long Crawl-delay
-# holds back a level, the shallowest go ahead: memory stays bounded, and depths may
-# then come from longer paths.
+# Pages waiting for shallower ones keep their record and links, and their responses if
+# the WARC archive or a consumer reads them at commit. Past either cap, as when a
+# host with a long Crawl-delay holds back a level, the shallowest go ahead: memory
+# stays bounded, and a depth that then comes from a longer path is counted.
 MAX_HELD_PAGES = 5000
 MAX_HELD_BYTES = 64 * 2**20
+# Claims made past unfinished pages: a filter of about 4 bytes a claim (it grows as
+# needed), whose false positives would count about 2 in a million links checked.
+PAST_CLAIMS_BLOOM = (100_000, 1e-6)
 
 
 def _main_content(settings: Settings) -> Callable[[Page, str], None] | None:
@@ -91,8 +95,12 @@ class BreadthFirstGate:
     Unless a shallower page is slow: when the crawl has nothing else to do for
     --gate-timeout seconds, `go_past_slow_pages()` makes the pages it waits on
     late. Late pages hold nothing back; their links are claimed when they answer,
-    and a link claimed meanwhile at a greater depth keeps it: `late_claims` counts
-    those, the only depths that are then not shortest distances.
+    and a link claimed meanwhile at a greater depth keeps it. Or unless the hold is
+    full (MAX_HELD_PAGES): the shallowest held pages then go ahead of the shallower
+    pages still queued or in flight. Either way the claims made past unfinished
+    shallower pages are noted with their depth until no page that could reach them
+    sooner is left, and `checked_claims` counts the links such a page finds claimed
+    deeper than through it: the only depths that are then not shortest distances.
     """
 
     def __init__(self, queued_by_depth: Counter[int], exact: bool = True) -> None:
@@ -103,7 +111,10 @@ class BreadthFirstGate:
         self.held_bytes = 0
         self._started: dict[int, Request] = {}  # by id: fetched, retried, not yet finished
         self._late: dict[int, Request] = {}  # started pages deeper ones no longer wait on
-        self._claims_past_late: dict[str, int] = {}  # visit key -> depth, while pages are late
+        # depth -> the visit keys claimed at it past unfinished shallower pages: in a
+        # Bloom filter, since in a broad crawl slow hosts can keep a level open for long
+        self._claimed_past: dict[int, BloomFilter] = {}
+        self._counted: set[str] = set()  # claims found too deep, each counted once
 
     def queued(self, requests: list[Request]) -> None:
         for request in requests:
@@ -114,11 +125,20 @@ class BreadthFirstGate:
 
     def finished(self, request: Request) -> None:
         self._started.pop(id(request), None)
-        if self._late and self._late.pop(id(request), None) is not None:
-            if not self._late:
-                self._claims_past_late.clear()
-            return
-        self._unfinished[request.depth] -= 1
+        if not (self._late and self._late.pop(id(request), None) is not None):
+            self._unfinished[request.depth] -= 1
+        if self._claimed_past:
+            self._forget_unreachable_claims()
+
+    def _forget_unreachable_claims(self) -> None:
+        """Drop the noted claims no unfinished page is shallow enough to find sooner."""
+        unfinished = [depth for depth, count in self._unfinished.items() if count > 0]
+        unfinished += [late.depth for late in self._late.values()]
+        reach = min(unfinished) + 1 if unfinished else None  # the least depth a link can get
+        for depth in [d for d in self._claimed_past if reach is None or d <= reach]:
+            del self._claimed_past[depth]
+        if not self._claimed_past:
+            self._counted.clear()
 
     def must_hold(self, depth: int) -> bool:
         return self._exact and any(self._unfinished[shallower] for shallower in range(depth))
@@ -169,26 +189,29 @@ class BreadthFirstGate:
                 self._unfinished[request.depth] -= 1
         return slow
 
-    def late_claims(self, request: Request, keys: list[str], fresh: list[bool]) -> int:
-        """While pages are late: note `request`'s new claims, or, if it is a late page,
-        count its links already claimed deeper than through it."""
-        depth = request.depth + 1
-        if id(request) in self._late:
-            deeper = self._claims_past_late
-            return sum(
-                1
-                for key, new in zip(keys, fresh, strict=True)
-                if not new and deeper.get(key, depth) > depth
-            )
-        if depth > min(late.depth for late in self._late.values()) + 1:
-            for key, new in zip(keys, fresh, strict=True):
-                if new:
-                    self._claims_past_late[key] = depth
-        return 0
-
     @property
-    def late(self) -> int:
-        return len(self._late)
+    def claims_checked(self) -> bool:
+        """Whether commits must tell `checked_claims` what their links claimed."""
+        return bool(self._late or self._claimed_past or self.held)
+
+    def checked_claims(self, request: Request, keys: list[str], fresh: list[bool]) -> int:
+        """How many of the links `request`'s page claimed were claimed deeper before;
+        notes its new claims if it goes past unfinished shallower pages."""
+        depth = request.depth + 1
+        claimed = [key for key, new in zip(keys, fresh, strict=True) if not new]
+        inexact = 0
+        for at, deeper in self._claimed_past.items():
+            if at > depth:
+                too_deep = {key for key in claimed if key in deeper} - self._counted
+                self._counted |= too_deep
+                inexact += len(too_deep)
+        if self.must_hold(request.depth) or (
+            self._late and request.depth > min(late.depth for late in self._late.values())
+        ):
+            if depth not in self._claimed_past:
+                self._claimed_past[depth] = BloomFilter(*PAST_CLAIMS_BLOOM)
+            self._claimed_past[depth].update(itertools.compress(keys, fresh))
+        return inexact
 
 
 class Crawl:
@@ -408,7 +431,7 @@ class Crawl:
             if self.hooks is not None:
                 follow = await self.hooks.apply(page, follow)
             if follow and self.gate.must_hold(request.depth):
-                page.release()
+                page.release(response=self.consumer is None and self.store.sinks.archive is None)
                 self.gate.hold(request, page, follow)
             else:
                 await self._commit(request, page, follow)
@@ -701,7 +724,7 @@ class Crawl:
                 log.warning(
                     "over %s pages (or %s MiB) wait for shallower ones, held back by slow "
                     "hosts: letting the shallowest go ahead, so some depths may come from "
-                    "longer paths",
+                    "longer paths (counted as depth_inexact)",
                     f"{MAX_HELD_PAGES:,}",
                     MAX_HELD_BYTES // 2**20,
                 )

@@ -171,7 +171,7 @@ class Stats:
         self.dropped: Counter[str] = Counter()  # URLs not followed, by trap rule or limit
         # Records each host has, or will have, under --max-pages-per-host (empty without it).
         self.claims_per_host: Counter[str] = Counter()
-        self.depth_inexact = 0  # links a page slower than --gate-timeout found claimed deeper
+        self.depth_inexact = 0  # links a page gone past (slow, or the hold full) claimed deeper
         self.fetch_ms = 0.0
         self.previous_runs_s = 0.0
         self.restored_records = 0

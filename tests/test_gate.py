@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 from aiohttp import web
 
 from crawler import Crawler, Settings
+from crawler.engine import BreadthFirstGate
+from crawler.frontier import Request
 from tests.conftest import TEST_SETTINGS, Site, by_url, read_records
 
 SITE_PAGES = 2000
@@ -151,3 +154,56 @@ async def test_gate_timeout_0_waits_for_the_slow_page_however_long(site: Site, t
 
 def test_the_gate_timeout_is_10_s_by_default():
     assert DEFAULT_GATE_TIMEOUT_S == 10.0
+
+
+async def test_pages_let_go_past_a_full_hold_count_the_depths_they_get_wrong(
+    site: Site, site2: Site, tmp_path, monkeypatch
+):
+    # / -> b -> c0..c4 -> x on a fast host, and / -> s1, s2 on one whose Crawl-delay keeps
+    # s2 queued for a second. The hold takes two pages: three c pages go ahead of s2 and
+    # claim x at depth 3, though s2 (depth 1) links to it. The crawl says so.
+    monkeypatch.setattr("crawler.engine.MAX_HELD_PAGES", 2)
+
+    async def robots(_request: web.Request) -> web.Response:
+        return web.Response(text="User-agent: *\nCrawl-delay: 1\n")
+
+    site2.handle("/robots.txt", robots)
+    site.page("/", "index", [f"{site2.url}/s1", f"{site2.url}/s2", "/b"])
+    site2.page("/s1", "s1")
+    site2.page("/s2", "s2", [f"{site.url}/x"])
+    site.page("/b", "b", [f"/c{n}" for n in range(5)])
+    for n in range(5):
+        site.page(f"/c{n}", f"c{n}", ["/x", f"/d{n}"])
+        site.page(f"/d{n}", f"d{n}")
+    site.page("/x", "x")
+    settings = replace(
+        TEST_SETTINGS,
+        output=str(tmp_path / "pages.jsonl"),
+        ignore_robots=False,
+        allow_host=("127.0.0.2",),
+        allow_private_addresses=True,
+        per_host=8,
+    )
+
+    async with Crawler([site.url + "/"], settings) as crawler:
+        await crawler.crawl()
+
+    records = by_url(read_records(tmp_path / "pages.jsonl"))
+    assert len(records) == 15
+    x_started = next(hit.started for hit in site.hits if hit.path == "/x")
+    assert x_started < next(hit.started for hit in site2.hits if hit.path == "/s2")
+    assert records[site.url + "/x"]["depth"] == 3  # one too deep: s2 is depth 1
+    assert crawler.stats["depth_inexact"] == 1
+
+
+def test_claims_made_past_a_shallower_page_are_counted_once_and_forgotten_when_it_is_done():
+    gate = BreadthFirstGate(Counter({1: 1, 2: 1}))
+    shallow, deep = Request("http://a/1", 1, None), Request("http://a/2", 2, None)
+
+    assert gate.checked_claims(deep, ["x", "y"], [True, True]) == 0  # past the depth-1 page
+    assert gate.checked_claims(shallow, ["x", "z"], [False, True]) == 1  # x is depth 3, not 2
+    assert gate.checked_claims(shallow, ["x"], [False]) == 0
+    gate.finished(deep)
+    assert gate.claims_checked
+    gate.finished(shallow)
+    assert not gate.claims_checked

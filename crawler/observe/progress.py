@@ -111,7 +111,8 @@ def summary_table(figures: CrawlStats) -> str:
                 (
                     "depths inexact",
                     f"{figures['depth_inexact']:,}",
-                    "URLs claimed deeper before a page slower than --gate-timeout linked them",
+                    "URLs claimed deeper before a shallower page linked them (--gate-timeout, "
+                    "or the breadth-first hold full)",
                 )
             ]
             if figures["depth_inexact"]

@@ -38,14 +38,14 @@ class Visited(Protocol):
     def add_many(self, keys: Sequence[str]) -> list[bool]: ...
 
 
-class LateClaims(Protocol):
+class CheckedClaims(Protocol):
     """The breadth-first gate, as the claims of a page's links see it (crawler/engine.py)."""
 
     @property
-    def late(self) -> int:
-        """How many pages deeper ones no longer wait on."""
+    def claims_checked(self) -> bool:
+        """Whether pages go or went past shallower ones, so claims may be too deep."""
 
-    def late_claims(self, request: Request, keys: list[str], fresh: list[bool]) -> int: ...
+    def checked_claims(self, request: Request, keys: list[str], fresh: list[bool]) -> int: ...
 
 
 class Store(Protocol):
@@ -57,7 +57,7 @@ class Store(Protocol):
     complete: bool  # resumed, and nothing is left to do
     shared: bool  # other processes crawl with us: they feed us work and hold pages we don't see
     sinks: Sinks  # made by open_sinks(); a resumed crawl's reopened at their committed positions
-    gate: LateClaims | None  # set by the engine: told of the claims made while pages are late
+    gate: CheckedClaims | None  # set by the engine: told of claims that may be too deep
 
     @property
     def frontier(self) -> Frontier:
@@ -125,7 +125,7 @@ class LocalStore:
     is checked and counted once, when it is new: most links were seen before."""
 
     resumed = complete = shared = False
-    gate: LateClaims | None = None
+    gate: CheckedClaims | None = None
     visited: Visited
     stats: Stats
 
@@ -167,8 +167,8 @@ class LocalStore:
         keys = visit_keys(links)
         fresh = self.visited.add_many(keys)
         gate = self.gate
-        if gate is not None and gate.late and done is not None:
-            self.stats.depth_inexact += gate.late_claims(done, keys, fresh)
+        if gate is not None and gate.claims_checked and done is not None:
+            self.stats.depth_inexact += gate.checked_claims(done, keys, fresh)
         urls = list(compress(links, fresh))
         is_trap = self._is_trap if done is not None else None  # a seed is no trap
         if urls and (is_trap or self._max_pages_per_host):

@@ -62,7 +62,7 @@ from crawler.politeness import HostScheduler
 from crawler.sinks import WriteFailed, open_sinks
 from crawler.state import (
     MAX_PAGES_PER_HOST,
-    LateClaims,
+    CheckedClaims,
     trap_check,
     warn_sitemaps_dropped,
 )
@@ -422,7 +422,7 @@ class RedisStore:
     complete = False  # the shared crawl's end is found by `serve`
     resumed: bool  # set by _check_and_join(), from __init__: the crawl was in Redis already
     # The breadth-first gate is off: other processes hold pages we don't see.
-    gate: LateClaims | None = None
+    gate: CheckedClaims | None = None
 
     def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
         self.settings = settings
