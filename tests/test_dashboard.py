@@ -200,7 +200,9 @@ async def test_dashboard_during_a_crawl_shows_the_records_written_and_metrics_on
         await tab.close()
 
 
-async def test_a_plain_crawl_imports_nothing_of_the_dashboard(site: Site, tmp_path: Path) -> None:
+async def test_a_plain_crawl_imports_nothing_of_the_options_it_does_not_use(
+    site: Site, tmp_path: Path
+) -> None:
     site.page("/", "home", ["/a"])
     site.page("/a", "a")
     seeds = tmp_path / "seeds.txt"
@@ -210,7 +212,9 @@ async def test_a_plain_crawl_imports_nothing_of_the_dashboard(site: Site, tmp_pa
         f"code = main([{str(seeds)!r}, '-o', {str(tmp_path / 'out.jsonl')!r}, "
         "'--quiet', '--ignore-robots']); "
         "print(sorted(m for m in sys.modules if m.startswith(('crawler.observe.dashboard', "
-        "'crawler.observe.metrics', 'prometheus_client')))); sys.exit(code)"
+        "'crawler.observe.metrics', 'prometheus_client', 'crawler.sinks.warc', "
+        "'crawler.sinks.cdxj', 'crawler.sinks.wacz', 'surt', 'crawler.history', "
+        "'crawler.extract', 'crawler.simhash')))); sys.exit(code)"
     )
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE

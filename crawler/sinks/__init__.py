@@ -83,13 +83,13 @@ def open_sinks(
     if finished and not (settings.wacz and not os.path.exists(settings.wacz)):
         return Sinks({})
     from crawler.sinks.jsonl import JsonlSink
-    from crawler.sinks.warc import open_warc
 
     positions = positions or {}
     sinks: dict[str, Sink] = {}
     archive = None
     if settings.warc is not None:
         from crawler.sinks.cdxj import CdxjSink  # imports surt (and requests): only with --warc
+        from crawler.sinks.warc import open_warc
 
         warc = open_warc(settings, positions.get("warc"))
         sinks["warc"], archive = warc, warc.write_exchanges
