@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+import redis
 from aiohttp import web
 
 from crawler.revisit import AdaptiveSchedule, rounds_in
 from tests.conftest import Site, by_url, html, read_records
+from tests.redis_server import RedisServer
 from tests.test_recrawl import Validating, crawl_to, tree_bodies
 
 
@@ -156,3 +161,163 @@ async def test_a_sitemap_lastmod_brings_a_page_forward_while_its_host_proves_it_
     assert records[site.url + "/a"]["not_due"] is True  # the host's lastmod lied about /b
     assert site.count("/a") == site.count("/b") == 0
     assert records[site.url + "/b"]["lastmod_right"] is False  # carried: still distrusted
+
+
+# --- --revisit with --redis: rounds shared by several processes ---------------------------
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    server = RedisServer(tmp_path / "redis").start()
+    yield server.url
+    server.stop()
+
+
+async def _or_exit(event: asyncio.Event, processes: list[asyncio.subprocess.Process]) -> None:
+    """Wait for `event`; fail with their stderr if a process exits first."""
+    waiting = asyncio.ensure_future(event.wait())
+    exits = [asyncio.ensure_future(p.wait()) for p in processes]
+    await asyncio.wait({waiting, *exits}, timeout=20, return_when=asyncio.FIRST_COMPLETED)
+    for task in exits:
+        task.cancel()
+    if not waiting.done():
+        waiting.cancel()
+        for process in processes:
+            if process.returncode is None:
+                process.kill()
+        errors = [(await p.communicate())[1].decode() for p in processes]
+        pytest.fail("\n".join(errors))
+
+
+class SharedRevisit:
+    """Processes `crawler SEEDS --revisit DIR_i --redis URL --crawl-id ID`, each its DIR."""
+
+    def __init__(self, tmp_path: Path, seeds: list[str], redis_url: str) -> None:
+        self.tmp_path, self.redis_url = tmp_path, redis_url
+        self.seeds = tmp_path / "seeds.txt"
+        self.seeds.write_text("".join(f"{url}\n" for url in seeds))
+        self.directories: list[Path] = []
+        self.processes: list[asyncio.subprocess.Process] = []
+
+    async def start(self, *extra: str) -> asyncio.subprocess.Process:
+        directory = self.tmp_path / f"process-{len(self.directories)}"
+        command = [sys.executable, "-m", "crawler", str(self.seeds), "--revisit", str(directory)]
+        command += ["--redis", self.redis_url, "--crawl-id", "fresh", "--quiet"]
+        command += ["--revisit-interval", "1", "--revisit-min-interval", "0.5"]
+        command += ["--ignore-robots", "--per-host", "2", "--stats", str(directory) + ".stats"]
+        process = await asyncio.create_subprocess_exec(
+            *command, *extra, stderr=asyncio.subprocess.PIPE
+        )
+        self.directories.append(directory)
+        self.processes.append(process)
+        return process
+
+    async def round_begun(self, number: int) -> None:
+        """Wait until the crawl is in round `number`: the ones before are over everywhere."""
+        client = redis.Redis.from_url(self.redis_url)
+        try:
+            while int(client.get("crawler:{fresh}:round") or 0) < number:
+                for process in self.processes:
+                    assert process.returncode is None, await process.stderr.read()  # type: ignore[union-attr]
+                await asyncio.sleep(0.02)  # Redis tells no one when a key changes
+        finally:
+            client.close()
+
+    async def stop(self) -> None:
+        for process in self.processes:
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            _, err = await process.communicate()
+            assert b"Traceback" not in err, err.decode()
+
+    def round(self, number: int) -> list[dict[str, Any]]:
+        """Round `number`'s records, from all processes."""
+        name = f"round-{number:05d}.jsonl"
+        return [r for d in self.directories if (d / name).exists() for r in read_records(d / name)]
+
+    def writers(self, number: int) -> int:
+        """How many processes wrote records in round `number`."""
+        name = f"round-{number:05d}.jsonl"
+        return sum(1 for d in self.directories if (d / name).exists() and read_records(d / name))
+
+    async def stats_of_round_2(self) -> list[dict[str, Any]]:
+        """Each process's recrawl figures, once it has finished round 2 (the stats file
+        is written at the end of each round)."""
+        while True:
+            figures = [_recrawl_figures(Path(str(d) + ".stats")) for d in self.directories]
+            if all(f is not None and f["gone"] is not None for f in figures):
+                return cast("list[dict[str, Any]]", figures)
+            await asyncio.sleep(0.02)  # no event says a file was written
+
+
+def _recrawl_figures(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    figures: dict[str, Any] | None = json.loads(path.read_text()).get("recrawl")
+    return figures
+
+
+class Slow(Validating):
+    """Slow enough that each process of a shared crawl gets its hosts before the end."""
+
+    async def serve(self, request: web.Request) -> web.Response:
+        await asyncio.sleep(0.05)
+        return await super().serve(request)
+
+
+async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditionally(
+    tmp_path: Path, redis_url: str
+) -> None:
+    count = 12
+    sites = [await Site(host).start() for host in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
+    bodies = [tree_bodies(count, fan_out=3) for _ in sites]
+    servers = [Slow(site, pages) for site, pages in zip(sites, bodies, strict=True)]
+    urls = {site.url + path for site in sites for path in bodies[0]}
+    first_round = [site.hits_reached(count) for site in sites]
+
+    async def last_of_round_1(request: web.Request) -> web.Response:
+        # Round 1 ends after every other page is due again (in 1 s): round 2 fetches
+        # them all. This one is no longer linked in round 2.
+        await asyncio.sleep(1.5)
+        return await servers[0].serve(request)
+
+    sites[0].handle("/p/11", last_of_round_1)
+    crawl = SharedRevisit(tmp_path, [site.url + "/p/0" for site in sites], redis_url)
+    try:
+        for _ in range(3):
+            await crawl.start()
+        for event in first_round:
+            await _or_exit(event, crawl.processes)
+        # Before round 2 (a second away): /p/3 no longer links to /p/11.
+        bodies[0]["/p/3"] = html("page 3", ["/p/10"])
+        await crawl.round_begun(3)
+        hits = [site.paths() for site in sites]
+        stats = await crawl.stats_of_round_2()
+        await crawl.stop()
+    finally:
+        for site in sites:
+            await site.stop()
+
+    gone = sites[0].url + "/p/11"
+    for n, site_hits in enumerate(hits):
+        expected = {path: 2 for path in bodies[n]}
+        if n == 0:
+            expected["/p/11"] = 1
+        assert site_hits == expected  # once a round, by one process of the three
+        unchanged = [p for p in bodies[n] if n or p not in ("/p/3", "/p/11")]
+        assert sorted(servers[n].not_modified) == sorted(unchanged)  # round 2's validators
+    first, second = by_url(crawl.round(1)), by_url(crawl.round(2))
+    assert set(first) == urls and set(second) == urls - {gone}
+    assert all(r["status"] == 200 and r.get("changed") is None for r in first.values())
+    for url, record in second.items():
+        if url == sites[0].url + "/p/3":
+            assert record["changed"] is True and record["status"] == 200
+        else:
+            assert record["status"] == 304 and record["changed"] is False
+            assert record["title"] == first[url]["title"]  # carried from round 1
+            assert record["revisit_interval_s"] == 1.2
+    assert crawl.writers(2) >= 2  # round 2 was shared (round 1 may be over before all start)
+    for figures in stats:  # of the whole crawl's round 2, in each process
+        assert figures["gone"] == 1
+        assert figures["previous_pages"] == len(urls)
