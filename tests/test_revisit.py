@@ -15,6 +15,7 @@ import redis
 from aiohttp import web
 
 from crawler.revisit import AdaptiveSchedule, rounds_in
+from crawler.urls import host_of
 from tests.conftest import Site, by_url, html, read_records
 from tests.redis_server import RedisServer
 from tests.test_recrawl import Validating, crawl_to, tree_bodies
@@ -198,6 +199,8 @@ class SharedRevisit:
         self.seeds.write_text("".join(f"{url}\n" for url in seeds))
         self.directories: list[Path] = []
         self.processes: list[asyncio.subprocess.Process] = []
+        self.killed: list[Path] = []
+        self.directory_of: dict[int, Path] = {}  # by pid
 
     async def start(self, *extra: str) -> asyncio.subprocess.Process:
         directory = self.tmp_path / f"process-{len(self.directories)}"
@@ -210,6 +213,7 @@ class SharedRevisit:
         )
         self.directories.append(directory)
         self.processes.append(process)
+        self.directory_of[process.pid] = directory
         return process
 
     async def round_begun(self, number: int) -> None:
@@ -232,20 +236,30 @@ class SharedRevisit:
             assert b"Traceback" not in err, err.decode()
 
     def round(self, number: int) -> list[dict[str, Any]]:
-        """Round `number`'s records, from all processes."""
+        """Round `number`'s records, from all processes (a killed one's last line may be
+        cut short)."""
         name = f"round-{number:05d}.jsonl"
-        return [r for d in self.directories if (d / name).exists() for r in read_records(d / name)]
+        files = [d / name for d in self.directories if (d / name).exists()]
+        lines = [line for f in files for line in f.read_text().splitlines(keepends=True)]
+        return [json.loads(line) for line in lines if line.endswith("\n")]
 
     def writers(self, number: int) -> int:
         """How many processes wrote records in round `number`."""
         name = f"round-{number:05d}.jsonl"
         return sum(1 for d in self.directories if (d / name).exists() and read_records(d / name))
 
+    async def kill(self, process: asyncio.subprocess.Process) -> None:
+        process.kill()
+        await process.wait()
+        self.killed.append(self.directory_of[process.pid])
+        self.processes.remove(process)
+
     async def stats_of_round_2(self) -> list[dict[str, Any]]:
-        """Each process's recrawl figures, once it has finished round 2 (the stats file
-        is written at the end of each round)."""
+        """Each live process's recrawl figures, once it has finished round 2 (the stats
+        file is written at the end of each round)."""
+        alive = [d for d in self.directories if d not in self.killed]
         while True:
-            figures = [_recrawl_figures(Path(str(d) + ".stats")) for d in self.directories]
+            figures = [_recrawl_figures(Path(str(d) + ".stats")) for d in alive]
             if all(f is not None and f["gone"] is not None for f in figures):
                 return cast("list[dict[str, Any]]", figures)
             await asyncio.sleep(0.02)  # no event says a file was written
@@ -256,6 +270,19 @@ def _recrawl_figures(path: Path) -> dict[str, Any] | None:
         return None
     figures: dict[str, Any] | None = json.loads(path.read_text()).get("recrawl")
     return figures
+
+
+def _end_round_1_late(site: Site, server: Validating, interval_s: float = 1.0) -> None:
+    """Round 1 ends after its other pages are due again: round 2 fetches them all."""
+    served = []
+
+    async def last_of_round_1(request: web.Request) -> web.Response:
+        served.append(request.path)
+        if len(served) == 1:
+            await asyncio.sleep(interval_s + 0.5)
+        return await server.serve(request)
+
+    site.handle("/p/11", last_of_round_1)
 
 
 class Slow(Validating):
@@ -276,13 +303,7 @@ async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditio
     urls = {site.url + path for site in sites for path in bodies[0]}
     first_round = [site.hits_reached(count) for site in sites]
 
-    async def last_of_round_1(request: web.Request) -> web.Response:
-        # Round 1 ends after every other page is due again (in 1 s): round 2 fetches
-        # them all. This one is no longer linked in round 2.
-        await asyncio.sleep(1.5)
-        return await servers[0].serve(request)
-
-    sites[0].handle("/p/11", last_of_round_1)
+    _end_round_1_late(sites[0], servers[0])  # /p/11, no longer linked in round 2
     crawl = SharedRevisit(tmp_path, [site.url + "/p/0" for site in sites], redis_url)
     try:
         for _ in range(3):
@@ -321,3 +342,48 @@ async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditio
     for figures in stats:  # of the whole crawl's round 2, in each process
         assert figures["gone"] == 1
         assert figures["previous_pages"] == len(urls)
+
+
+async def test_kill_9_of_a_process_mid_round_loses_nothing_its_hosts_go_to_the_others(
+    tmp_path: Path, redis_url: str
+) -> None:
+    count = 12
+    sites = [await Site(host).start() for host in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
+    bodies = [tree_bodies(count, fan_out=3) for _ in sites]
+    servers = [Slow(site, pages) for site, pages in zip(sites, bodies, strict=True)]
+    urls = {site.url + path for site in sites for path in bodies[0]}
+    # Round 3 comes 2.4 s after round 2's first fetches: long after its end.
+    _end_round_1_late(sites[0], servers[0], interval_s=2.0)
+    in_round_2 = sites[0].hits_reached(count + 3)
+    crawl = SharedRevisit(tmp_path, [site.url + "/p/0" for site in sites], redis_url)
+    try:
+        for _ in range(3):
+            await crawl.start("--lease-s", "0.5", "--revisit-interval", "2")
+        await _or_exit(in_round_2, crawl.processes)
+        victim = _serving(redis_url, "fresh.r00002", host_of(sites[0].url), crawl.processes)
+        await crawl.kill(victim)
+        await crawl.round_begun(3)
+        hits = [site.paths() for site in sites]
+        stats = await crawl.stats_of_round_2()
+        await crawl.stop()
+    finally:
+        for site in sites:
+            await site.stop()
+
+    second = [r["url"] for r in crawl.round(2)]
+    assert set(second) == urls  # the victim's hosts were finished by the others
+    assert all(n <= 3 for site_hits in hits for n in site_hits.values())  # in flight: again
+    rows = redis.Redis.from_url(redis_url).hlen("crawler:{fresh.r00002}:pages")
+    assert rows == len(urls)  # round 3 has every page's schedule and validators
+    for figures in stats:
+        assert figures["gone"] == 0 and figures["previous_pages"] == len(urls)
+
+
+def _serving(
+    redis_url: str, crawl_id: str, host: str, processes: list[asyncio.subprocess.Process]
+) -> asyncio.subprocess.Process:
+    """The process that serves `host` in the shared crawl (a member is "machine-pid-tag")."""
+    member = redis.Redis.from_url(redis_url).hget(f"crawler:{{{crawl_id}}}:locks", host)
+    assert member is not None
+    pid = int(member.decode().rsplit("-", 2)[1])
+    return next(p for p in processes if p.pid == pid)
