@@ -139,7 +139,7 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
     assert settings.revisit is not None
     directory = make_directory(settings.revisit, "--revisit")
     number = max(rounds_in(directory), default=1)
-    shared = _shared_rounds(settings)
+    shared = _shared_rounds(settings, directory)
     pending: list[int] = []  # a signal between rounds, when no event loop watches for one
 
     def between_rounds() -> int | None:
@@ -193,13 +193,13 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
     return code
 
 
-def _shared_rounds(settings: Settings) -> SharedRounds | None:
+def _shared_rounds(settings: Settings, directory: Path) -> SharedRounds | None:
     if settings.redis is None:
         return None
     from crawler.state.redis_rounds import SharedRounds
 
     assert settings.crawl_id is not None  # Settings asks for it with --redis
-    return SharedRounds(settings.redis, settings.crawl_id)
+    return SharedRounds(settings.redis, settings.crawl_id, directory)
 
 
 def _earliest_due(output: Path, settings: Settings) -> str | None:

@@ -18,6 +18,7 @@ from crawler.revisit import AdaptiveSchedule, rounds_in
 from crawler.urls import host_of
 from tests.conftest import Site, by_url, html, read_records
 from tests.redis_server import RedisServer
+from tests.test_cli import assert_one_line_error, run_cli
 from tests.test_recrawl import Validating, crawl_to, tree_bodies
 
 
@@ -190,6 +191,20 @@ async def _or_exit(event: asyncio.Event, processes: list[asyncio.subprocess.Proc
         pytest.fail("\n".join(errors))
 
 
+async def crawl_round_begun(
+    redis_url: str, crawl: str, number: int, *processes: asyncio.subprocess.Process
+) -> None:
+    """Wait until `crawl` is in round `number`: the ones before are over everywhere."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        while int(client.get(f"crawler:{{{crawl}}}:round") or 0) < number:
+            for process in processes:
+                assert process.returncode is None, await process.stderr.read()  # type: ignore[union-attr]
+            await asyncio.sleep(0.02)  # Redis tells no one when a key changes
+    finally:
+        client.close()
+
+
 class SharedRevisit:
     """Processes `crawler SEEDS --revisit DIR_i --redis URL --crawl-id ID`, each its DIR."""
 
@@ -217,15 +232,7 @@ class SharedRevisit:
         return process
 
     async def round_begun(self, number: int) -> None:
-        """Wait until the crawl is in round `number`: the ones before are over everywhere."""
-        client = redis.Redis.from_url(self.redis_url)
-        try:
-            while int(client.get("crawler:{fresh}:round") or 0) < number:
-                for process in self.processes:
-                    assert process.returncode is None, await process.stderr.read()  # type: ignore[union-attr]
-                await asyncio.sleep(0.02)  # Redis tells no one when a key changes
-        finally:
-            client.close()
+        await crawl_round_begun(self.redis_url, "fresh", number, *self.processes)
 
     async def stop(self) -> None:
         for process in self.processes:
@@ -387,3 +394,33 @@ def _serving(
     assert member is not None
     pid = int(member.decode().rsplit("-", 2)[1])
     return next(p for p in processes if p.pid == pid)
+
+
+async def test_a_shared_revisit_dir_is_one_process_s_and_a_long_crawl_id_is_one_line(
+    tmp_path: Path, redis_url: str
+) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")  # refused at once: round 1 is over soon
+    shared = [str(seeds), "--redis", redis_url, "--quiet"]
+    first = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "crawler",
+        *shared,
+        "--crawl-id",
+        "one",
+        "--revisit",
+        "d",
+        cwd=tmp_path,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await crawl_round_begun(redis_url, "one", 2, first)
+        second = run_cli(*shared, "--crawl-id", "one", "--revisit", str(tmp_path / "d"))
+        assert_one_line_error(second, "in use by another crawler", "its own DIR")
+    finally:
+        first.send_signal(signal.SIGTERM)
+        await first.communicate()
+    assert first.returncode == 143
+    too_long = run_cli(*shared, "--crawl-id", "x" * 58, "--revisit", str(tmp_path / "e"))
+    assert_one_line_error(too_long, "--crawl-id", "57")

@@ -21,8 +21,11 @@ revisit record refers to no earlier capture), and --fetch-gone (refused with --r
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import orjson
@@ -116,6 +119,19 @@ class SharedHistory:
         return iter(())
 
 
+def _own(directory: Path) -> int:
+    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(
+            f"--revisit {directory} is in use by another crawler; with --redis, give each "
+            "process its own DIR"
+        ) from None
+    return fd
+
+
 def read_previous_round(
     client: redis.Redis, crawl_id: str, number: int
 ) -> tuple[int, set[str]] | None:
@@ -131,9 +147,12 @@ def read_previous_round(
 
 class SharedRounds:
     """The round a shared --revisit crawl is in, and the move to the next one; a Redis
-    that cannot be reached is a ConfigError, as when a --redis crawl starts."""
+    that cannot be reached is a ConfigError, as when a --redis crawl starts. Each
+    process has a DIR of its own, which it holds (flock) while it runs: two writing
+    one round's file would mix their records."""
 
-    def __init__(self, url: str, crawl_id: str) -> None:
+    def __init__(self, url: str, crawl_id: str, directory: Path) -> None:
+        self._lock_fd = _own(directory)
         self.crawl_id = crawl_id
         self._url = url
         self._key = round_prefix(crawl_id) + "round"
