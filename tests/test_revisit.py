@@ -6,7 +6,7 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -300,18 +300,36 @@ class Slow(Validating):
         return await super().serve(request)
 
 
-async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditionally(
-    tmp_path: Path, redis_url: str
-) -> None:
-    count = 12
+class ThreeSites:
+    """Three hosts, each a tree of COUNT pages, served slowly and with validators."""
+
+    COUNT = 12
+
+    def __init__(self, sites: list[Site]) -> None:
+        self.sites = sites
+        self.bodies = [tree_bodies(self.COUNT, fan_out=3) for _ in sites]
+        self.servers = [Slow(site, pages) for site, pages in zip(sites, self.bodies, strict=True)]
+        self.urls = {site.url + path for site in sites for path in self.bodies[0]}
+        self.seeds = [site.url + "/p/0" for site in sites]
+
+
+@pytest.fixture
+async def three_sites() -> AsyncIterator[ThreeSites]:
     sites = [await Site(host).start() for host in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
-    bodies = [tree_bodies(count, fan_out=3) for _ in sites]
-    servers = [Slow(site, pages) for site, pages in zip(sites, bodies, strict=True)]
-    urls = {site.url + path for site in sites for path in bodies[0]}
+    yield ThreeSites(sites)
+    for site in sites:
+        await site.stop()
+
+
+async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditionally(
+    tmp_path: Path, redis_url: str, three_sites: ThreeSites
+) -> None:
+    count, sites, bodies = ThreeSites.COUNT, three_sites.sites, three_sites.bodies
+    servers, urls = three_sites.servers, three_sites.urls
     first_round = [site.hits_reached(count) for site in sites]
 
     _end_round_1_late(sites[0], servers[0])  # /p/11, no longer linked in round 2
-    crawl = SharedRevisit(tmp_path, [site.url + "/p/0" for site in sites], redis_url)
+    crawl = SharedRevisit(tmp_path, three_sites.seeds, redis_url)
     try:
         for _ in range(3):
             await crawl.start()
@@ -322,10 +340,8 @@ async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditio
         await crawl.round_begun(3)
         hits = [site.paths() for site in sites]
         stats = await crawl.stats_of_round_2()
-        await crawl.stop()
     finally:
-        for site in sites:
-            await site.stop()
+        await crawl.stop()
 
     gone = sites[0].url + "/p/11"
     for n, site_hits in enumerate(hits):
@@ -352,17 +368,13 @@ async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditio
 
 
 async def test_kill_9_of_a_process_mid_round_loses_nothing_its_hosts_go_to_the_others(
-    tmp_path: Path, redis_url: str
+    tmp_path: Path, redis_url: str, three_sites: ThreeSites
 ) -> None:
-    count = 12
-    sites = [await Site(host).start() for host in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
-    bodies = [tree_bodies(count, fan_out=3) for _ in sites]
-    servers = [Slow(site, pages) for site, pages in zip(sites, bodies, strict=True)]
-    urls = {site.url + path for site in sites for path in bodies[0]}
+    sites, servers, urls = three_sites.sites, three_sites.servers, three_sites.urls
     # Round 3 comes 2.4 s after round 2's first fetches: long after its end.
     _end_round_1_late(sites[0], servers[0], interval_s=2.0)
-    in_round_2 = sites[0].hits_reached(count + 3)
-    crawl = SharedRevisit(tmp_path, [site.url + "/p/0" for site in sites], redis_url)
+    in_round_2 = sites[0].hits_reached(ThreeSites.COUNT + 3)
+    crawl = SharedRevisit(tmp_path, three_sites.seeds, redis_url)
     try:
         for _ in range(3):
             await crawl.start("--lease-s", "0.5", "--revisit-interval", "2")
@@ -372,10 +384,8 @@ async def test_kill_9_of_a_process_mid_round_loses_nothing_its_hosts_go_to_the_o
         await crawl.round_begun(3)
         hits = [site.paths() for site in sites]
         stats = await crawl.stats_of_round_2()
-        await crawl.stop()
     finally:
-        for site in sites:
-            await site.stop()
+        await crawl.stop()
 
     second = [r["url"] for r in crawl.round(2)]
     assert set(second) == urls  # the victim's hosts were finished by the others
