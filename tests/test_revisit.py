@@ -390,8 +390,10 @@ async def test_kill_9_of_a_process_mid_round_loses_nothing_its_hosts_go_to_the_o
     second = [r["url"] for r in crawl.round(2)]
     assert set(second) == urls  # the victim's hosts were finished by the others
     assert all(n <= 3 for site_hits in hits for n in site_hits.values())  # in flight: again
-    rows = redis.Redis.from_url(redis_url).hlen("crawler:{fresh.r00002}:pages")
+    client = redis.Redis.from_url(redis_url)
+    rows = client.hlen("crawler:{fresh.r00002}:pages")
     assert rows == len(urls)  # round 3 has every page's schedule and validators
+    assert client.keys("crawler:{fresh.r00002*") and not client.keys("crawler:{fresh.r00001*")
     for figures in stats:
         assert figures["gone"] == 0 and figures["previous_pages"] == len(urls)
 
