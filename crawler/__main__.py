@@ -150,7 +150,10 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
     keep_freed_memory()
     while (code := between_rounds()) is None:
         if shared is not None:
+            # A process that joins between rounds waits for the next, as the others do.
             number = shared.current()
+            if number > 1 and (code := _wait_for_round(shared.first_due(number - 1))):
+                return code
         paths = round_paths(directory, number, settings.since)
         if shared is None:
             round_settings = replace(
@@ -180,13 +183,8 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
                 return code
         if shared is not None:
             shared.finished(number)
-        if between_rounds() is None:
-            first_due = (
-                shared.first_due(number)
-                if shared is not None
-                else _earliest_due(paths.output, settings)
-            )
-            code = _wait_for_round(first_due)
+        elif between_rounds() is None:
+            code = _wait_for_round(_earliest_due(paths.output, settings))
             if code is not None:
                 return code
         number += 1
