@@ -46,7 +46,7 @@ import os
 import secrets
 import socket
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import hiredis
@@ -69,15 +69,6 @@ from crawler.state import (
 from crawler.state.disk import SHAPING_SETTINGS, crawl_shape
 from crawler.state.redis_bloom import CLAIM_LUA, CLAIM_ONLY_LUA, SharedBloomLayout
 from crawler.state.redis_connection import RedisConnection
-from crawler.state.redis_rounds import (
-    RECORD_LUA,
-    SharedHistory,
-    read_previous_round,
-    record_args,
-    round_crawl_id,
-    round_prefix,
-    split_round,
-)
 from crawler.stats import Stats, checks_previous
 from crawler.urls import host_of, visit_key, visit_keys
 
@@ -322,6 +313,19 @@ end
 return found
 """
 
+# --revisit: a page's row for the next round (crawler/state/redis_rounds.py). ARGV: the
+# round's prefix, visit key, row, due_at or '', a host whose <lastmod> was wrong or ''.
+_RECORD = r"""
+local P, due, wrong = ARGV[1], ARGV[4], ARGV[5]
+redis.call('HSET', P .. 'pages', ARGV[2], ARGV[3])
+if due ~= '' then
+  local first = redis.call('GET', P .. 'first_due')
+  if not first or due < first then redis.call('SET', P .. 'first_due', due) end
+end
+if wrong ~= '' then redis.call('SADD', P .. 'lastmod_wrong', wrong) end
+return 1
+"""
+
 SCRIPTS = {
     "tick": _TICK,
     "take": _TAKE,
@@ -329,7 +333,7 @@ SCRIPTS = {
     "commit": _COMMIT,
     "claim": CLAIM_ONLY_LUA,
     "near": _NEAR,
-    "record": RECORD_LUA,
+    "record": _RECORD,
 }
 SHAS = {name: hashlib.sha1(lua.encode()).hexdigest() for name, lua in SCRIPTS.items()}
 
@@ -439,6 +443,7 @@ class RedisStore:
     # The breadth-first gate is off: other processes hold pages we don't see.
     gate: CheckedClaims | None = None
     previous_round: PreviousCrawl | None = None  # --revisit: set by _check_and_join()
+    _record_args: Callable[[dict[str, Any]], tuple[str, bytes, str, str]] | None = None
 
     def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
         self.settings = settings
@@ -511,23 +516,30 @@ class RedisStore:
 
     def _open_previous_round(self, client: redis.Redis) -> None:
         """--revisit: this round's pages are recorded for the next; the round before
-        it, if any, is the crawl this one recrawls."""
+        it, if any, is the crawl this one recrawls. (Imported only then: a crawl
+        without --revisit does not load the history's code.)"""
+        from crawler.state.redis_rounds import (
+            SharedHistory,
+            read_previous_round,
+            record_args,
+            round_crawl_id,
+            round_prefix,
+            split_round,
+        )
+
+        self._record_args = record_args
         assert self.settings.crawl_id is not None
-        previous = read_previous_round(client, *split_round(self.settings.crawl_id))
+        crawl, number = split_round(self.settings.crawl_id)
+        previous = read_previous_round(client, crawl, number)
         if previous is not None:
             pages, lastmod_wrong = previous
-            key = self._previous_round_prefix() + "pages"
+            key = round_prefix(round_crawl_id(crawl, number - 1)) + "pages"
 
             async def row_of(visit: str) -> bytes | None:
                 row: bytes | None = await self._call(_plain_command("HGET", key, visit))
                 return row
 
             self.previous_round = SharedHistory(row_of, pages, lastmod_wrong)
-
-    def _previous_round_prefix(self) -> str:
-        assert self.settings.crawl_id is not None
-        crawl, number = split_round(self.settings.crawl_id)
-        return round_prefix(round_crawl_id(crawl, number - 1))
 
     def keep_cookies(self, jar: CookieJar) -> None:
         """Each process keeps its own cookies, for its own hosts, in memory."""
@@ -575,10 +587,11 @@ class RedisStore:
             if "simhash" in page.fields:
                 await self._mark_near_duplicate(page)
             self.sinks.write(page)
-            if self.settings.revisit is not None and page.kind == PAGE:
+            if self._record_args is not None and page.kind == PAGE:
                 # Before the commit: a page committed has its row; one whose process
                 # dies first is fetched again, and its row written again.
-                await self._call(_command("record", self._prefix, *record_args(page.record())))
+                row = self._record_args(page.record())
+                await self._call(_command("record", self._prefix, *row))
             page.release()
         ask = self._candidates(done, links, listed)
         item = self._taken.pop(_taken_key(done), None) if done is not None else None

@@ -37,18 +37,6 @@ from crawler.urls import host_of, visit_key
 
 ROUND_ID = re.compile(r"(.+)\.r(\d{5,})")
 
-# ARGV: round prefix, visit key, row, due_at or '', a host whose <lastmod> was wrong or ''.
-RECORD_LUA = r"""
-local P, due, wrong = ARGV[1], ARGV[4], ARGV[5]
-redis.call('HSET', P .. 'pages', ARGV[2], ARGV[3])
-if due ~= '' then
-  local first = redis.call('GET', P .. 'first_due')
-  if not first or due < first then redis.call('SET', P .. 'first_due', due) end
-end
-if wrong ~= '' then redis.call('SADD', P .. 'lastmod_wrong', wrong) end
-return 1
-"""
-
 # ARGV: the crawl's round key, the round just over. Moves the round on, once.
 _ADVANCE_LUA = r"""
 if tonumber(redis.call('GET', ARGV[1]) or '1') == tonumber(ARGV[2]) then
@@ -76,8 +64,8 @@ def round_prefix(crawl_id: str) -> str:
 
 
 def record_args(record: dict[str, Any]) -> tuple[str, bytes, str, str]:
-    """What the record script stores of a page's record: its visit key, its row, its
-    due_at, and its host if its sitemap <lastmod> proved wrong."""
+    """What the record script (crawler/state/redis.py) stores of a page's record: its
+    visit key, its row, its due_at, and its host if its sitemap <lastmod> proved wrong."""
     row = list(page_row(record))
     kept = row[7]
     row[7] = kept.decode() if kept is not None else None
