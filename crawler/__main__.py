@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawler.api import Crawler, event_loop_runner
 from crawler.config import (
@@ -26,6 +26,9 @@ from crawler.config import (
 from crawler.malloc import keep_freed_memory
 from crawler.observe.progress import Reporter
 from crawler.sinks import OutputClosed
+
+if TYPE_CHECKING:
+    from crawler.state.redis_rounds import SharedRounds
 
 log = logging.getLogger("crawler")
 
@@ -129,12 +132,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _revisit(settings: Settings, seeds: list[str]) -> int:
     """--revisit DIR: round after round, each a recrawl from the one before, until a
-    signal; rerun with the same DIR, it goes on in the round it was in."""
+    signal; rerun with the same DIR, it goes on in the round it was in. With --redis,
+    the round is the one the processes of the crawl are in, shared through Redis."""
     from crawler.revisit import round_paths, rounds_in
 
     assert settings.revisit is not None
     directory = make_directory(settings.revisit, "--revisit")
     number = max(rounds_in(directory), default=1)
+    shared = _shared_rounds(settings, directory)
     pending: list[int] = []  # a signal between rounds, when no event loop watches for one
 
     def between_rounds() -> int | None:
@@ -144,13 +149,26 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
 
     keep_freed_memory()
     while (code := between_rounds()) is None:
+        if shared is not None:
+            # A process that joins between rounds waits for the next, as the others do.
+            number = shared.current()
+            if number > 1 and (code := _wait_for_round(shared.first_due(number - 1))):
+                return code
         paths = round_paths(directory, number, settings.since)
-        round_settings = replace(
-            settings,
-            output=str(paths.output),
-            state=str(paths.state),
-            since=str(paths.since) if paths.since is not None else None,
-        )
+        if shared is None:
+            round_settings = replace(
+                settings,
+                output=str(paths.output),
+                state=str(paths.state),
+                since=str(paths.since) if paths.since is not None else None,
+            )
+        else:  # the state, and the previous round, are in Redis
+            round_settings = replace(
+                settings,
+                output=str(paths.output),
+                crawl_id=shared.round_crawl_id(number),
+                since=settings.since if number == 1 else None,
+            )
         crawler = Crawler(seeds, round_settings)
         crawler.open()
         if crawler.complete:
@@ -163,25 +181,42 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
                 return EXIT_FAILED
             if code != EXIT_OK:  # interrupted
                 return code
-        if between_rounds() is None:
-            code = _wait_for_round(paths.output, settings)
+        if shared is not None:
+            shared.finished(number)
+        elif between_rounds() is None:
+            code = _wait_for_round(_earliest_due(paths.output, settings))
             if code is not None:
                 return code
         number += 1
     return code
 
 
-def _wait_for_round(output: Path, settings: Settings) -> int | None:
-    """Sleep until the first page of the round just made is due; a signal's exit code
-    if one came first."""
+def _shared_rounds(settings: Settings, directory: Path) -> SharedRounds | None:
+    if settings.redis is None:
+        return None
+    from crawler.state.redis_rounds import SharedRounds
+
+    assert settings.crawl_id is not None  # Settings asks for it with --redis
+    return SharedRounds(settings.redis, settings.crawl_id, directory)
+
+
+def _earliest_due(output: Path, settings: Settings) -> str | None:
+    """When the first page of the round written to `output` is due again."""
     from crawler.history import open_history
-    from crawler.revisit import seconds_until
 
     history = open_history(str(output), [d for d in (settings.warc,) if d is not None])
     try:
-        wait_s = seconds_until(history.earliest_due())
+        return history.earliest_due()
     finally:
         history.close()
+
+
+def _wait_for_round(first_due: str | None) -> int | None:
+    """Sleep until the first page of the round just made is due; a signal's exit code
+    if one came first."""
+    from crawler.revisit import seconds_until
+
+    wait_s = seconds_until(first_due)
     received: list[int] = []
 
     async def sleep() -> None:

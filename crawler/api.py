@@ -27,7 +27,7 @@ from crawler.stats import CrawlStats
 from crawler.urls import canonicalize
 
 if TYPE_CHECKING:
-    from crawler.history import History
+    from crawler.history import History, PreviousCrawl
 
 # Pages committed but not yet taken by the consumer; past this, workers wait for it.
 PAGES_AHEAD = 16
@@ -123,8 +123,10 @@ class Crawler:
 
     def _opened(self) -> Crawl:
         if self._crawl is None:
-            history = _open_history(self.settings)  # first: a bad PREV leaves nothing written
+            # first: a bad PREV leaves nothing written
+            history: PreviousCrawl | None = _open_history(self.settings)
             self._store = open_store(self.settings, self.seeds)
+            history = history or self._store.previous_round
             if history is not None:
                 self._store.stats.previous_pages = history.pages
                 self._store.stats.shared = self._store.shared

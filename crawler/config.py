@@ -579,7 +579,8 @@ OPTIONS: tuple[Option, ...] = (
         "revisit",
         "path",
         "keep the site fresh: crawl in rounds without end, each page again when due; "
-        "round N writes DIR/round-N.jsonl and recrawls from round N-1 (no -o, no --state)",
+        "round N writes DIR/round-N.jsonl and recrawls from round N-1 (no -o, no --state; "
+        "with --redis, the processes share the rounds, each with its own DIR)",
         metavar="DIR",
         group="recrawl",
     ),
@@ -946,17 +947,24 @@ def load_settings(argv: Sequence[str] | None = None) -> Settings:
     return settings if settings.output else replace(settings, output=STDOUT)
 
 
+# --revisit with --redis: round N is the shared crawl "ID.rNNNNN" (crawler/state/redis_rounds.py)
+_ROUND_SUFFIX_LENGTH = 7
+
+
 def _revisit_settings(settings: Settings) -> Settings:
-    """--revisit DIR: each round's output and state are in DIR."""
-    for name, given in (
-        ("-o", settings.output),
-        ("--state", settings.state),
-        ("--redis", settings.redis),
-    ):
+    """--revisit DIR: each round's output and state are in DIR (the state in Redis
+    with --redis)."""
+    for name, given in (("-o", settings.output), ("--state", settings.state)):
         if given is not None:
             raise ConfigError(
                 f"--revisit DIR keeps each round's output and state; leave out {name}"
             )
+    longest = 64 - _ROUND_SUFFIX_LENGTH
+    if settings.crawl_id is not None and len(settings.crawl_id) > longest:
+        raise ConfigError(
+            f"--crawl-id must be at most {longest} characters with --revisit "
+            "(each round's shared crawl adds its number)"
+        )
     return settings
 
 

@@ -49,7 +49,7 @@ from crawler.state import Store, trap_check
 from crawler.urls import Scope, canonical_links, canonicalize, origin_of
 
 if TYPE_CHECKING:
-    from crawler.history import History, Previous
+    from crawler.history import Previous, PreviousCrawl
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ class Crawl:
         store: Store,
         client: Client,
         hooks: Hooks | None = None,
-        history: History | None = None,
+        history: PreviousCrawl | None = None,
     ) -> None:
         self.settings = settings
         self.history = history  # --since: the previous crawl
@@ -409,7 +409,7 @@ class Crawl:
         response: Response | None = None
         self._started(request, started)
         try:
-            previous = self.history.take(request.url) if self.history is not None else None
+            previous = await self.history.take(request.url) if self.history is not None else None
             if (
                 self.schedule is not None
                 and previous is not None

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -206,6 +206,18 @@ def _not_after(http_date: str, iso_time: str) -> bool:
     return modified.tzinfo is not None and modified <= fetched
 
 
+class PreviousCrawl(Protocol):
+    """What a recrawl asks of the crawl before it: a `History`, or the previous round
+    of a --revisit crawl shared through Redis (crawler/state/redis_rounds.py)."""
+
+    pages: int
+
+    async def take(self, url: str) -> Previous | None: ...
+    def prefetch(self, urls: Sequence[str]) -> None: ...
+    def trusts_lastmod(self, host: str) -> bool: ...
+    def unreached(self, claimed: Callable[[str], bool]) -> Iterator[list[str]]: ...
+
+
 class History:
     """The index of a previous crawl; `lookup_many` by URL, `pages` rows in all."""
 
@@ -234,7 +246,7 @@ class History:
             chunk = key_list[start : start + _BATCH]
             query = _SELECT.format(",".join("?" * len(chunk)))
             for row in self._db.execute(query, chunk):
-                found[keys[row[0]]] = _previous(row)
+                found[keys[row[0]]] = previous_of(row)
         return found
 
     def prefetch(self, urls: Sequence[str]) -> None:
@@ -245,7 +257,7 @@ class History:
         for url in urls:
             self._cache[url] = found.get(url)
 
-    def take(self, url: str) -> Previous | None:
+    async def take(self, url: str) -> Previous | None:
         """`url`'s row: prefetched if it was, else looked up now."""
         if url in self._cache:
             return self._cache.pop(url)
@@ -268,7 +280,8 @@ class History:
         self._db.close()
 
 
-def _previous(row: tuple[Any, ...]) -> Previous:
+def previous_of(row: tuple[Any, ...]) -> Previous:
+    """The `Previous` of a pages row (joined with its capture's three columns)."""
     _, url, status, fetched_at, digest, etag, last_modified, record = row[:8]
     warc_file, warc_offset, warc_length, interval_s, due, lastmod_right, rid, uri, date = row[8:]
     warc = (warc_file, warc_offset, warc_length) if warc_file is not None else None
@@ -452,7 +465,7 @@ def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int
             warc_files.add(warc_file)
         if record.get("lastmod_right") is False:
             lastmod_wrong.add(host_of(record["url"]))
-        rows.append(_row(record))
+        rows.append(page_row(record))
         if len(rows) >= _INSERT_BATCH:
             _insert(db, rows)
     _insert(db, rows)
@@ -460,7 +473,8 @@ def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int
     return pages, warc_files
 
 
-def _row(record: dict[str, Any]) -> tuple[Any, ...]:
+def page_row(record: dict[str, Any]) -> tuple[Any, ...]:
+    """A record's row in the pages table: what a recrawl needs of it."""
     status = record["status"]
     if status == NOT_MODIFIED and record.get("changed") is False:
         status = 200  # a 304 stood for the 200 before it, whose fields it carried on

@@ -156,6 +156,14 @@ class Holding(Protocol):
     def slow_pages(self, limit: int) -> list[str]: ...
 
 
+def checks_previous(page: Page) -> bool:
+    """Whether `page` is one of the previous crawl's that a link reached: checked
+    now, or carried over as not due (the rest of them are gone)."""
+    if page.fields.get("not_due"):
+        return True
+    return page.kind != UNLINKED and page.fields.get("changed") is not None
+
+
 class Stats:
     def __init__(self, restored: dict[str, Any] | None = None) -> None:
         self.started = time.monotonic()
@@ -186,6 +194,7 @@ class Stats:
         self._gate: Holding | None = None
         self.previous_pages = 0  # --since: the previous crawl's pages
         self.shared = False  # other processes check the previous crawl's pages too
+        self.previous_seen_everywhere: int | None = None  # by them all, once the crawl is over
         self.recrawl: Counter[str] = Counter()  # --since: what became of them
         if restored:
             self._restore(restored)
@@ -355,6 +364,8 @@ class Stats:
         changed, gone from the link graph (not reached, or failed), and the new ones."""
         recrawl = self.recrawl
         seen = recrawl["checked"] + recrawl["not_due"]
+        seen_everywhere = self.previous_seen_everywhere if self.shared else seen
+        previous = self.previous_pages
         return {
             "checked": recrawl["checked"],
             "unchanged": recrawl["unchanged"],
@@ -366,7 +377,7 @@ class Stats:
             "unlinked": recrawl["unlinked"],
             "unlinked_404_410": recrawl["unlinked_404_410"],
             "not_due": recrawl["not_due"],
-            "gone": None if self.shared else max(0, self.previous_pages - seen),
+            "gone": None if seen_everywhere is None else max(0, previous - seen_everywhere),
             "previous_pages": self.previous_pages,
             "body_bytes_saved": recrawl["body_bytes_saved"],
         }

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import sys
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+import redis
 from aiohttp import web
 
 from crawler.revisit import AdaptiveSchedule, rounds_in
+from crawler.urls import host_of
 from tests.conftest import Site, by_url, html, read_records
+from tests.redis_server import RedisServer
+from tests.test_cli import assert_one_line_error, run_cli
 from tests.test_recrawl import Validating, crawl_to, tree_bodies
 
 
@@ -156,3 +163,276 @@ async def test_a_sitemap_lastmod_brings_a_page_forward_while_its_host_proves_it_
     assert records[site.url + "/a"]["not_due"] is True  # the host's lastmod lied about /b
     assert site.count("/a") == site.count("/b") == 0
     assert records[site.url + "/b"]["lastmod_right"] is False  # carried: still distrusted
+
+
+# --- --revisit with --redis: rounds shared by several processes ---------------------------
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    server = RedisServer(tmp_path / "redis").start()
+    yield server.url
+    server.stop()
+
+
+async def _or_exit(event: asyncio.Event, processes: list[asyncio.subprocess.Process]) -> None:
+    """Wait for `event`; fail with their stderr if a process exits first."""
+    waiting = asyncio.ensure_future(event.wait())
+    exits = [asyncio.ensure_future(p.wait()) for p in processes]
+    await asyncio.wait({waiting, *exits}, timeout=20, return_when=asyncio.FIRST_COMPLETED)
+    for task in exits:
+        task.cancel()
+    if not waiting.done():
+        waiting.cancel()
+        for process in processes:
+            if process.returncode is None:
+                process.kill()
+        errors = [(await p.communicate())[1].decode() for p in processes]
+        pytest.fail("\n".join(errors))
+
+
+async def crawl_round_begun(
+    redis_url: str, crawl: str, number: int, *processes: asyncio.subprocess.Process
+) -> None:
+    """Wait until `crawl` is in round `number`: the ones before are over everywhere."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        while int(client.get(f"crawler:{{{crawl}}}:round") or 0) < number:
+            for process in processes:
+                assert process.returncode is None, await process.stderr.read()  # type: ignore[union-attr]
+            await asyncio.sleep(0.02)  # Redis tells no one when a key changes
+    finally:
+        client.close()
+
+
+class SharedRevisit:
+    """Processes `crawler SEEDS --revisit DIR_i --redis URL --crawl-id ID`, each its DIR."""
+
+    def __init__(self, tmp_path: Path, seeds: list[str], redis_url: str) -> None:
+        self.tmp_path, self.redis_url = tmp_path, redis_url
+        self.seeds = tmp_path / "seeds.txt"
+        self.seeds.write_text("".join(f"{url}\n" for url in seeds))
+        self.directories: list[Path] = []
+        self.processes: list[asyncio.subprocess.Process] = []
+        self.killed: list[Path] = []
+        self.directory_of: dict[int, Path] = {}  # by pid
+
+    async def start(self, *extra: str) -> asyncio.subprocess.Process:
+        directory = self.tmp_path / f"process-{len(self.directories)}"
+        command = [sys.executable, "-m", "crawler", str(self.seeds), "--revisit", str(directory)]
+        command += ["--redis", self.redis_url, "--crawl-id", "fresh", "--quiet"]
+        command += ["--revisit-interval", "1", "--revisit-min-interval", "0.5"]
+        command += ["--ignore-robots", "--per-host", "2", "--stats", str(directory) + ".stats"]
+        process = await asyncio.create_subprocess_exec(
+            *command, *extra, stderr=asyncio.subprocess.PIPE
+        )
+        self.directories.append(directory)
+        self.processes.append(process)
+        self.directory_of[process.pid] = directory
+        return process
+
+    async def round_begun(self, number: int) -> None:
+        await crawl_round_begun(self.redis_url, "fresh", number, *self.processes)
+
+    async def stop(self) -> None:
+        for process in self.processes:
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            _, err = await process.communicate()
+            assert b"Traceback" not in err, err.decode()
+
+    def round(self, number: int) -> list[dict[str, Any]]:
+        """Round `number`'s records, from all processes (a killed one's last line may be
+        cut short)."""
+        name = f"round-{number:05d}.jsonl"
+        files = [d / name for d in self.directories if (d / name).exists()]
+        lines = [line for f in files for line in f.read_text().splitlines(keepends=True)]
+        return [json.loads(line) for line in lines if line.endswith("\n")]
+
+    def writers(self, number: int) -> int:
+        """How many processes wrote records in round `number`."""
+        name = f"round-{number:05d}.jsonl"
+        return sum(1 for d in self.directories if (d / name).exists() and read_records(d / name))
+
+    async def kill(self, process: asyncio.subprocess.Process) -> None:
+        process.kill()
+        await process.wait()
+        self.killed.append(self.directory_of[process.pid])
+        self.processes.remove(process)
+
+    async def stats_of_round_2(self) -> list[dict[str, Any]]:
+        """Each live process's recrawl figures, once it has finished round 2 (the stats
+        file is written at the end of each round)."""
+        alive = [d for d in self.directories if d not in self.killed]
+        while True:
+            figures = [_recrawl_figures(Path(str(d) + ".stats")) for d in alive]
+            if all(f is not None and f["gone"] is not None for f in figures):
+                return cast("list[dict[str, Any]]", figures)
+            await asyncio.sleep(0.02)  # no event says a file was written
+
+
+def _recrawl_figures(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    figures: dict[str, Any] | None = json.loads(path.read_text()).get("recrawl")
+    return figures
+
+
+def _end_round_1_late(site: Site, server: Validating, interval_s: float = 1.0) -> None:
+    """Round 1 ends after its other pages are due again: round 2 fetches them all."""
+    served = []
+
+    async def last_of_round_1(request: web.Request) -> web.Response:
+        served.append(request.path)
+        if len(served) == 1:
+            await asyncio.sleep(interval_s + 0.5)
+        return await server.serve(request)
+
+    site.handle("/p/11", last_of_round_1)
+
+
+class Slow(Validating):
+    """Slow enough that each process of a shared crawl gets its hosts before the end."""
+
+    async def serve(self, request: web.Request) -> web.Response:
+        await asyncio.sleep(0.05)
+        return await super().serve(request)
+
+
+class ThreeSites:
+    """Three hosts, each a tree of COUNT pages, served slowly and with validators."""
+
+    COUNT = 12
+
+    def __init__(self, sites: list[Site]) -> None:
+        self.sites = sites
+        self.bodies = [tree_bodies(self.COUNT, fan_out=3) for _ in sites]
+        self.servers = [Slow(site, pages) for site, pages in zip(sites, self.bodies, strict=True)]
+        self.urls = {site.url + path for site in sites for path in self.bodies[0]}
+        self.seeds = [site.url + "/p/0" for site in sites]
+
+
+@pytest.fixture
+async def three_sites() -> AsyncIterator[ThreeSites]:
+    sites = [await Site(host).start() for host in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
+    yield ThreeSites(sites)
+    for site in sites:
+        await site.stop()
+
+
+async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditionally(
+    tmp_path: Path, redis_url: str, three_sites: ThreeSites
+) -> None:
+    count, sites, bodies = ThreeSites.COUNT, three_sites.sites, three_sites.bodies
+    servers, urls = three_sites.servers, three_sites.urls
+    first_round = [site.hits_reached(count) for site in sites]
+
+    _end_round_1_late(sites[0], servers[0])  # /p/11, no longer linked in round 2
+    crawl = SharedRevisit(tmp_path, three_sites.seeds, redis_url)
+    try:
+        for _ in range(3):
+            await crawl.start()
+        for event in first_round:
+            await _or_exit(event, crawl.processes)
+        # Before round 2 (a second away): /p/3 no longer links to /p/11.
+        bodies[0]["/p/3"] = html("page 3", ["/p/10"])
+        await crawl.round_begun(3)
+        hits = [site.paths() for site in sites]
+        stats = await crawl.stats_of_round_2()
+    finally:
+        await crawl.stop()
+
+    gone = sites[0].url + "/p/11"
+    for n, site_hits in enumerate(hits):
+        expected = {path: 2 for path in bodies[n]}
+        if n == 0:
+            expected["/p/11"] = 1
+        assert site_hits == expected  # once a round, by one process of the three
+        unchanged = [p for p in bodies[n] if n or p not in ("/p/3", "/p/11")]
+        assert sorted(servers[n].not_modified) == sorted(unchanged)  # round 2's validators
+    first, second = by_url(crawl.round(1)), by_url(crawl.round(2))
+    assert set(first) == urls and set(second) == urls - {gone}
+    assert all(r["status"] == 200 and r.get("changed") is None for r in first.values())
+    for url, record in second.items():
+        if url == sites[0].url + "/p/3":
+            assert record["changed"] is True and record["status"] == 200
+        else:
+            assert record["status"] == 304 and record["changed"] is False
+            assert record["title"] == first[url]["title"]  # carried from round 1
+            assert record["revisit_interval_s"] == 1.2
+    assert crawl.writers(2) >= 2  # round 2 was shared (round 1 may be over before all start)
+    for figures in stats:  # of the whole crawl's round 2, in each process
+        assert figures["gone"] == 1
+        assert figures["previous_pages"] == len(urls)
+
+
+async def test_kill_9_of_a_process_mid_round_loses_nothing_its_hosts_go_to_the_others(
+    tmp_path: Path, redis_url: str, three_sites: ThreeSites
+) -> None:
+    sites, servers, urls = three_sites.sites, three_sites.servers, three_sites.urls
+    # Round 3 comes 2.4 s after round 2's first fetches: long after its end.
+    _end_round_1_late(sites[0], servers[0], interval_s=2.0)
+    in_round_2 = sites[0].hits_reached(ThreeSites.COUNT + 3)
+    crawl = SharedRevisit(tmp_path, three_sites.seeds, redis_url)
+    try:
+        for _ in range(3):
+            await crawl.start("--lease-s", "0.5", "--revisit-interval", "2")
+        await _or_exit(in_round_2, crawl.processes)
+        victim = _serving(redis_url, "fresh.r00002", host_of(sites[0].url), crawl.processes)
+        await crawl.kill(victim)
+        await crawl.round_begun(3)
+        hits = [site.paths() for site in sites]
+        stats = await crawl.stats_of_round_2()
+    finally:
+        await crawl.stop()
+
+    second = [r["url"] for r in crawl.round(2)]
+    assert set(second) == urls  # the victim's hosts were finished by the others
+    assert all(n <= 3 for site_hits in hits for n in site_hits.values())  # in flight: again
+    client = redis.Redis.from_url(redis_url)
+    rows = client.hlen("crawler:{fresh.r00002}:pages")
+    assert rows == len(urls)  # round 3 has every page's schedule and validators
+    assert client.keys("crawler:{fresh.r00002*") and not client.keys("crawler:{fresh.r00001*")
+    for figures in stats:
+        assert figures["gone"] == 0 and figures["previous_pages"] == len(urls)
+
+
+def _serving(
+    redis_url: str, crawl_id: str, host: str, processes: list[asyncio.subprocess.Process]
+) -> asyncio.subprocess.Process:
+    """The process that serves `host` in the shared crawl (a member is "machine-pid-tag")."""
+    member = redis.Redis.from_url(redis_url).hget(f"crawler:{{{crawl_id}}}:locks", host)
+    assert member is not None
+    pid = int(member.decode().rsplit("-", 2)[1])
+    return next(p for p in processes if p.pid == pid)
+
+
+async def test_a_shared_revisit_dir_is_one_process_s_and_a_long_crawl_id_is_one_line(
+    tmp_path: Path, redis_url: str
+) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")  # refused at once: round 1 is over soon
+    shared = [str(seeds), "--redis", redis_url, "--quiet"]
+    first = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "crawler",
+        *shared,
+        "--crawl-id",
+        "one",
+        "--revisit",
+        "d",
+        cwd=tmp_path,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await crawl_round_begun(redis_url, "one", 2, first)
+        second = run_cli(*shared, "--crawl-id", "one", "--revisit", str(tmp_path / "d"))
+        assert_one_line_error(second, "in use by another crawler", "its own DIR")
+    finally:
+        first.send_signal(signal.SIGTERM)
+        await first.communicate()
+    assert first.returncode == 143
+    too_long = run_cli(*shared, "--crawl-id", "x" * 58, "--revisit", str(tmp_path / "e"))
+    assert_one_line_error(too_long, "--crawl-id", "57")

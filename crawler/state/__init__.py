@@ -25,6 +25,7 @@ from crawler.stats import Stats
 from crawler.urls import TrapRules, host_of, visit_key, visit_keys
 
 if TYPE_CHECKING:
+    from crawler.history import PreviousCrawl
     from crawler.politeness import HostScheduler
     from crawler.simhash import SimhashIndex
 
@@ -58,6 +59,7 @@ class Store(Protocol):
     shared: bool  # other processes crawl with us: they feed us work and hold pages we don't see
     sinks: Sinks  # made by open_sinks(); a resumed crawl's reopened at their committed positions
     gate: CheckedClaims | None  # set by the engine: told of claims that may be too deep
+    previous_round: PreviousCrawl | None  # --revisit with --redis: the round before this one
 
     @property
     def frontier(self) -> Frontier:
@@ -126,6 +128,7 @@ class LocalStore:
 
     resumed = complete = shared = False
     gate: CheckedClaims | None = None
+    previous_round: PreviousCrawl | None = None  # --revisit's rounds are read from files here
     visited: Visited
     stats: Stats
 

@@ -46,8 +46,8 @@ import os
 import secrets
 import socket
 from collections import Counter, defaultdict
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import hiredis
 import redis
@@ -69,8 +69,11 @@ from crawler.state import (
 from crawler.state.disk import SHAPING_SETTINGS, crawl_shape
 from crawler.state.redis_bloom import CLAIM_LUA, CLAIM_ONLY_LUA, SharedBloomLayout
 from crawler.state.redis_connection import RedisConnection
-from crawler.stats import Stats
+from crawler.stats import Stats, checks_previous
 from crawler.urls import host_of, visit_key, visit_keys
+
+if TYPE_CHECKING:
+    from crawler.history import PreviousCrawl
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +200,8 @@ return n
 """
 )
 
-# ARGV: prefix, member, done URL's JSON or '', records (0/1), shape or '', a host to
+# ARGV: prefix, member, done URL's JSON or '', records (0, 1, or 2 for a page of the
+# previous crawl: counted crawl-wide, for those gone), shape or '', a host to
 # take more URLs of, how many, max_pages, max_pages_per_host, max_sitemaps, then
 # claim_args() of the candidates, then per candidate its host, JSON and limit ('h':
 # --max-pages-per-host, 's': --max-sitemaps, '-': none). One atomic step:
@@ -224,7 +228,8 @@ if done ~= '' then
   if redis.call('HDEL', P .. 'inflight:' .. me, done) == 0 then return {'evicted'} end
   redis.call('HINCRBY', P .. 'counts', 'inflight', -1)
 end
-if ARGV[4] == '1' then redis.call('HINCRBY', P .. 'counts', 'records', 1) end
+if ARGV[4] ~= '0' then redis.call('HINCRBY', P .. 'counts', 'records', 1) end
+if ARGV[4] == '2' then redis.call('HINCRBY', P .. 'counts', 'previous_seen', 1) end
 local per_host, max_sitemaps = tonumber(ARGV[9]), tonumber(ARGV[10])
 local queued = 0
 local function queue(host, item)
@@ -308,6 +313,19 @@ end
 return found
 """
 
+# --revisit: a page's row for the next round (crawler/state/redis_rounds.py). ARGV: the
+# round's prefix, visit key, row, due_at or '', a host whose <lastmod> was wrong or ''.
+_RECORD = r"""
+local P, due, wrong = ARGV[1], ARGV[4], ARGV[5]
+redis.call('HSET', P .. 'pages', ARGV[2], ARGV[3])
+if due ~= '' then
+  local first = redis.call('GET', P .. 'first_due')
+  if not first or due < first then redis.call('SET', P .. 'first_due', due) end
+end
+if wrong ~= '' then redis.call('SADD', P .. 'lastmod_wrong', wrong) end
+return 1
+"""
+
 SCRIPTS = {
     "tick": _TICK,
     "take": _TAKE,
@@ -315,6 +333,7 @@ SCRIPTS = {
     "commit": _COMMIT,
     "claim": CLAIM_ONLY_LUA,
     "near": _NEAR,
+    "record": _RECORD,
 }
 SHAS = {name: hashlib.sha1(lua.encode()).hexdigest() for name, lua in SCRIPTS.items()}
 
@@ -423,6 +442,8 @@ class RedisStore:
     resumed: bool  # set by _check_and_join(), from __init__: the crawl was in Redis already
     # The breadth-first gate is off: other processes hold pages we don't see.
     gate: CheckedClaims | None = None
+    previous_round: PreviousCrawl | None = None  # --revisit: set by _check_and_join()
+    _record_args: Callable[[dict[str, Any]], tuple[str, bytes, str, str]] | None = None
 
     def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
         self.settings = settings
@@ -485,11 +506,40 @@ class RedisStore:
                     "join it with the same settings, or use another --crawl-id"
                 )
             self.resumed = saved is not None
+            if self.settings.revisit is not None:
+                self._open_previous_round(client)
             client.eval(_TICK, 0, self._prefix, self.member, self._lease_ms, "1")
         except redis.RedisError as exc:
             raise ConfigError(f"cannot use Redis at {self._url}: {exc}") from None
         finally:
             client.close()
+
+    def _open_previous_round(self, client: redis.Redis) -> None:
+        """--revisit: this round's pages are recorded for the next; the round before
+        it, if any, is the crawl this one recrawls. (Imported only then: a crawl
+        without --revisit does not load the history's code.)"""
+        from crawler.state.redis_rounds import (
+            SharedHistory,
+            read_previous_round,
+            record_args,
+            round_crawl_id,
+            round_prefix,
+            split_round,
+        )
+
+        self._record_args = record_args
+        assert self.settings.crawl_id is not None
+        crawl, number = split_round(self.settings.crawl_id)
+        previous = read_previous_round(client, crawl, number)
+        if previous is not None:
+            pages, lastmod_wrong = previous
+            key = round_prefix(round_crawl_id(crawl, number - 1)) + "pages"
+
+            async def row_of(visit: str) -> bytes | None:
+                row: bytes | None = await self._call(_plain_command("HGET", key, visit))
+                return row
+
+            self.previous_round = SharedHistory(row_of, pages, lastmod_wrong)
 
     def keep_cookies(self, jar: CookieJar) -> None:
         """Each process keeps its own cookies, for its own hosts, in memory."""
@@ -537,6 +587,11 @@ class RedisStore:
             if "simhash" in page.fields:
                 await self._mark_near_duplicate(page)
             self.sinks.write(page)
+            if self._record_args is not None and page.kind == PAGE:
+                # Before the commit: a page committed has its row; one whose process
+                # dies first is fetched again, and its row written again.
+                row = self._record_args(page.record())
+                await self._call(_command("record", self._prefix, *row))
             page.release()
         ask = self._candidates(done, links, listed)
         item = self._taken.pop(_taken_key(done), None) if done is not None else None
@@ -589,7 +644,7 @@ class RedisStore:
             self._prefix,
             self.member,
             b"%s %s" % (done.host.encode(), item) if done is not None and item else "",
-            int(page is not None),
+            0 if page is None else 2 if checks_previous(page) else 1,
             self._shape if done is None else "",
             done.host if done is not None and more else "",
             more,
@@ -665,7 +720,12 @@ class RedisStore:
 
     async def _over(self) -> bool:
         queued, inflight, started = await self._tick()
-        return inflight == 0 and (queued == 0 or 0 < self.settings.max_pages <= started)
+        over = inflight == 0 and (queued == 0 or 0 < self.settings.max_pages <= started)
+        if over and self.stats.shared:  # a recrawl: the previous pages seen by all
+            ask = _plain_command("HGET", self._prefix + "counts", "previous_seen")
+            seen = await self._call(ask)
+            self.stats.previous_seen_everywhere = int(seen or 0)
+        return over
 
     # -- inside ------------------------------------------------------------------
 

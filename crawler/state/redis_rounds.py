@@ -1,0 +1,187 @@
+"""--revisit DIR with --redis URL: the rounds that the processes of one crawl share.
+
+Round N of crawl ID is a shared crawl of its own, `ID.rN` (its own visited set and
+queues in Redis), so a URL is fetched at most once in the round, by the process that
+owns its host; the round is over when it is over in every process, as any --redis
+crawl is. `crawler:{ID}:round` holds the round being crawled: the first process to
+finish round N moves it to N+1, and a process (re)started joins the round it holds.
+
+Each page of round N goes, as the row a recrawl needs (crawler/history.py), into the
+round's hash `pages` (visit key -> row), and round N+1 reads that hash as its previous
+crawl: the page's schedule (due_at, interval), its validators and the fields a page
+not fetched keeps, whichever process owns its host then. Beside it, `first_due` (when
+round N+1 begins) and `lastmod_wrong` (hosts whose sitemap <lastmod> proved wrong).
+A process killed mid-round loses nothing: its URLs go to the others, whose rows
+overwrite any it left. Round N-1's keys are dropped when round N+1 begins.
+
+What a shared round does not have: the WARC captures of the previous round (a 304's
+revisit record refers to no earlier capture), and --fetch-gone (refused with --redis).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+import redis
+
+from crawler.config import ConfigError
+from crawler.history import Previous, page_row, previous_of
+from crawler.urls import host_of, visit_key
+
+ROUND_ID = re.compile(r"(.+)\.r(\d{5,})")
+
+# ARGV: the crawl's round key, the round just over. Moves the round on, once.
+_ADVANCE_LUA = r"""
+if tonumber(redis.call('GET', ARGV[1]) or '1') == tonumber(ARGV[2]) then
+  redis.call('SET', ARGV[1], tonumber(ARGV[2]) + 1)
+  return 1
+end
+return 0
+"""
+
+
+def round_crawl_id(crawl_id: str, number: int) -> str:
+    """The shared crawl of round `number` of crawl `crawl_id`."""
+    return f"{crawl_id}.r{number:05d}"
+
+
+def split_round(crawl_id: str) -> tuple[str, int]:
+    """The crawl and round number a `round_crawl_id` names."""
+    match = ROUND_ID.fullmatch(crawl_id)
+    assert match is not None  # the rounds' loop named it
+    return match[1], int(match[2])
+
+
+def round_prefix(crawl_id: str) -> str:
+    return f"crawler:{{{crawl_id}}}:"
+
+
+def record_args(record: dict[str, Any]) -> tuple[str, bytes, str, str]:
+    """What the record script (crawler/state/redis.py) stores of a page's record: its
+    visit key, its row, its due_at, and its host if its sitemap <lastmod> proved wrong."""
+    row = list(page_row(record))
+    kept = row[7]
+    row[7] = kept.decode() if kept is not None else None
+    wrong = host_of(record["url"]) if record.get("lastmod_right") is False else ""
+    return row[0], orjson.dumps(row[1:]), record.get("due_at") or "", wrong
+
+
+class SharedHistory:
+    """The previous round of a shared --revisit crawl, read from its `pages` hash."""
+
+    def __init__(
+        self,
+        row_of: Callable[[str], Awaitable[bytes | None]],
+        pages: int,
+        lastmod_wrong: set[str],
+    ) -> None:
+        self._row_of = row_of  # visit key -> its row, on the store's connection
+        self.pages = pages
+        self._lastmod_wrong = lastmod_wrong
+
+    async def take(self, url: str) -> Previous | None:
+        key = visit_key(url)
+        raw = await self._row_of(key)
+        if raw is None:
+            return None
+        row = orjson.loads(raw)
+        if row[6] is not None:
+            row[6] = row[6].encode()
+        return previous_of((key, *row, None, None, None))
+
+    def prefetch(self, urls: Sequence[str]) -> None:
+        """Nothing: a URL queued here is mostly fetched by the owner of its host."""
+
+    def trusts_lastmod(self, host: str) -> bool:
+        return host not in self._lastmod_wrong
+
+    def unreached(self, claimed: Callable[[str], bool]) -> Iterator[list[str]]:
+        """None: --fetch-gone is refused with --redis."""
+        return iter(())
+
+
+def _own(directory: Path) -> int:
+    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(
+            f"--revisit {directory} is in use by another crawler; with --redis, give each "
+            "process its own DIR"
+        ) from None
+    return fd
+
+
+def read_previous_round(
+    client: redis.Redis, crawl_id: str, number: int
+) -> tuple[int, set[str]] | None:
+    """How many pages round `number - 1` had, and its hosts of wrong <lastmod>; None
+    for the first round."""
+    if number <= 1:
+        return None
+    prefix = round_prefix(round_crawl_id(crawl_id, number - 1))
+    pages = client.hlen(prefix + "pages")
+    hosts = cast("set[bytes]", client.smembers(prefix + "lastmod_wrong"))
+    return pages, {host.decode() for host in hosts}
+
+
+class SharedRounds:
+    """The round a shared --revisit crawl is in, and the move to the next one; a Redis
+    that cannot be reached is a ConfigError, as when a --redis crawl starts. Each
+    process has a DIR of its own, which it holds (flock) while it runs: two writing
+    one round's file would mix their records."""
+
+    def __init__(self, url: str, crawl_id: str, directory: Path) -> None:
+        self._lock_fd = _own(directory)
+        self.crawl_id = crawl_id
+        self._url = url
+        self._key = round_prefix(crawl_id) + "round"
+        try:
+            self._client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+        except ValueError as exc:
+            raise ConfigError(f"--redis {url}: {exc}") from None
+
+    def round_crawl_id(self, number: int) -> str:
+        return round_crawl_id(self.crawl_id, number)
+
+    def current(self) -> int:
+        """The round being crawled (the first, if none has begun)."""
+        with self._redis():
+            self._client.setnx(self._key, 1)
+            return int(cast("bytes", self._client.get(self._key)))
+
+    def finished(self, number: int) -> None:
+        """Round `number` is over: the next one begins, and the one before it, which
+        no round reads any more, is dropped."""
+        with self._redis():
+            if self._client.eval(_ADVANCE_LUA, 0, self._key, number) and number > 1:
+                self._drop(round_crawl_id(self.crawl_id, number - 1))
+
+    def first_due(self, number: int) -> str | None:
+        """When the first page of round `number` is due again (ISO 8601)."""
+        key = round_prefix(round_crawl_id(self.crawl_id, number)) + "first_due"
+        with self._redis():
+            due = cast("bytes | None", self._client.get(key))
+        return due.decode() if due is not None else None
+
+    @contextlib.contextmanager
+    def _redis(self) -> Iterator[None]:
+        try:
+            yield
+        except redis.RedisError as exc:
+            raise ConfigError(f"cannot use Redis at {self._url}: {exc}") from None
+
+    def _drop(self, crawl_id: str) -> None:
+        # The round's own keys, and its visited set's shards ("crawler:{ID:bfJ}:...").
+        for pattern in (f"crawler:{{{crawl_id}}}:*", f"crawler:{{{crawl_id}:bf*"):
+            keys = list(self._client.scan_iter(match=pattern, count=1000))
+            for start in range(0, len(keys), 1000):
+                self._client.delete(*keys[start : start + 1000])
