@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import os
 import urllib.request
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -128,15 +128,17 @@ class BoundedPoolConnector(aiohttp.TCPConnector):
     def __init__(self, *, max_idle: int, **options: Any) -> None:
         super().__init__(**options)
         self._max_idle = max_idle
-        # Connections in the order they became idle; an entry goes stale when its
-        # connection is taken again, so there are at least as many as are idle.
-        self._idle_order: deque[tuple[Any, ResponseHandler]] = deque()
+        # Each connection once, by when it was last released: the first of them that is
+        # still idle is the one idle longest. One taken again since is skipped there.
+        self._released: OrderedDict[ResponseHandler, Any] = OrderedDict()
 
     def _release(self, key: Any, protocol: ResponseHandler, *, should_close: bool = False) -> None:
         super()._release(key, protocol, should_close=should_close)
-        self._idle_order.append((key, protocol))
-        while len(self._idle_order) > self._max_idle:
-            old_key, old = self._idle_order.popleft()
+        released = self._released
+        released[protocol] = key
+        released.move_to_end(protocol)
+        while len(released) > self._max_idle:
+            old, old_key = released.popitem(last=False)
             idle = self._conns.get(old_key)
             if idle is None:
                 continue

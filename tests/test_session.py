@@ -377,3 +377,32 @@ async def test_no_proxy_password_is_printed_or_stored_anywhere(site: Site, tmp_p
         if path.is_file() and path.name != "crawl.toml":
             data = path.read_bytes()
             assert SECRET.encode() not in data and token not in data, path
+
+
+async def test_a_crawl_of_one_host_reuses_its_keep_alive_connections(tmp_path: Path) -> None:
+    # Connections the server saw, by the client's port: a pool that closed a connection
+    # just given back (as one that counted every release did) makes one each few pages.
+    client_ports: set[int] = set()
+    pages = 400
+
+    async def handler(request: web.Request) -> web.Response:
+        client_ports.add(request.transport.get_extra_info("peername")[1])  # type: ignore[union-attr]
+        if request.path == "/":
+            body = html("index", [f"/p{i}" for i in range(pages)])
+        else:
+            body = html(request.path)
+        return web.Response(text=body, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    server = web.TCPSite(runner, "127.0.0.1", 0)
+    await server.start()
+    try:
+        seed = f"http://127.0.0.1:{runner.addresses[0][1]}/"
+        records = await crawl(tmp_path, [seed], concurrency=8, per_host=8)
+    finally:
+        await runner.cleanup()
+    assert len(records) == pages + 1
+    assert len(client_ports) <= 8 + 1  # the workers' connections, and robots.txt's
