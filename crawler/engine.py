@@ -329,7 +329,7 @@ class Crawl:
     async def _enqueue_unreached(self) -> None:
         """--fetch-gone: the previous crawl's pages that no link reached, queued once each
         (those already claimed, in a crawl resumed in this phase, are not)."""
-        assert self.history is not None and self.scheduler is not None
+        assert self.history is not None
         await self._complete_held(everything=True)
         bloom = self.store.bloom
         for urls in self.history.unreached(bloom.__contains__):
