@@ -59,6 +59,7 @@ class Site:
         self._runner: web.AppRunner | None = None
         self.port = 0
         self._hit_waiters: list[tuple[int, asyncio.Event]] = []
+        self.gate: asyncio.Event | None = None  # when set, requests wait for it
 
     @property
     def url(self) -> str:
@@ -128,6 +129,8 @@ class Site:
             )
         )
         self._notify()
+        if self.gate is not None:
+            await self.gate.wait()
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
