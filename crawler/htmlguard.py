@@ -11,9 +11,12 @@ selectolax 1.0.2 (benchmarks/hostile_pages.py):
   so 20,000 options took 2.3 s.
 
 `HtmlParser.parse()` is how the crawl parses a page. A small page is parsed on the event loop,
-as before: its worst shape costs little. A larger one is parsed in a thread (Lexbor lets go of
-the GIL), so no page holds the loop whatever its shape, and with its markup bounded first where
-a cheap count says it may hold one of those shapes. `bounded()` reads the page as the HTML
+as before: its worst shape costs little. A larger one is first looked at: a cheap sampled count
+says whether it may hold one of those shapes. If not, and it is not very large, it is parsed on
+the loop too, timed: the first such parse to take longer than its budget (a shape the look
+missed) sends every larger page of the rest of the crawl to a thread. Other pages are parsed in
+a thread (Lexbor lets go of the GIL), so that they cannot hold the loop whatever their shape,
+with their markup bounded first where the count says so. `bounded()` reads the page as the HTML
 tokenizer does (comments, raw text, quoted attribute values), keeps an estimate of the stack of
 open elements meant never to be lower than the parser's, and edits the markup only where a
 bound is passed:
@@ -54,6 +57,12 @@ MAX_OPTIONS = 256
 # At most this many characters a page is parsed on the event loop: the slowest shape of this
 # size measured 0.07 s (6,500 nested <div>s), the cost of a thread hand-off is saved.
 INLINE_MAX_CHARS = 32 * 1024
+# At most this many, a page the sampled look finds plain is parsed on the event loop too, until
+# one such parse takes longer than its budget (a shape the look missed): then, for the rest of
+# the crawl, every page over INLINE_MAX_CHARS goes to a thread. The hand-off cost more than the
+# parse: on the Python docs (127 KB a page), 2.42 ms of CPU a page against 2.11 inline, with the
+# crawler on one CPU, and 2.62 against 2.20 on two (benchmarks/crawl_bench.py --docs).
+LOOKED_INLINE_MAX_CHARS = 256 * 1024
 # The CPU time a parse may take before the page's markup is bounded and parsed again: 15 times
 # what plain HTML takes (Lexbor parses it at about 60 MB/s), and a margin for a busy machine.
 _BUDGET_BASE_S = 0.25
@@ -309,13 +318,27 @@ def may_be_slow(html: str, rng: random.Random) -> bool:
         window = html[start:stop]
         if ("<" not in window and ">" not in window) or window.count("<option") > _MAX_OPTIONS_SEEN:
             return True
-        opens = 0
-        for slash, name in _TAG_NAME.findall(window):
-            if name.lower() not in _CLOSED_ANYWAY:
-                opens += -1 if slash else 1
-        if opens > _MAX_NET_OPENS:
+        if _net_opens(window) > _MAX_NET_OPENS:
             return True
     return False
+
+
+def _net_opens(window: str) -> int:
+    """Start tags in `window` less the end tags that close one of them: an end tag for
+    nothing open in the window (a bogus one, which the parser ignores) hides no nesting."""
+    opened: dict[str, int] = {}
+    opens = 0
+    for slash, name in _TAG_NAME.findall(window):
+        name = name.lower()
+        if name in _CLOSED_ANYWAY:
+            continue
+        if not slash:
+            opened[name] = opened.get(name, 0) + 1
+            opens += 1
+        elif opened.get(name):
+            opened[name] -= 1
+            opens -= 1
+    return opens
 
 
 _Parsed = tuple[LexborHTMLParser, ParsedPage, bool]
@@ -385,17 +408,26 @@ class HtmlParser:
         # As many pages parse at once as there are cores: a tree takes some 25 times its page's
         # size in memory (260 MB for 10 MB of paragraphs). A parse given up on leaves its place.
         self._threads = asyncio.Semaphore(os.cpu_count() or 1)
+        self._inline_overran = False  # a page parsed on the loop took longer than its budget
 
     async def parse(self, html: str) -> _Parsed:
         """The page's tree, what `parse_html` reads in it, and whether its markup had to be
         bounded. A large page's are read in a thread too: a page of 500,000 links took 1.2 s."""
-        if len(html) <= INLINE_MAX_CHARS:
+        size = len(html)
+        if size <= INLINE_MAX_CHARS:
             return _parsed(html)
+        suspect = bool(self._runaways) or may_be_slow(html, self._random)
+        if not suspect and size <= LOOKED_INLINE_MAX_CHARS and not self._inline_overran:
+            started_s = time.thread_time()
+            parsed = _parsed(html)
+            if time.thread_time() - started_s > size / _BUDGET_CHARS_PER_S:
+                self._inline_overran = True
+            return parsed
         async with self._threads:
-            return await self._parse_in_threads(html)
+            return await self._parse_in_threads(html, suspect)
 
-    async def _parse_in_threads(self, html: str) -> _Parsed:
-        if self._runaways or may_be_slow(html, self._random):
+    async def _parse_in_threads(self, html: str, suspect: bool) -> _Parsed:
+        if suspect or self._runaways:
             return await _Job(_bounded_parsed, html).future
         first = _Job(_parsed, html)
         budget_s = _BUDGET_BASE_S + len(html) / _BUDGET_CHARS_PER_S

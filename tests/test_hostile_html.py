@@ -5,12 +5,23 @@ pages keep arriving meanwhile."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 
-from crawler.htmlguard import MAX_ATTRIBUTES, MAX_DEPTH, MAX_OPTIONS, HtmlParser, bounded
+from crawler import htmlguard
+from crawler.htmlguard import (
+    INLINE_MAX_CHARS,
+    LOOKED_INLINE_MAX_CHARS,
+    MAX_ATTRIBUTES,
+    MAX_DEPTH,
+    MAX_OPTIONS,
+    HtmlParser,
+    bounded,
+    may_be_slow,
+)
 from crawler.parse import parse_html
 from tests.conftest import Site, by_url, crawl, html
 
@@ -162,3 +173,29 @@ async def test_a_large_page_is_parsed_off_the_loop_and_a_small_one_on_it(monkeyp
         _, parsed, edited = await parser.parse(_with_link(HOSTILE["nested-100000"], "x"))
     assert (parsed.hrefs, edited) == (["/found/x"], True)
     assert watch.max_hold_s < 0.1
+
+
+PLAIN_LARGE = _with_link("<p>Some words, and <b>some</b> more words.</p>\n" * 2_500, "plain")
+
+
+def test_the_look_sees_nesting_behind_bogus_end_tags_and_clears_a_plain_page():
+    rng = random.Random(0)
+    assert may_be_slow(HOSTILE["nested-behind-bogus-end-tags"], rng)
+    assert not may_be_slow(PLAIN_LARGE, rng)
+
+
+async def test_a_page_the_look_clears_is_parsed_on_the_loop_until_one_overruns(monkeypatch):
+    jobs = []
+    job = htmlguard._Job
+    monkeypatch.setattr(htmlguard, "_Job", lambda f, markup: jobs.append(f) or job(f, markup))
+    parser = HtmlParser()
+    assert INLINE_MAX_CHARS < len(PLAIN_LARGE) <= LOOKED_INLINE_MAX_CHARS
+    _, parsed, edited = await parser.parse(PLAIN_LARGE)
+    assert (parsed.hrefs, edited, jobs) == (["/found/plain"], False, [])
+    monkeypatch.setattr(htmlguard, "_BUDGET_CHARS_PER_S", 10**12)  # any parse overruns now
+    await parser.parse(PLAIN_LARGE)
+    assert jobs == []  # parsed on the loop, and found to take longer than its budget
+    _, parsed, edited = await parser.parse(PLAIN_LARGE)
+    assert (parsed.hrefs, edited, len(jobs)) == (["/found/plain"], False, 1)  # from now on
+    _, parsed, _ = await parser.parse(_with_link("x", "small"))
+    assert len(jobs) == 1  # a small page is still parsed on the loop
