@@ -205,13 +205,15 @@ class _Slice:
 class BloomFilter:
     """A scalable Bloom filter of str or bytes items, with a set's vocabulary."""
 
-    def __init__(self, capacity: int, error_rate: float) -> None:
+    def __init__(self, capacity: int, error_rate: float, quiet: bool = False) -> None:
+        """`quiet`: a filter that is not the visited set grows without a warning."""
         if capacity < 1:
             raise ValueError("capacity must be >= 1")
         if not 0 < error_rate < 1:
             raise ValueError("error_rate must be between 0 and 1")
         self.capacity = capacity
         self.error_rate = error_rate
+        self._quiet = quiet
         self._slices: list[_Slice] = []
         self._missed = 0.0
         self._rate_at = -1
@@ -376,7 +378,7 @@ class BloomFilter:
         self._rate_at = -1
         if self._file is not None:  # a crash must not leave a slice the header doesn't know
             self._file.write_header(self._header(_FLAG_OPEN))
-        if len(self._slices) > 1:
+        if len(self._slices) > 1 and not self._quiet:
             log.warning(
                 "visited set grew past %s URLs: added a slice for %s more at p=%.2g "
                 "(%.1f MiB in all)",

@@ -209,7 +209,7 @@ class BreadthFirstGate:
             self._late and request.depth > min(late.depth for late in self._late.values())
         ):
             if depth not in self._claimed_past:
-                self._claimed_past[depth] = BloomFilter(*PAST_CLAIMS_BLOOM)
+                self._claimed_past[depth] = BloomFilter(*PAST_CLAIMS_BLOOM, quiet=True)
             self._claimed_past[depth].update(itertools.compress(keys, fresh))
         return inexact
 

@@ -197,6 +197,15 @@ def test_each_growth_is_logged_with_the_new_slice(caplog: pytest.LogCaptureFixtu
     assert "400 more at p=0.00025" in caplog.records[1].getMessage()
 
 
+def test_a_quiet_filter_grows_without_a_word_about_the_visited_set(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bf = BloomFilter(100, 1e-3, quiet=True)  # the engine's record of claims past unfinished pages
+    with caplog.at_level(logging.WARNING, logger="crawler.bloom"):
+        bf.update(urls(700))
+    assert bf.slice_count == 3 and caplog.records == []
+
+
 def test_each_new_slice_holds_twice_the_items_at_half_the_error_rate() -> None:
     bf = BloomFilter(1000, 1e-3)
     bf.update(urls(7000))  # 1000 + 2000 + 4000
