@@ -205,6 +205,8 @@ class _Slice:
 class BloomFilter:
     """A scalable Bloom filter of str or bytes items, with a set's vocabulary."""
 
+    quiet = False  # a loaded filter (made without __init__) is the visited set
+
     def __init__(self, capacity: int, error_rate: float, quiet: bool = False) -> None:
         """`quiet`: a filter that is not the visited set grows without a warning."""
         if capacity < 1:
@@ -213,7 +215,7 @@ class BloomFilter:
             raise ValueError("error_rate must be between 0 and 1")
         self.capacity = capacity
         self.error_rate = error_rate
-        self._quiet = quiet
+        self.quiet = quiet
         self._slices: list[_Slice] = []
         self._missed = 0.0
         self._rate_at = -1
@@ -378,7 +380,7 @@ class BloomFilter:
         self._rate_at = -1
         if self._file is not None:  # a crash must not leave a slice the header doesn't know
             self._file.write_header(self._header(_FLAG_OPEN))
-        if len(self._slices) > 1 and not self._quiet:
+        if len(self._slices) > 1 and not self.quiet:
             log.warning(
                 "visited set grew past %s URLs: added a slice for %s more at p=%.2g "
                 "(%.1f MiB in all)",
