@@ -332,7 +332,7 @@ class Crawl:
         assert self.history is not None
         await self._complete_held(everything=True)
         bloom = self.store.bloom
-        for urls in self.history.unreached(bloom.__contains__):
+        async for urls in self.history.unreached(bloom.__contains__):
             listed = [Request(url, 0, None, kind=UNLINKED) for url in urls]
             fresh = await self.store.commit(None, None, [], [], listed)
             self.gate.queued(fresh)
@@ -632,6 +632,7 @@ class Crawl:
         )
         page.fields.update(previous.revisit_fields())
         page.fields["not_due"] = True
+        page.capture = previous.capture  # what the next round's revisits refer to
         return page, self._carry(request, page, previous)
 
     def _carry(self, request: Request, page: Page, previous: Previous) -> list[str]:

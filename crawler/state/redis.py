@@ -313,17 +313,27 @@ end
 return found
 """
 
-# --revisit: a page's row for the next round (crawler/state/redis_rounds.py). ARGV: the
-# round's prefix, visit key, row, due_at or '', a host whose <lastmod> was wrong or ''.
+# --revisit: a page's row for the next round (crawler/state/redis_rounds.py), moved out
+# of the previous round's hash. ARGV: the round's prefix, visit key, row, due_at or '',
+# a host whose <lastmod> was wrong or '', the previous round's prefix or ''.
 _RECORD = r"""
 local P, due, wrong = ARGV[1], ARGV[4], ARGV[5]
 redis.call('HSET', P .. 'pages', ARGV[2], ARGV[3])
+if ARGV[6] ~= '' then redis.call('HDEL', ARGV[6] .. 'pages', ARGV[2]) end
 if due ~= '' then
   local first = redis.call('GET', P .. 'first_due')
   if not first or due < first then redis.call('SET', P .. 'first_due', due) end
 end
 if wrong ~= '' then redis.call('SADD', P .. 'lastmod_wrong', wrong) end
 return 1
+"""
+
+# --revisit: a page's row in the previous round, or, if it was moved already by a
+# process that died before it committed the page, in this one. ARGV: the previous
+# round's prefix, this round's, the visit key.
+_ROW = r"""
+local key = ARGV[3]
+return redis.call('HGET', ARGV[1] .. 'pages', key) or redis.call('HGET', ARGV[2] .. 'pages', key)
 """
 
 SCRIPTS = {
@@ -334,6 +344,7 @@ SCRIPTS = {
     "claim": CLAIM_ONLY_LUA,
     "near": _NEAR,
     "record": _RECORD,
+    "row": _ROW,
 }
 SHAS = {name: hashlib.sha1(lua.encode()).hexdigest() for name, lua in SCRIPTS.items()}
 
@@ -443,7 +454,8 @@ class RedisStore:
     # The breadth-first gate is off: other processes hold pages we don't see.
     gate: CheckedClaims | None = None
     previous_round: PreviousCrawl | None = None  # --revisit: set by _check_and_join()
-    _record_args: Callable[[dict[str, Any]], tuple[str, bytes, str, str]] | None = None
+    _record_args: Callable[[Page], tuple[str, bytes, str, str]] | None = None
+    _previous_prefix = ""  # --revisit: the previous round's, whose rows are moved to ours
 
     def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
         self.settings = settings
@@ -533,13 +545,19 @@ class RedisStore:
         previous = read_previous_round(client, crawl, number)
         if previous is not None:
             pages, lastmod_wrong = previous
-            key = round_prefix(round_crawl_id(crawl, number - 1)) + "pages"
+            prefix = self._previous_prefix = round_prefix(round_crawl_id(crawl, number - 1))
 
             async def row_of(visit: str) -> bytes | None:
-                row: bytes | None = await self._call(_plain_command("HGET", key, visit))
+                row: bytes | None = await self._call(_command("row", prefix, self._prefix, visit))
                 return row
 
-            self.previous_round = SharedHistory(row_of, pages, lastmod_wrong)
+            async def rows(cursor: int) -> tuple[int, list[tuple[str, bytes]]]:
+                ask = _plain_command("HSCAN", prefix + "pages", cursor, "COUNT", 1000)
+                after, found = await self._call(ask)
+                pairs = zip(found[::2], found[1::2], strict=True)
+                return int(after), [(key.decode(), row) for key, row in pairs]
+
+            self.previous_round = SharedHistory(row_of, rows, pages, lastmod_wrong)
 
     def keep_cookies(self, jar: CookieJar) -> None:
         """Each process keeps its own cookies, for its own hosts, in memory."""
@@ -590,8 +608,8 @@ class RedisStore:
             if self._record_args is not None and page.kind == PAGE:
                 # Before the commit: a page committed has its row; one whose process
                 # dies first is fetched again, and its row written again.
-                row = self._record_args(page.record())
-                await self._call(_command("record", self._prefix, *row))
+                row = self._record_args(page)
+                await self._call(_command("record", self._prefix, *row, self._previous_prefix))
             page.release()
         ask = self._candidates(done, links, listed)
         item = self._taken.pop(_taken_key(done), None) if done is not None else None

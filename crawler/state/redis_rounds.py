@@ -24,23 +24,38 @@ import contextlib
 import fcntl
 import os
 import re
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import orjson
 import redis
 
 from crawler.config import ConfigError
-from crawler.history import Previous, page_row, previous_of
+from crawler.history import Capture, Previous, page_row
+from crawler.page import Page
 from crawler.urls import host_of, visit_key
 
-ROUND_ID = re.compile(r"(.+)\.r(\d{5,})")
+try:
+    from isal import isal_zlib as _zlib
+except ImportError:  # as in crawler/sinks/warc.py: isal's deflate is 5x faster
+    import zlib as _zlib  # type: ignore[no-redef]  # the same functions, slower
 
-# ARGV: the crawl's round key, the round just over. Moves the round on, once.
+ROUND_ID = re.compile(r"(.+)\.r(\d{5,})")
+# A row of the `pages` hash: this byte, then the raw deflate of its JSON (see
+# `record_args`). A row without it, as an older version wrote, is not read: the
+# page counts as new for one round.
+ROW_FORMAT = b"\x02"
+_RAW_DEFLATE = -15  # wbits: no zlib header or checksum, 6 bytes a row
+_UUID_URN = (b"<urn:uuid:", b">")
+
+# ARGV: the crawl's round key, the round just over, that round's prefix. Moves the
+# round on, once, noting how many pages the round just over had: the next one moves
+# its rows out as it goes.
 _ADVANCE_LUA = r"""
 if tonumber(redis.call('GET', ARGV[1]) or '1') == tonumber(ARGV[2]) then
   redis.call('SET', ARGV[1], tonumber(ARGV[2]) + 1)
+  redis.call('SET', ARGV[3] .. 'pages_total', redis.call('HLEN', ARGV[3] .. 'pages'))
   return 1
 end
 return 0
@@ -63,38 +78,105 @@ def round_prefix(crawl_id: str) -> str:
     return f"crawler:{{{crawl_id}}}:"
 
 
-def record_args(record: dict[str, Any]) -> tuple[str, bytes, str, str]:
-    """What the record script (crawler/state/redis.py) stores of a page's record: its
-    visit key, its row, its due_at, and its host if its sitemap <lastmod> proved wrong."""
-    row = list(page_row(record))
-    kept = row[7]
-    row[7] = kept.decode() if kept is not None else None
-    wrong = host_of(record["url"]) if record.get("lastmod_right") is False else ""
-    return row[0], orjson.dumps(row[1:]), record.get("due_at") or "", wrong
+def record_args(page: Page) -> tuple[str, bytes, str, str]:
+    """What the record script (crawler/state/redis.py) stores of a page: its visit
+    key, its row, its due_at, and its host if its sitemap <lastmod> proved wrong.
+
+    The row is what a recrawl needs (crawler/history.py's page_row) and the capture
+    a revisit refers to, as a JSON array deflated: the URL left out when it is its
+    key, the fields a 304 keeps as JSON within it (not a string of JSON, escaped),
+    a capture's record id without the urn:uuid: around it, and its URI left out
+    when it is the page's."""
+    record = page.record()
+    key, url, status, fetched_at, digest, etag, last_modified, kept, *warc, interval_s = page_row(
+        record
+    )[:12]
+    capture = page.capture
+    row = [
+        None if url == key else url,
+        status,
+        fetched_at,
+        digest,
+        etag,
+        last_modified,
+        orjson.Fragment(kept) if kept is not None else None,
+        warc if warc[0] is not None else None,
+        interval_s,
+        record.get("due_at"),
+        record.get("lastmod_right"),
+        _capture_row(capture, url) if capture is not None else None,
+    ]
+    wrong = host_of(url) if record.get("lastmod_right") is False else ""
+    packed = ROW_FORMAT + _zlib.compress(orjson.dumps(row), 1, wbits=_RAW_DEFLATE)
+    return key, packed, record.get("due_at") or "", wrong
+
+
+def previous_of_row(key: str, packed: bytes) -> Previous | None:
+    """The `Previous` of a row `record_args` made; None for a row of another format."""
+    if not packed.startswith(ROW_FORMAT):
+        return None
+    row = orjson.loads(_zlib.decompress(packed[1:], wbits=_RAW_DEFLATE))
+    url, status, fetched_at, digest, etag, last_modified, kept, warc, *schedule, capture = row
+    url = url or key
+    interval_s, due, lastmod_right = schedule
+    return Previous(
+        url,
+        status,
+        fetched_at,
+        digest,
+        etag,
+        last_modified,
+        orjson.dumps(kept) if kept is not None else None,
+        (warc[0], warc[1], warc[2]) if warc is not None else None,
+        interval_s,
+        due,
+        lastmod_right,
+        _capture_of(capture, url) if capture is not None else None,
+    )
+
+
+def _capture_row(capture: Capture, url: str) -> list[str | None]:
+    record_id = capture.record_id
+    start, end = _UUID_URN
+    if record_id.startswith(start) and record_id.endswith(end):
+        record_id = record_id[len(start) : -len(end)]
+    uri = capture.uri.decode()
+    return [record_id.decode(), capture.date.decode(), None if uri == url else uri]
+
+
+def _capture_of(row: list[str | None], url: str) -> Capture:
+    record_id, date, uri = row
+    assert record_id is not None and date is not None  # as _capture_row wrote them
+    whole = record_id.encode()
+    if not record_id.startswith("<"):
+        whole = _UUID_URN[0] + whole + _UUID_URN[1]
+    return Capture(whole, (uri or url).encode(), date.encode())
 
 
 class SharedHistory:
-    """The previous round of a shared --revisit crawl, read from its `pages` hash."""
+    """The previous round of a shared --revisit crawl, read from its `pages` hash.
+
+    A page's row is moved, not copied, into this round's hash when its record is
+    written (crawler/state/redis.py's record script), so Redis holds about one
+    round's rows, not two, and what is left of the previous round's at the end of
+    the link crawl is its pages no link reached."""
 
     def __init__(
         self,
         row_of: Callable[[str], Awaitable[bytes | None]],
+        rows: Callable[[int], Awaitable[tuple[int, list[tuple[str, bytes]]]]],
         pages: int,
         lastmod_wrong: set[str],
     ) -> None:
         self._row_of = row_of  # visit key -> its row, on the store's connection
+        self._rows = rows  # a cursor -> the next cursor and some (key, row)s: HSCAN
         self.pages = pages
         self._lastmod_wrong = lastmod_wrong
 
     async def take(self, url: str) -> Previous | None:
         key = visit_key(url)
-        raw = await self._row_of(key)
-        if raw is None:
-            return None
-        row = orjson.loads(raw)
-        if row[6] is not None:
-            row[6] = row[6].encode()
-        return previous_of((key, *row, None, None, None))
+        packed = await self._row_of(key)
+        return previous_of_row(key, packed) if packed is not None else None
 
     def prefetch(self, urls: Sequence[str]) -> None:
         """Nothing: a URL queued here is mostly fetched by the owner of its host."""
@@ -102,9 +184,19 @@ class SharedHistory:
     def trusts_lastmod(self, host: str) -> bool:
         return host not in self._lastmod_wrong
 
-    def unreached(self, claimed: Callable[[str], bool]) -> Iterator[list[str]]:
-        """None: --fetch-gone is refused with --redis."""
-        return iter(())
+    async def unreached(self, claimed: Callable[[str], bool]) -> AsyncIterator[list[str]]:
+        """The URLs of the rows left in the previous round's hash whose visit key is not
+        `claimed`: its pages no link reached, and those not moved yet."""
+        cursor = None
+        while cursor != 0:
+            cursor, rows = await self._rows(cursor or 0)
+            urls = []
+            for key, packed in rows:
+                previous = previous_of_row(key, packed) if not claimed(key) else None
+                if previous is not None:
+                    urls.append(previous.url)
+            if urls:
+                yield urls
 
 
 def _own(directory: Path) -> int:
@@ -128,7 +220,8 @@ def read_previous_round(
     if number <= 1:
         return None
     prefix = round_prefix(round_crawl_id(crawl_id, number - 1))
-    pages = client.hlen(prefix + "pages")
+    total = cast("bytes | None", client.get(prefix + "pages_total"))
+    pages = int(total) if total is not None else client.hlen(prefix + "pages")
     hosts = cast("set[bytes]", client.smembers(prefix + "lastmod_wrong"))
     return pages, {host.decode() for host in hosts}
 
@@ -162,7 +255,8 @@ class SharedRounds:
         """Round `number` is over: the next one begins, and the one before it, which
         no round reads any more, is dropped."""
         with self._redis():
-            if self._client.eval(_ADVANCE_LUA, 0, self._key, number) and number > 1:
+            just_over = round_prefix(round_crawl_id(self.crawl_id, number))
+            if self._client.eval(_ADVANCE_LUA, 0, self._key, number, just_over) and number > 1:
                 self._drop(round_crawl_id(self.crawl_id, number - 1))
 
     def first_due(self, number: int) -> str | None:
