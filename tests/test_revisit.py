@@ -6,20 +6,25 @@ import asyncio
 import json
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, cast
 
+import aiohttp
 import pytest
 import redis
 from aiohttp import web
 
 from crawler.revisit import AdaptiveSchedule, rounds_in
 from crawler.urls import host_of
+from tests.archive_tools import run_tool
 from tests.conftest import Site, by_url, html, read_records
 from tests.redis_server import RedisServer
 from tests.test_cli import assert_one_line_error, run_cli
 from tests.test_recrawl import Validating, crawl_to, tree_bodies
+from tests.test_wacz import pywb
+from tests.test_warc import read_archive, warc_files
 
 
 def test_the_interval_shrinks_on_change_grows_without_and_stays_within_bounds() -> None:
@@ -255,6 +260,13 @@ class SharedRevisit:
         name = f"round-{number:05d}.jsonl"
         return sum(1 for d in self.directories if (d / name).exists() and read_records(d / name))
 
+    async def terminate(self, process: asyncio.subprocess.Process) -> None:
+        """SIGTERM `process`, which exits cleanly, wherever it is."""
+        process.send_signal(signal.SIGTERM)
+        _, err = await process.communicate()
+        assert process.returncode == 143, err.decode()
+        self.processes.remove(process)
+
     async def kill(self, process: asyncio.subprocess.Process) -> None:
         process.kill()
         await process.wait()
@@ -436,3 +448,63 @@ async def test_a_shared_revisit_dir_is_one_process_s_and_a_long_crawl_id_is_one_
     assert first.returncode == 143
     too_long = run_cli(*shared, "--crawl-id", "x" * 58, "--revisit", str(tmp_path / "e"))
     assert_one_line_error(too_long, "--crawl-id", "57")
+
+
+async def test_a_round_s_revisits_refer_to_the_captures_another_process_archived_and_replay(
+    site: Site, tmp_path: Path, redis_url: str
+) -> None:
+    pages = Validating(site, {"/": html("Home", ["/a", "/touched"]), "/a": html("A")})
+    touched = html("Touched, not changed")
+
+    async def ignores_validators(_request: web.Request) -> web.Response:
+        return web.Response(
+            text=touched, headers={"ETag": f'"{time.time()}"'}, content_type="text/html"
+        )
+
+    site.handle("/touched", ignores_validators)
+    bodies = {**pages.bodies, "/touched": touched}
+    warc = tmp_path / "warc"
+    crawl = SharedRevisit(tmp_path, [site.url + "/"], redis_url)
+    try:
+        first = await crawl.start("--warc", str(warc), "--revisit-interval", "2")
+        await crawl.round_begun(2)  # round 1 is over, archived by the first process alone
+        await crawl.terminate(first)  # while it waits for round 2
+        await crawl.start("--warc", str(warc), "--revisit-interval", "2")
+        await crawl.round_begun(3)
+    finally:
+        await crawl.stop()
+
+    archive = read_archive(warc)  # warcio check passes on every file
+    captured = {r["uri"]: r["headers"] for r in archive if r["type"] == "response"}
+    revisits = {r["uri"]: r["headers"] for r in archive if r["type"] == "revisit"}
+    writers = {r["type"]: _prefix(r["file"]) for r in archive if r["uri"] in revisits}
+    assert writers["response"] != writers["revisit"]  # each round by another process
+    second = by_url(crawl.round(2))
+    assert set(second) == set(revisits) == set(captured) == {site.url + p for p in bodies}
+    for url, record in second.items():
+        original, revisit = captured[url], revisits[url]
+        profile = "server-not-modified" if record["status"] == 304 else "identical-payload-digest"
+        assert revisit.get_header("WARC-Profile").endswith(profile)
+        assert revisit.get_header("WARC-Refers-To") == original.get_header("WARC-Record-ID")
+        assert revisit.get_header("WARC-Refers-To-Target-URI") == url
+        assert revisit.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
+        assert revisit.get_header("WARC-Payload-Digest") == original.get_header(
+            "WARC-Payload-Digest"
+        )
+    assert second[site.url + "/touched"]["status"] == 200
+    assert {second[site.url + p]["status"] for p in ("/", "/a")} == {304}
+    files = warc_files(warc)
+    root = tmp_path / "pywb"
+    root.mkdir()
+    run_tool("wb-manager", "init", "rounds", cwd=root)
+    run_tool("wb-manager", "add", "rounds", *map(str, files), cwd=root)
+    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
+        for url in second:  # at a later time than any: round 2's revisits
+            async with client.get(f"{base}/rounds/2999id_/{url}") as response:
+                body = await response.read()
+                assert (response.status, body) == (200, bodies[url[len(site.url) :]].encode())
+
+
+def _prefix(warc_file: str) -> str:
+    """The prefix of a WARC file's name: the process that wrote it, in a shared crawl."""
+    return warc_file.rsplit("-", 2)[0]
