@@ -129,10 +129,6 @@ class Settings:
             raise ConfigError("--since-warc only makes sense with --since PREV")
         if self.fetch_gone and self.since is None:
             raise ConfigError("--fetch-gone only makes sense with --since PREV")
-        if self.fetch_gone and self.redis is not None:
-            raise ConfigError(
-                "--fetch-gone needs the whole visited set, which a --redis process does not hold"
-            )
         if self.since is not None and self.state is not None and _same_path(self.since, self.state):
             raise ConfigError(
                 "--since and --state name the same directory; a recrawl needs a new --state DIR"

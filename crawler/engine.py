@@ -322,6 +322,7 @@ class Crawl:
         return (
             self.settings.fetch_gone
             and self.history is not None
+            and not self.store.shared  # whose store queues them (see Store.serve)
             and not self._stopping
             and self.failure is None
         )
@@ -362,7 +363,8 @@ class Crawl:
 
     async def _feed(self) -> None:
         try:
-            await self.store.serve(self.scheduler)
+            gone_from = self.history if self.settings.fetch_gone else None
+            await self.store.serve(self.scheduler, gone_from)
         except WriteFailed as exc:
             self._fail(exc)
         except Exception as exc:

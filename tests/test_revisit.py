@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 import time
+from asyncio.subprocess import PIPE
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -16,8 +17,9 @@ import pytest
 import redis
 from aiohttp import web
 
+from crawler.partition import owner
 from crawler.revisit import AdaptiveSchedule, rounds_in
-from crawler.urls import host_of
+from crawler.urls import host_of, origin_of
 from tests.archive_tools import run_tool
 from tests.conftest import Site, by_url, html, read_records
 from tests.redis_server import RedisServer
@@ -305,9 +307,14 @@ def _end_round_1_late(site: Site, server: Validating, interval_s: float = 1.0) -
 
 
 class Slow(Validating):
-    """Slow enough that each process of a shared crawl gets its hosts before the end."""
+    """Slow enough that each process of a shared crawl gets its hosts before the end;
+    serves nothing before `opened` is set."""
+
+    opened: asyncio.Event | None = None
 
     async def serve(self, request: web.Request) -> web.Response:
+        if self.opened is not None:
+            await self.opened.wait()
         await asyncio.sleep(0.05)
         return await super().serve(request)
 
@@ -508,3 +515,77 @@ async def test_a_round_s_revisits_refer_to_the_captures_another_process_archived
 def _prefix(warc_file: str) -> str:
     """The prefix of a WARC file's name: the process that wrote it, in a shared crawl."""
     return warc_file.rsplit("-", 2)[0]
+
+
+# --- --since and --fetch-gone with --redis: one recrawl shared by several processes ----------
+
+
+async def test_shared_fetch_gone_fetches_each_page_no_link_reaches_once_in_all_processes(
+    tmp_path: Path, redis_url: str, three_sites: ThreeSites
+) -> None:
+    sites, bodies, servers = three_sites.sites, three_sites.bodies, three_sites.servers
+    previous = tmp_path / "previous.jsonl"
+    await crawl_to(previous, three_sites.seeds)
+    first = set(bodies[0])
+    changed = [{"/p/3", "/p/11"}, {"/p/2", "/p/8"}, set()]
+    bodies[0]["/p/3"] = html("page 3")  # /p/10 and /p/11 unlinked, /p/11 deleted
+    del bodies[0]["/p/11"]
+    bodies[1]["/p/2"] = html("page 2")  # /p/7, /p/8 and /p/9 unlinked, /p/8 deleted
+    del bodies[1]["/p/8"]
+    for site in sites:
+        site.hits.clear()
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("".join(f"{url}\n" for url in three_sites.seeds))
+    opened = asyncio.Event()
+    for server in servers:
+        server.opened = opened
+    processes = []
+    for n in range(3):
+        command = [sys.executable, "-m", "crawler", str(seeds), "-o", str(tmp_path / f"{n}.jsonl")]
+        command += ["--redis", redis_url, "--crawl-id", "again", "--since", str(previous)]
+        command += ["--fetch-gone", "--stats", str(tmp_path / f"{n}.stats"), "--quiet"]
+        command += ["--ignore-robots", "--per-host", "2"]
+        processes.append(await asyncio.create_subprocess_exec(*command, stderr=PIPE))
+    members = await _joined(redis_url, "again", processes)
+    opened.set()
+    for process in processes:
+        _, err = await process.communicate()
+        assert process.returncode == 0, err.decode()
+    owners = {site.url: members[owner(host_of(site.url), list(members))] for site in sites}
+
+    for n, site in enumerate(sites):  # each page of the first crawl once, in all
+        assert site.paths() == dict.fromkeys(first, 1)
+        assert sorted(servers[n].not_modified) == sorted(first - changed[n])  # conditionally
+    records = []
+    for n, process in enumerate(processes):  # each gone page by the owner of its host
+        written = read_records(tmp_path / f"{n}.jsonl")
+        gone_here = [r["url"] for r in written if r["kind"] == "unlinked"]
+        assert all(owners[origin_of(url)] == process.pid for url in gone_here)
+        records += written
+    unlinked = {r["url"]: r["status"] for r in records if r["kind"] == "unlinked"}
+    gone = {sites[0].url + p: 200 for p in ("/p/10", "/p/11")}
+    gone |= {sites[1].url + p: 200 for p in ("/p/7", "/p/8", "/p/9")}
+    gone[sites[0].url + "/p/11"] = gone[sites[1].url + "/p/8"] = 404
+    assert unlinked == {url: 304 if status == 200 else 404 for url, status in gone.items()}
+    assert len(records) == len(three_sites.urls)
+    figures = [json.loads((tmp_path / f"{n}.stats").read_text())["recrawl"] for n in range(3)]
+    assert [f["gone"] for f in figures] == [len(gone)] * 3  # of the whole crawl, in each
+    assert sum(f["unlinked"] for f in figures) == len(gone)
+    assert sum(f["unlinked_404_410"] for f in figures) == 2
+    assert sum(f["checked"] for f in figures) == len(three_sites.urls) - len(gone)
+
+
+async def _joined(
+    redis_url: str, crawl: str, processes: list[asyncio.subprocess.Process]
+) -> dict[str, int]:
+    """Wait until all `processes` are members of `crawl`; each member's pid."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        while len(members := client.zrange(f"crawler:{{{crawl}}}:members", 0, -1)) < len(processes):
+            for process in processes:
+                assert process.returncode is None, await process.stderr.read()  # type: ignore[union-attr]
+            await asyncio.sleep(0.02)  # Redis tells no one when a key changes
+    finally:
+        client.close()
+    names = sorted(member.decode() for member in members)
+    return {name: int(name.rsplit("-", 2)[1]) for name in names}

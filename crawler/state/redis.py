@@ -55,7 +55,7 @@ import redis
 from crawler.bloom import BloomFilter
 from crawler.config import STDOUT, ConfigError, Settings
 from crawler.cookies import CookieJar
-from crawler.frontier import PAGE, ROBOTS, SITEMAP, MemoryFrontier, Request
+from crawler.frontier import PAGE, ROBOTS, SITEMAP, UNLINKED, MemoryFrontier, Request
 from crawler.page import Page
 from crawler.partition import owner
 from crawler.politeness import HostScheduler
@@ -120,8 +120,9 @@ for _, dead in ipairs(redis.call('ZRANGEBYSCORE', members, '-inf', now)) do
   redis.call('DEL', inflight, P .. 'held:' .. dead)
   redis.call('ZREM', members, dead)
 end
-local c = redis.call('HMGET', P .. 'counts', 'queued', 'inflight', 'started')
-return {'ok', redis.call('ZRANGE', members, 0, -1), c[1] or '0', c[2] or '0', c[3] or '0'}
+local c = redis.call('HMGET', P .. 'counts', 'queued', 'inflight', 'started', 'gone_listed')
+return {'ok', redis.call('ZRANGE', members, 0, -1), c[1] or '0', c[2] or '0', c[3] or '0',
+        c[4] or '0'}
 """
 )
 
@@ -715,16 +716,23 @@ class RedisStore:
         self.bloom.add(key)
         return bool(reply[2][0])
 
-    async def serve(self, scheduler: HostScheduler) -> None:
+    async def serve(self, scheduler: HostScheduler, gone_from: PreviousCrawl | None) -> None:
         """Feed `scheduler` with the URLs of the hosts this process owns, and end it when
         the crawl is over everywhere: nothing queued and nothing in flight in any process.
-        Runs until cancelled, which the engine does once its workers are done."""
+        Runs until cancelled, which the engine does once its workers are done.
+
+        --fetch-gone (`gone_from`): when the links are crawled everywhere, the previous
+        crawl's pages that no link reached are queued, claimed in the shared visited set
+        as any URL is, so each is fetched once, by the process that owns its host; the
+        crawl is over when they are done too. Whichever process first finds the links
+        crawled lists them; others that find it so meanwhile list them too (their claims
+        find them queued), and one that dies while listing leaves them to the others."""
         self._scheduler = scheduler
         tick_s = min(MAX_TICK_S, self.settings.lease_s / 3)
         try:
             while True:
                 self._wake.clear()
-                if await self._over():
+                if await self._over(gone_from):
                     break
                 await self._refill()
                 idle = not self.frontier and not scheduler.in_flight
@@ -736,14 +744,25 @@ class RedisStore:
             if self._connection is not None:
                 self._connection.close()
 
-    async def _over(self) -> bool:
-        queued, inflight, started = await self._tick()
+    async def _over(self, gone_from: PreviousCrawl | None) -> bool:
+        queued, inflight, started, gone_listed = await self._tick()
         over = inflight == 0 and (queued == 0 or 0 < self.settings.max_pages <= started)
+        if over and gone_from is not None and not gone_listed:
+            await self._queue_gone(gone_from)
+            return False
         if over and self.stats.shared:  # a recrawl: the previous pages seen by all
             ask = _plain_command("HGET", self._prefix + "counts", "previous_seen")
             seen = await self._call(ask)
             self.stats.previous_seen_everywhere = int(seen or 0)
         return over
+
+    async def _queue_gone(self, gone_from: PreviousCrawl) -> None:
+        """--fetch-gone: queue `gone_from`'s pages that no link reached, then tell all."""
+        async for urls in gone_from.unreached(self.bloom.__contains__):
+            listed = [Request(url, 0, None, kind=UNLINKED) for url in urls]
+            await self.commit(None, None, [], [], listed)
+            await self._tick()  # a long list must not cost us our lease
+        await self._call(_plain_command("HSET", self._prefix + "counts", "gone_listed", 1))
 
     # -- inside ------------------------------------------------------------------
 
@@ -793,7 +812,7 @@ class RedisStore:
             f"heartbeat for --lease-s {self.settings.lease_s:g} s, and others took its URLs"
         )
 
-    async def _tick(self) -> tuple[int, int, int]:
+    async def _tick(self) -> tuple[int, int, int, int]:
         """Renew our lease, reap the dead, follow membership; the crawl's counts."""
         tick = self._call(_command("tick", self._prefix, self.member, self._lease_ms, 0))
         try:
@@ -809,7 +828,7 @@ class RedisStore:
         if members != self._members:
             self._members = members
             await self._hand_over()
-        return int(reply[2]), int(reply[3]), int(reply[4])
+        return int(reply[2]), int(reply[3]), int(reply[4]), int(reply[5])
 
     async def _hand_over(self) -> None:
         """Give back the hosts another member owns now; each one once nothing of it is
