@@ -654,8 +654,9 @@ class Crawl:
 
     def _due(self, request: Request, previous: Previous) -> bool:
         """--revisit: whether the page is due by its schedule, or by its sitemap's
-        <lastmod> if its host's have proved right."""
-        if is_due(previous.due_at):
+        <lastmod> if its host's have proved right. A page no link reaches any more is
+        due whenever --fetch-gone asks whether it is still there: it has no next round."""
+        if request.kind == UNLINKED or is_due(previous.due_at):
             return True
         assert self.history is not None
         return (

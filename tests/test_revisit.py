@@ -417,6 +417,33 @@ async def test_kill_9_of_a_process_mid_round_loses_nothing_its_hosts_go_to_the_o
         assert figures["gone"] == 0 and figures["previous_pages"] == len(urls)
 
 
+async def test_shared_rounds_fetch_gone_fetches_each_page_the_round_left_unreached_once(
+    tmp_path: Path, redis_url: str, three_sites: ThreeSites
+) -> None:
+    count, sites, bodies = ThreeSites.COUNT, three_sites.sites, three_sites.bodies
+    first_round = [site.hits_reached(count) for site in sites]
+    _end_round_1_late(sites[0], three_sites.servers[0])
+    crawl = SharedRevisit(tmp_path, three_sites.seeds, redis_url)
+    try:
+        for _ in range(3):
+            await crawl.start("--fetch-gone")
+        for event in first_round:
+            await _or_exit(event, crawl.processes)
+        bodies[0]["/p/3"] = html("page 3")  # round 2 reaches neither /p/10 nor /p/11
+        del bodies[0]["/p/11"]
+        await crawl.round_begun(3)
+        hits = [site.paths() for site in sites]
+        stats = await crawl.stats_of_round_2()
+    finally:
+        await crawl.stop()
+
+    assert hits == [dict.fromkeys(tree_bodies(count, 3), 2)] * 3  # once a round, in all
+    unlinked = {r["url"]: r["status"] for r in crawl.round(2) if r["kind"] == "unlinked"}
+    assert unlinked == {sites[0].url + "/p/10": 304, sites[0].url + "/p/11": 404}
+    assert [f["gone"] for f in stats] == [2] * 3
+    assert sum(f["unlinked"] for f in stats) == 2 and sum(f["unlinked_404_410"] for f in stats) == 1
+
+
 def _serving(
     redis_url: str, crawl_id: str, host: str, processes: list[asyncio.subprocess.Process]
 ) -> asyncio.subprocess.Process:
