@@ -616,3 +616,42 @@ async def _joined(
         client.close()
     names = sorted(member.decode() for member in members)
     return {name: int(name.rsplit("-", 2)[1]) for name in names}
+
+
+def test_a_round_s_row_gives_back_what_the_next_round_needs_of_the_page() -> None:
+    from crawler.history import Capture, page_row
+    from crawler.page import Page
+    from crawler.state.redis_rows import previous_of_row, record_args
+
+    page = Page("http://a.example/p?y=2&x=1", 2, None, status=200, content_digest="sha1:AB")
+    page.etag, page.last_modified = 'W/"1"', "Mon, 02 Nov 2026 10:00:00 GMT"
+    page.title, page.links = "P", ["http://a.example/q", "http://b.example/r"]
+    page.fields = {"due_at": "2026-11-25T10:00:00.250+00:00", "revisit_interval_s": 60.0}
+    page.fields |= {"warc_file": "w.warc.gz", "warc_offset": 10, "warc_length": 20}
+    page.fields["lastmod_right"] = False
+    uuid_urn = b"<urn:uuid:0b1c2d3e-0000-4000-8000-000000000001>"
+    for capture in (
+        Capture(uuid_urn, page.url.encode(), b"2026-11-24T10:00:00.000123Z"),
+        Capture(b"<other-tool:7>", b"http://a.example/elsewhere", b"2026-11-24T10:00:00Z"),
+    ):
+        page.capture = capture
+        key, row, due, wrong = record_args(page)
+        assert (key, due, wrong) == (
+            "http://a.example/p?x=1&y=2",
+            page.fields["due_at"],
+            "a.example",
+        )
+        previous = previous_of_row(key, row)
+        assert previous is not None and previous.capture == capture
+        _, url, status, fetched_at, digest, etag, last_modified, kept, *rest = page_row(
+            page.record()
+        )
+        assert (previous.url, previous.status, previous.fetched_at) == (url, status, fetched_at)
+        assert (previous.digest, previous.etag, previous.last_modified) == (
+            digest,
+            etag,
+            last_modified,
+        )
+        assert previous.record == kept and previous.warc == tuple(rest[:3])
+        assert (previous.interval_s, previous.due_at, previous.lastmod_right) == (60.0, due, False)
+    assert previous_of_row(key, b'["http://a.example/p", 200]') is None  # an older format

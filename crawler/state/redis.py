@@ -534,11 +534,11 @@ class RedisStore:
         from crawler.state.redis_rounds import (
             SharedHistory,
             read_previous_round,
-            record_args,
             round_crawl_id,
             round_prefix,
             split_round,
         )
+        from crawler.state.redis_rows import record_args
 
         self._record_args = record_args
         assert self.settings.crawl_id is not None

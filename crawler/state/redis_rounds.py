@@ -28,26 +28,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from pathlib import Path
 from typing import cast
 
-import orjson
 import redis
 
 from crawler.config import ConfigError
-from crawler.history import Capture, Previous, page_row
-from crawler.page import Page
-from crawler.urls import host_of, visit_key
-
-try:
-    from isal import isal_zlib as _zlib
-except ImportError:  # as in crawler/sinks/warc.py: isal's deflate is 5x faster
-    import zlib as _zlib  # type: ignore[no-redef]  # the same functions, slower
+from crawler.history import Previous
+from crawler.state.redis_rows import previous_of_row
+from crawler.urls import visit_key
 
 ROUND_ID = re.compile(r"(.+)\.r(\d{5,})")
-# A row of the `pages` hash: this byte, then the raw deflate of its JSON (see
-# `record_args`). A row without it, as an older version wrote, is not read: the
-# page counts as new for one round.
-ROW_FORMAT = b"\x02"
-_RAW_DEFLATE = -15  # wbits: no zlib header or checksum, 6 bytes a row
-_UUID_URN = (b"<urn:uuid:", b">")
 
 # ARGV: the crawl's round key, the round just over, that round's prefix. Moves the
 # round on, once, noting how many pages the round just over had: the next one moves
@@ -76,81 +64,6 @@ def split_round(crawl_id: str) -> tuple[str, int]:
 
 def round_prefix(crawl_id: str) -> str:
     return f"crawler:{{{crawl_id}}}:"
-
-
-def record_args(page: Page) -> tuple[str, bytes, str, str]:
-    """What the record script (crawler/state/redis.py) stores of a page: its visit
-    key, its row, its due_at, and its host if its sitemap <lastmod> proved wrong.
-
-    The row is what a recrawl needs (crawler/history.py's page_row) and the capture
-    a revisit refers to, as a JSON array deflated: the URL left out when it is its
-    key, the fields a 304 keeps as JSON within it (not a string of JSON, escaped),
-    a capture's record id without the urn:uuid: around it, and its URI left out
-    when it is the page's."""
-    record = page.record()
-    key, url, status, fetched_at, digest, etag, last_modified, kept, *warc, interval_s = page_row(
-        record
-    )[:12]
-    capture = page.capture
-    row = [
-        None if url == key else url,
-        status,
-        fetched_at,
-        digest,
-        etag,
-        last_modified,
-        orjson.Fragment(kept) if kept is not None else None,
-        warc if warc[0] is not None else None,
-        interval_s,
-        record.get("due_at"),
-        record.get("lastmod_right"),
-        _capture_row(capture, url) if capture is not None else None,
-    ]
-    wrong = host_of(url) if record.get("lastmod_right") is False else ""
-    packed = ROW_FORMAT + _zlib.compress(orjson.dumps(row), 1, wbits=_RAW_DEFLATE)
-    return key, packed, record.get("due_at") or "", wrong
-
-
-def previous_of_row(key: str, packed: bytes) -> Previous | None:
-    """The `Previous` of a row `record_args` made; None for a row of another format."""
-    if not packed.startswith(ROW_FORMAT):
-        return None
-    row = orjson.loads(_zlib.decompress(packed[1:], wbits=_RAW_DEFLATE))
-    url, status, fetched_at, digest, etag, last_modified, kept, warc, *schedule, capture = row
-    url = url or key
-    interval_s, due, lastmod_right = schedule
-    return Previous(
-        url,
-        status,
-        fetched_at,
-        digest,
-        etag,
-        last_modified,
-        orjson.dumps(kept) if kept is not None else None,
-        (warc[0], warc[1], warc[2]) if warc is not None else None,
-        interval_s,
-        due,
-        lastmod_right,
-        _capture_of(capture, url) if capture is not None else None,
-    )
-
-
-def _capture_row(capture: Capture, url: str) -> list[str | None]:
-    record_id = capture.record_id
-    start, end = _UUID_URN
-    if record_id.startswith(start) and record_id.endswith(end):
-        record_id = record_id[len(start) : -len(end)]
-    uri = capture.uri.decode()
-    return [record_id.decode(), capture.date.decode(), None if uri == url else uri]
-
-
-def _capture_of(row: list[str | None], url: str) -> Capture:
-    record_id, date, uri = row
-    assert record_id is not None and date is not None  # as _capture_row wrote them
-    whole = record_id.encode()
-    if not record_id.startswith("<"):
-        whole = _UUID_URN[0] + whole + _UUID_URN[1]
-    return Capture(whole, (uri or url).encode(), date.encode())
 
 
 class SharedHistory:
