@@ -84,6 +84,9 @@ MAX_TICK_S = 0.25  # a membership change, or a new host to serve, is noticed wit
 # The settings a joiner must share with the crawl it joins: a resume's, and the
 # page budget, which all processes count against together.
 SHARED_SHAPE = (*SHAPING_SETTINGS, "max_pages")
+# --fetch-gone: URLs claimed in one commit script, which runs for a few ms: Redis
+# serves the other processes between two
+GONE_BATCH = 1000
 QUEUE_FORMAT = 2  # of the q:<host> entries (1: JSON); a crawl begun with another is refused
 
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
@@ -760,7 +763,8 @@ class RedisStore:
         """--fetch-gone: queue `gone_from`'s pages that no link reached, then tell all."""
         async for urls in gone_from.unreached(self.bloom.__contains__):
             listed = [Request(url, 0, None, kind=UNLINKED) for url in urls]
-            await self.commit(None, None, [], [], listed)
+            for start in range(0, len(listed), GONE_BATCH):
+                await self.commit(None, None, [], [], listed[start : start + GONE_BATCH])
             await self._tick()  # a long list must not cost us our lease
         await self._call(_plain_command("HSET", self._prefix + "counts", "gone_listed", 1))
 

@@ -6,16 +6,21 @@ owns its host; the round is over when it is over in every process, as any --redi
 crawl is. `crawler:{ID}:round` holds the round being crawled: the first process to
 finish round N moves it to N+1, and a process (re)started joins the round it holds.
 
-Each page of round N goes, as the row a recrawl needs (crawler/history.py), into the
-round's hash `pages` (visit key -> row), and round N+1 reads that hash as its previous
-crawl: the page's schedule (due_at, interval), its validators and the fields a page
-not fetched keeps, whichever process owns its host then. Beside it, `first_due` (when
-round N+1 begins) and `lastmod_wrong` (hosts whose sitemap <lastmod> proved wrong).
-A process killed mid-round loses nothing: its URLs go to the others, whose rows
-overwrite any it left. Round N-1's keys are dropped when round N+1 begins.
+Each page of round N goes, as the row a recrawl needs (crawler/state/redis_rows.py),
+into the round's hash `pages` (visit key -> row), and round N+1 reads that hash as
+its previous crawl: the page's schedule (due_at, interval), its validators, the
+fields a page not fetched keeps, and the WARC capture its revisit records refer to
+(record id, date, URI), whichever process owns its host then and whichever wrote
+the capture. Beside it, `first_due` (when round N+1 begins), `lastmod_wrong` (hosts
+whose sitemap <lastmod> proved wrong) and, once the round is over, `pages_total`.
 
-What a shared round does not have: the WARC captures of the previous round (a 304's
-revisit record refers to no earlier capture), and --fetch-gone (refused with --redis).
+A row is moved, not copied: round N+1's record script writes the page's row and
+deletes round N's (in one step), so Redis holds about one round's rows, not two.
+What is left of round N's hash when round N+1's links are crawled is its pages no
+link reached: --fetch-gone queues those (crawler/state/redis.py, `serve`). A
+process killed mid-round loses nothing: its URLs go to the others, and a page it
+recorded but did not commit is fetched again with the row it left as its previous
+one. Round N-1's keys are dropped when round N+1 begins.
 """
 
 from __future__ import annotations
