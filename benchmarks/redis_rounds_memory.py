@@ -141,45 +141,35 @@ def read_s(client: redis.Redis, urls: int) -> float:
     return (time.process_time() - started) / len(keys)
 
 
-def measure(urls: int, row_of: Callable[[Page], tuple[str, bytes]], move: bool) -> dict[str, float]:
+def measure(urls: int, row_of: Callable[[Page], tuple[str, bytes]], move: bool) -> str:
+    """Both rounds' rows written in a new Redis; what they took, as a line to print."""
     with tempfile.TemporaryDirectory() as directory:
         server, url = start_redis(Path(directory))
         try:
             client = redis.Redis.from_url(url)
             empty = client.info("memory")["used_memory"]
             make_s, row_bytes = write_round(client, urls, 1, row_of, move=False)
-            one_round = client.info("memory")["used_memory"] - empty
+            one_round = (client.info("memory")["used_memory"] - empty) / urls
             write_round(client, urls, 2, row_of, move)
-            next_round = client.info("memory")["used_memory"] - empty
-            return {
-                "row_bytes": row_bytes / urls,
-                "one_round": one_round / urls,
-                "next_round": next_round / urls,
-                "make_us": make_s / urls * 1e6,
-                "read_us": read_s(client, urls) * 1e6 if move else 0.0,
-            }
+            next_round = (client.info("memory")["used_memory"] - empty) / urls
+            read = f", read in {read_s(client, urls) * 1e6:.1f} us" if move else ""
         finally:
             server.terminate()
             server.wait()
+    return (
+        f"{one_round:6.1f} B/URL a round ({row_bytes / urls:.1f} B of row), "
+        f"{next_round:6.1f} B/URL at the next round's end; "
+        f"a row made in {make_s / urls * 1e6:.1f} us CPU{read}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--urls", type=int, default=1_000_000)
-    args = parser.parse_args()
-    print(f"{args.urls:,} URLs, 10 links each")
-    for name, row_of, move in (
-        ("format 1, copied", format_1_row, False),
-        ("format 2, moved", format_2_row, True),
-    ):
-        result = measure(args.urls, row_of, move)
-        print(
-            f"{name:<17} {result['one_round']:6.1f} B/URL a round "
-            f"({result['row_bytes']:.1f} B of row), {result['next_round']:6.1f} B/URL at the "
-            f"next round's end; a row made in {result['make_us']:.1f} us CPU"
-            + (f", read in {result['read_us']:.1f} us" if move else ""),
-            flush=True,
-        )
+    parser.add_argument("--urls", type=int, default=1_000_000, help="pages a round")
+    urls = parser.parse_args().urls
+    print(f"{urls:,} URLs, 10 links each")
+    print("format 1, copied ", measure(urls, format_1_row, move=False), flush=True)
+    print("format 2, moved  ", measure(urls, format_2_row, move=True), flush=True)
 
 
 if __name__ == "__main__":
