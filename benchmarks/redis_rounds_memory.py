@@ -53,7 +53,7 @@ def format_1_row(page: Page) -> tuple[str, bytes]:
 
 
 def format_2_row(page: Page) -> tuple[str, bytes]:
-    key, row, _, _ = record_args(page)
+    key, row, *_ = record_args(page)
     return key, row
 
 
@@ -137,7 +137,7 @@ def read_s(client: redis.Redis, urls: int) -> float:
     rows = client.hmget(ROUND[1] + "pages", keys)
     started = time.process_time()
     for key, row in zip(keys, rows, strict=True):
-        previous_of_row(key, row)
+        previous_of_row(key, row, {})
     return (time.process_time() - started) / len(keys)
 
 

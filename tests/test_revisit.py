@@ -613,7 +613,7 @@ async def _joined(
 def test_a_round_s_row_gives_back_what_the_next_round_needs_of_the_page() -> None:
     from crawler.history import Capture, page_row
     from crawler.page import Page
-    from crawler.state.redis_rows import previous_of_row, record_args
+    from crawler.state.redis_rows import previous_of_row, record_args, warc_file_id
 
     page = Page("http://a.example/p?y=2&x=1", 2, None, status=200, content_digest="sha1:AB")
     page.etag, page.last_modified = 'W/"1"', "Mon, 02 Nov 2026 10:00:00 GMT"
@@ -627,13 +627,14 @@ def test_a_round_s_row_gives_back_what_the_next_round_needs_of_the_page() -> Non
         Capture(b"<other-tool:7>", b"http://a.example/elsewhere", b"2026-11-24T10:00:00Z"),
     ):
         page.capture = capture
-        key, row, due, wrong = record_args(page)
+        key, row, due, wrong, file_id, file = record_args(page)
         assert (key, due, wrong) == (
             "http://a.example/p?x=1&y=2",
             page.fields["due_at"],
             "a.example",
         )
-        previous = previous_of_row(key, row)
+        assert file == "w.warc.gz" and file_id == warc_file_id(file)
+        previous = previous_of_row(key, row, {file_id: file})
         assert previous is not None and previous.capture == capture
         _, url, status, fetched_at, digest, etag, last_modified, kept, *rest = page_row(
             page.record()
@@ -646,4 +647,4 @@ def test_a_round_s_row_gives_back_what_the_next_round_needs_of_the_page() -> Non
         )
         assert previous.record == kept and previous.warc == tuple(rest[:3])
         assert (previous.interval_s, previous.due_at, previous.lastmod_right) == (60.0, due, False)
-    assert previous_of_row(key, b'["http://a.example/p", 200]') is None  # an older format
+    assert previous_of_row(key, b'["http://a.example/p", 200]', {}) is None  # an older format

@@ -319,11 +319,13 @@ return found
 
 # --revisit: a page's row for the next round (crawler/state/redis_rounds.py), moved out
 # of the previous round's hash. ARGV: the round's prefix, visit key, row, due_at or '',
-# a host whose <lastmod> was wrong or '', the previous round's prefix or ''.
+# a host whose <lastmod> was wrong or '', the id and name of the WARC file holding its
+# record or '' and '', the previous round's prefix or ''.
 _RECORD = r"""
 local P, due, wrong = ARGV[1], ARGV[4], ARGV[5]
 redis.call('HSET', P .. 'pages', ARGV[2], ARGV[3])
-if ARGV[6] ~= '' then redis.call('HDEL', ARGV[6] .. 'pages', ARGV[2]) end
+if ARGV[6] ~= '' then redis.call('HSET', P .. 'warc_files', ARGV[6], ARGV[7]) end
+if ARGV[8] ~= '' then redis.call('HDEL', ARGV[8] .. 'pages', ARGV[2]) end
 if due ~= '' then
   local first = redis.call('GET', P .. 'first_due')
   if not first or due < first then redis.call('SET', P .. 'first_due', due) end
@@ -458,7 +460,7 @@ class RedisStore:
     # The breadth-first gate is off: other processes hold pages we don't see.
     gate: CheckedClaims | None = None
     previous_round: PreviousCrawl | None = None  # --revisit: set by _check_and_join()
-    _record_args: Callable[[Page], tuple[str, bytes, str, str]] | None = None
+    _record_args: Callable[[Page], tuple[str, bytes, str, str, str, str]] | None = None
     _previous_prefix = ""  # --revisit: the previous round's, whose rows are moved to ours
 
     def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
@@ -548,7 +550,7 @@ class RedisStore:
         crawl, number = split_round(self.settings.crawl_id)
         previous = read_previous_round(client, crawl, number)
         if previous is not None:
-            pages, lastmod_wrong = previous
+            pages, lastmod_wrong, warc_files = previous
             prefix = self._previous_prefix = round_prefix(round_crawl_id(crawl, number - 1))
 
             async def row_of(visit: str) -> bytes | None:
@@ -561,7 +563,7 @@ class RedisStore:
                 pairs = zip(found[::2], found[1::2], strict=True)
                 return int(after), [(key.decode(), row) for key, row in pairs]
 
-            self.previous_round = SharedHistory(row_of, rows, pages, lastmod_wrong)
+            self.previous_round = SharedHistory(row_of, rows, pages, lastmod_wrong, warc_files)
 
     def keep_cookies(self, jar: CookieJar) -> None:
         """Each process keeps its own cookies, for its own hosts, in memory."""

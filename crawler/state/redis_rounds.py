@@ -12,7 +12,8 @@ its previous crawl: the page's schedule (due_at, interval), its validators, the
 fields a page not fetched keeps, and the WARC capture its revisit records refer to
 (record id, date, URI), whichever process owns its host then and whichever wrote
 the capture. Beside it, `first_due` (when round N+1 begins), `lastmod_wrong` (hosts
-whose sitemap <lastmod> proved wrong) and, once the round is over, `pages_total`.
+whose sitemap <lastmod> proved wrong), `warc_files` (the names of the WARC files
+rows name by an id) and, once the round is over, `pages_total`.
 
 A row is moved, not copied: round N+1's record script writes the page's row and
 deletes round N's (in one step), so Redis holds about one round's rows, not two.
@@ -85,16 +86,18 @@ class SharedHistory:
         rows: Callable[[int], Awaitable[tuple[int, list[tuple[str, bytes]]]]],
         pages: int,
         lastmod_wrong: set[str],
+        warc_files: dict[str, str],
     ) -> None:
         self._row_of = row_of  # visit key -> its row, on the store's connection
         self._rows = rows  # a cursor -> the next cursor and some (key, row)s: HSCAN
         self.pages = pages
         self._lastmod_wrong = lastmod_wrong
+        self._warc_files = warc_files  # id -> name (crawler/state/redis_rows.py)
 
     async def take(self, url: str) -> Previous | None:
         key = visit_key(url)
         packed = await self._row_of(key)
-        return previous_of_row(key, packed) if packed is not None else None
+        return previous_of_row(key, packed, self._warc_files) if packed is not None else None
 
     def prefetch(self, urls: Sequence[str]) -> None:
         """Nothing: a URL queued here is mostly fetched by the owner of its host."""
@@ -110,7 +113,7 @@ class SharedHistory:
             cursor, rows = await self._rows(cursor or 0)
             urls = []
             for key, packed in rows:
-                previous = previous_of_row(key, packed) if not claimed(key) else None
+                previous = None if claimed(key) else previous_of_row(key, packed, {})
                 if previous is not None:
                     urls.append(previous.url)
             if urls:
@@ -132,16 +135,18 @@ def _own(directory: Path) -> int:
 
 def read_previous_round(
     client: redis.Redis, crawl_id: str, number: int
-) -> tuple[int, set[str]] | None:
-    """How many pages round `number - 1` had, and its hosts of wrong <lastmod>; None
-    for the first round."""
+) -> tuple[int, set[str], dict[str, str]] | None:
+    """How many pages round `number - 1` had, its hosts of wrong <lastmod>, and its
+    WARC files by id; None for the first round."""
     if number <= 1:
         return None
     prefix = round_prefix(round_crawl_id(crawl_id, number - 1))
     total = cast("bytes | None", client.get(prefix + "pages_total"))
     pages = int(total) if total is not None else client.hlen(prefix + "pages")
     hosts = cast("set[bytes]", client.smembers(prefix + "lastmod_wrong"))
-    return pages, {host.decode() for host in hosts}
+    files = cast("dict[bytes, bytes]", client.hgetall(prefix + "warc_files"))
+    warc_files = {file_id.decode(): name.decode() for file_id, name in files.items()}
+    return pages, {host.decode() for host in hosts}, warc_files
 
 
 class SharedRounds:

@@ -7,6 +7,7 @@ a revisit refers to (record id, date, URI). It is a JSON array, made small, then
 deflated:
 
 - the URL is left out when it is its key (the visit key), as it mostly is;
+- the WARC file that holds the page's record is named by an id (`warc_file_id`);
 - the fields a 304 keeps are JSON within the array, not a string of JSON, escaped;
 - times are integers: milliseconds (a record's) or microseconds (a WARC-Date)
   since 1970, when they are in the form the crawler writes them, else text;
@@ -20,6 +21,7 @@ benchmarks/redis_rounds_memory.py measures it: 0.5 of the JSON rows of before.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -52,9 +54,10 @@ _RECORD_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00")  # pa
 _WARC_DATE = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")  # sinks/warc.py's
 
 
-def record_args(page: Page) -> tuple[str, bytes, str, str]:
+def record_args(page: Page) -> tuple[str, bytes, str, str, str, str]:
     """What the record script (crawler/state/redis.py) stores of a page: its visit
-    key, its row, its due_at, and its host if its sitemap <lastmod> proved wrong."""
+    key, its row, its due_at, its host if its sitemap <lastmod> proved wrong, and the
+    id and name of the WARC file that holds its record (or "")."""
     record = page.record()
     key, url, status, fetched_at, digest, etag, last_modified, kept, *warc, interval_s = page_row(
         record
@@ -68,7 +71,7 @@ def record_args(page: Page) -> tuple[str, bytes, str, str]:
         etag,
         last_modified,
         orjson.Fragment(kept) if kept is not None else None,
-        warc if warc[0] is not None else None,
+        [warc_file_id(warc[0]), *warc[1:]] if warc[0] is not None else None,
         interval_s,
         _record_time(due),
         record.get("lastmod_right"),
@@ -77,11 +80,20 @@ def record_args(page: Page) -> tuple[str, bytes, str, str]:
     deflate = _zlib.compressobj(1, _zlib.DEFLATED, _RAW_DEFLATE, zdict=_DICTIONARY)
     packed = ROW_FORMAT + deflate.compress(orjson.dumps(row)) + deflate.flush()
     wrong = host_of(url) if record.get("lastmod_right") is False else ""
-    return key, packed, due or "", wrong
+    file = warc[0] or ""
+    return key, packed, due or "", wrong, warc_file_id(file) if file else "", file
 
 
-def previous_of_row(key: str, packed: bytes) -> Previous | None:
-    """The `Previous` of a row `record_args` made; None for a row of another format."""
+def warc_file_id(name: str) -> str:
+    """A WARC file's name in a row: 12 hex digits of its hash, which the round's
+    `warc_files` hash maps back to it (a crawl writes a few files a round, not
+    millions: no two of them will share an id)."""
+    return hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
+
+
+def previous_of_row(key: str, packed: bytes, warc_files: dict[str, str]) -> Previous | None:
+    """The `Previous` of a row `record_args` made, its WARC file named by `warc_files`
+    (id -> name); None for a row of another format."""
     if not packed.startswith(ROW_FORMAT):
         return None
     inflate = _zlib.decompressobj(_RAW_DEFLATE, zdict=_DICTIONARY)
@@ -97,7 +109,7 @@ def previous_of_row(key: str, packed: bytes) -> Previous | None:
         etag,
         last_modified,
         orjson.dumps(kept) if kept is not None else None,
-        (warc[0], warc[1], warc[2]) if warc is not None else None,
+        (warc_files[warc[0]], warc[1], warc[2]) if warc and warc[0] in warc_files else None,
         interval_s,
         _iso_time(due) if due is not None else None,
         lastmod_right,
