@@ -36,6 +36,9 @@ The revisit index (payload digest -> first capture) is the process's own: with
 several processes on one crawl (--redis, where each adds its member id to the
 prefix), a payload
 first archived by another process is archived again, not written as a revisit.
+Across the rounds of --revisit with --redis, a revisit refers to the previous
+round's capture whoever wrote it: each page's `capture` (the record holding its
+payload) goes into its row in Redis (crawler/state/redis_rows.py).
 """
 
 from __future__ import annotations
