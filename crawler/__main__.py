@@ -143,6 +143,8 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
     pending: list[int] = []  # a signal between rounds, when no event loop watches for one
 
     def between_rounds() -> int | None:
+        """Note signals here (an event loop that closes gives them back their default
+        action, which kills); the exit code of one noted, if any."""
         for signum in SIGNAL_EXIT_CODES:
             signal.signal(signum, lambda signum, _frame: pending.append(signum))
         return SIGNAL_EXIT_CODES[signal.Signals(pending[0])] if pending else None
@@ -153,6 +155,8 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
             # A process that joins between rounds waits for the next, as the others do.
             number = shared.current()
             if number > 1 and (code := _wait_for_round(shared.first_due(number - 1))):
+                return code
+            if (code := between_rounds()) is not None:
                 return code
         paths = round_paths(directory, number, settings.since)
         if shared is None:
@@ -181,6 +185,7 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
                 return EXIT_FAILED
             if code != EXIT_OK:  # interrupted
                 return code
+        between_rounds()  # a signal from now on ends the loop, once the round is told over
         if shared is not None:
             shared.finished(number)
         elif between_rounds() is None:

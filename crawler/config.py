@@ -127,12 +127,8 @@ class Settings:
             raise ConfigError("--dashboard-public only makes sense with --dashboard [HOST:]PORT")
         if self.since_warc is not None and self.since is None:
             raise ConfigError("--since-warc only makes sense with --since PREV")
-        if self.fetch_gone and self.since is None:
-            raise ConfigError("--fetch-gone only makes sense with --since PREV")
-        if self.fetch_gone and self.redis is not None:
-            raise ConfigError(
-                "--fetch-gone needs the whole visited set, which a --redis process does not hold"
-            )
+        if self.fetch_gone and self.since is None and self.revisit is None:
+            raise ConfigError("--fetch-gone only makes sense with --since PREV or --revisit DIR")
         if self.since is not None and self.state is not None and _same_path(self.since, self.state):
             raise ConfigError(
                 "--since and --state name the same directory; a recrawl needs a new --state DIR"
@@ -571,8 +567,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "fetch_gone",
         "bool",
-        "with --since: at the end, also fetch the previous crawl's pages no link reaches now, "
-        "to tell a 404 or 410 from a page merely unlinked",
+        "with --since or --revisit: at the end, also fetch the previous crawl's (or round's) "
+        "pages no link reaches now, to tell a 404 or 410 from a page merely unlinked",
         group="recrawl",
     ),
     Option(

@@ -322,6 +322,7 @@ class Crawl:
         return (
             self.settings.fetch_gone
             and self.history is not None
+            and not self.store.shared  # whose store queues them (see Store.serve)
             and not self._stopping
             and self.failure is None
         )
@@ -332,7 +333,7 @@ class Crawl:
         assert self.history is not None
         await self._complete_held(everything=True)
         bloom = self.store.bloom
-        for urls in self.history.unreached(bloom.__contains__):
+        async for urls in self.history.unreached(bloom.__contains__):
             listed = [Request(url, 0, None, kind=UNLINKED) for url in urls]
             fresh = await self.store.commit(None, None, [], [], listed)
             self.gate.queued(fresh)
@@ -362,7 +363,8 @@ class Crawl:
 
     async def _feed(self) -> None:
         try:
-            await self.store.serve(self.scheduler)
+            gone_from = self.history if self.settings.fetch_gone else None
+            await self.store.serve(self.scheduler, gone_from)
         except WriteFailed as exc:
             self._fail(exc)
         except Exception as exc:
@@ -632,6 +634,7 @@ class Crawl:
         )
         page.fields.update(previous.revisit_fields())
         page.fields["not_due"] = True
+        page.capture = previous.capture  # what the next round's revisits refer to
         return page, self._carry(request, page, previous)
 
     def _carry(self, request: Request, page: Page, previous: Previous) -> list[str]:
@@ -651,8 +654,9 @@ class Crawl:
 
     def _due(self, request: Request, previous: Previous) -> bool:
         """--revisit: whether the page is due by its schedule, or by its sitemap's
-        <lastmod> if its host's have proved right."""
-        if is_due(previous.due_at):
+        <lastmod> if its host's have proved right. A page no link reaches any more is
+        due whenever --fetch-gone asks whether it is still there: it has no next round."""
+        if request.kind == UNLINKED or is_due(previous.due_at):
             return True
         assert self.history is not None
         return (

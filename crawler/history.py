@@ -23,7 +23,7 @@ import logging
 import os
 import sqlite3
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -215,7 +215,7 @@ class PreviousCrawl(Protocol):
     async def take(self, url: str) -> Previous | None: ...
     def prefetch(self, urls: Sequence[str]) -> None: ...
     def trusts_lastmod(self, host: str) -> bool: ...
-    def unreached(self, claimed: Callable[[str], bool]) -> Iterator[list[str]]: ...
+    def unreached(self, claimed: Callable[[str], bool]) -> AsyncIterator[list[str]]: ...
 
 
 class History:
@@ -263,7 +263,7 @@ class History:
             return self._cache.pop(url)
         return self.lookup_many([url]).get(url)
 
-    def unreached(self, claimed: Callable[[str], bool]) -> Iterator[list[str]]:
+    async def unreached(self, claimed: Callable[[str], bool]) -> AsyncIterator[list[str]]:
         """The previous crawl's page URLs whose visit key is not `claimed`, in batches."""
         rows = self._db.execute("SELECT key, url FROM pages")
         while batch := rows.fetchmany(_INSERT_BATCH):

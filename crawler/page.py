@@ -21,7 +21,7 @@ from crawler.errors import ErrorKind
 
 if TYPE_CHECKING:
     from crawler.fetch import Response
-    from crawler.history import Previous
+    from crawler.history import Capture, Previous
 
 
 _MILLISECONDS = [f".{ms:03d}+00:00" for ms in range(1000)]
@@ -99,6 +99,8 @@ class Page:
     fields: dict[str, Any] = field(default_factory=dict)  # added by options and hooks
     response: Response | None = field(default=None, repr=False)
     previous: Previous | None = field(default=None, repr=False)  # --since: the last crawl's
+    # --warc: the archived capture of its payload (a revisit's is the one it refers to)
+    capture: Capture | None = field(default=None, repr=False)
     _tree: LexborHTMLParser | None = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
 

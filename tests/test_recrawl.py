@@ -329,16 +329,8 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
         if record["changed"]:
             assert by_uri[url]["type"] == "response"
             continue
-        original = originals[url]["headers"]
         assert by_uri[url]["type"] == "revisit"
-        profile = "server-not-modified" if record["status"] == 304 else "identical-payload-digest"
-        assert written.get_header("WARC-Profile").endswith(profile)
-        assert written.get_header("WARC-Refers-To") == original.get_header("WARC-Record-ID")
-        assert written.get_header("WARC-Refers-To-Target-URI") == url
-        assert written.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
-        assert written.get_header("WARC-Payload-Digest") == original.get_header(
-            "WARC-Payload-Digest"
-        )
+        assert_revisit_of(written, originals[url]["headers"], url, record["status"])
     assert_index_is_cdxj_indexers(warc2)  # the revisits' index lines too
     root = tmp_path / "pywb"
     root.mkdir()
@@ -355,6 +347,18 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
                     200,
                     pages.bodies[url.removeprefix(site.url)].encode(),
                 ), url
+
+
+def assert_revisit_of(revisit: Any, original: Any, url: str, status: int) -> None:
+    """`revisit` (warcio's record headers) refers to `original`, the capture of `url`,
+    as a 304 (`status`) or a 200 with the same payload does."""
+    profile = "server-not-modified" if status == 304 else "identical-payload-digest"
+    assert revisit.get_header("WARC-Profile").endswith(profile)
+    assert revisit.get_header("WARC-Refers-To") == original.get_header("WARC-Record-ID")
+    assert revisit.get_header("WARC-Refers-To-Target-URI") == url
+    assert revisit.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
+    digest = "WARC-Payload-Digest"
+    assert revisit.get_header(digest) == original.get_header(digest)
 
 
 async def test_kill_9_during_a_recrawl_with_state_resumes_exactly(

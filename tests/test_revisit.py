@@ -6,20 +6,27 @@ import asyncio
 import json
 import signal
 import sys
+import time
+from asyncio.subprocess import PIPE
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, cast
 
+import aiohttp
 import pytest
 import redis
 from aiohttp import web
 
+from crawler.partition import owner
 from crawler.revisit import AdaptiveSchedule, rounds_in
-from crawler.urls import host_of
+from crawler.urls import host_of, origin_of
+from tests.archive_tools import run_tool
 from tests.conftest import Site, by_url, html, read_records
 from tests.redis_server import RedisServer
 from tests.test_cli import assert_one_line_error, run_cli
-from tests.test_recrawl import Validating, crawl_to, tree_bodies
+from tests.test_recrawl import Validating, assert_revisit_of, crawl_to, tree_bodies
+from tests.test_wacz import pywb
+from tests.test_warc import read_archive, warc_files
 
 
 def test_the_interval_shrinks_on_change_grows_without_and_stays_within_bounds() -> None:
@@ -255,6 +262,13 @@ class SharedRevisit:
         name = f"round-{number:05d}.jsonl"
         return sum(1 for d in self.directories if (d / name).exists() and read_records(d / name))
 
+    async def terminate(self, process: asyncio.subprocess.Process) -> None:
+        """SIGTERM `process`, which exits cleanly, wherever it is."""
+        process.send_signal(signal.SIGTERM)
+        _, err = await process.communicate()
+        assert process.returncode == 143, err.decode()
+        self.processes.remove(process)
+
     async def kill(self, process: asyncio.subprocess.Process) -> None:
         process.kill()
         await process.wait()
@@ -293,9 +307,14 @@ def _end_round_1_late(site: Site, server: Validating, interval_s: float = 1.0) -
 
 
 class Slow(Validating):
-    """Slow enough that each process of a shared crawl gets its hosts before the end."""
+    """Slow enough that each process of a shared crawl gets its hosts before the end;
+    serves nothing before `opened` is set."""
+
+    opened: asyncio.Event | None = None
 
     async def serve(self, request: web.Request) -> web.Response:
+        if self.opened is not None:
+            await self.opened.wait()
         await asyncio.sleep(0.05)
         return await super().serve(request)
 
@@ -398,6 +417,33 @@ async def test_kill_9_of_a_process_mid_round_loses_nothing_its_hosts_go_to_the_o
         assert figures["gone"] == 0 and figures["previous_pages"] == len(urls)
 
 
+async def test_shared_rounds_fetch_gone_fetches_each_page_the_round_left_unreached_once(
+    tmp_path: Path, redis_url: str, three_sites: ThreeSites
+) -> None:
+    count, sites, bodies = ThreeSites.COUNT, three_sites.sites, three_sites.bodies
+    first_round = [site.hits_reached(count) for site in sites]
+    _end_round_1_late(sites[0], three_sites.servers[0])
+    crawl = SharedRevisit(tmp_path, three_sites.seeds, redis_url)
+    try:
+        for _ in range(3):
+            await crawl.start("--fetch-gone")
+        for event in first_round:
+            await _or_exit(event, crawl.processes)
+        bodies[0]["/p/3"] = html("page 3")  # round 2 reaches neither /p/10 nor /p/11
+        del bodies[0]["/p/11"]
+        await crawl.round_begun(3)
+        hits = [site.paths() for site in sites]
+        stats = await crawl.stats_of_round_2()
+    finally:
+        await crawl.stop()
+
+    assert hits == [dict.fromkeys(tree_bodies(count, 3), 2)] * 3  # once a round, in all
+    unlinked = {r["url"]: r["status"] for r in crawl.round(2) if r["kind"] == "unlinked"}
+    assert unlinked == {sites[0].url + "/p/10": 304, sites[0].url + "/p/11": 404}
+    assert [f["gone"] for f in stats] == [2] * 3
+    assert sum(f["unlinked"] for f in stats) == 2 and sum(f["unlinked_404_410"] for f in stats) == 1
+
+
 def _serving(
     redis_url: str, crawl_id: str, host: str, processes: list[asyncio.subprocess.Process]
 ) -> asyncio.subprocess.Process:
@@ -436,3 +482,169 @@ async def test_a_shared_revisit_dir_is_one_process_s_and_a_long_crawl_id_is_one_
     assert first.returncode == 143
     too_long = run_cli(*shared, "--crawl-id", "x" * 58, "--revisit", str(tmp_path / "e"))
     assert_one_line_error(too_long, "--crawl-id", "57")
+
+
+async def test_a_round_s_revisits_refer_to_the_captures_another_process_archived_and_replay(
+    site: Site, tmp_path: Path, redis_url: str
+) -> None:
+    pages = Validating(site, {"/": html("Home", ["/a", "/touched"]), "/a": html("A")})
+    touched = html("Touched, not changed")
+
+    async def ignores_validators(_request: web.Request) -> web.Response:
+        return web.Response(
+            text=touched, headers={"ETag": f'"{time.time()}"'}, content_type="text/html"
+        )
+
+    site.handle("/touched", ignores_validators)
+    bodies = {**pages.bodies, "/touched": touched}
+    warc = tmp_path / "warc"
+    crawl = SharedRevisit(tmp_path, [site.url + "/"], redis_url)
+    try:
+        first = await crawl.start("--warc", str(warc), "--revisit-interval", "2")
+        await crawl.round_begun(2)  # round 1 is over, archived by the first process alone
+        await crawl.terminate(first)  # while it waits for round 2
+        await crawl.start("--warc", str(warc), "--revisit-interval", "2")
+        await crawl.round_begun(3)
+    finally:
+        await crawl.stop()
+
+    archive = read_archive(warc)  # warcio check passes on every file
+    captured = {r["uri"]: r["headers"] for r in archive if r["type"] == "response"}
+    revisits = {r["uri"]: r["headers"] for r in archive if r["type"] == "revisit"}
+    writers = {r["type"]: _prefix(r["file"]) for r in archive if r["uri"] in revisits}
+    assert writers["response"] != writers["revisit"]  # each round by another process
+    second = by_url(crawl.round(2))
+    assert set(second) == set(revisits) == set(captured) == {site.url + p for p in bodies}
+    for url, record in second.items():
+        assert_revisit_of(revisits[url], captured[url], url, record["status"])
+    assert second[site.url + "/touched"]["status"] == 200
+    assert {second[site.url + p]["status"] for p in ("/", "/a")} == {304}
+    files = warc_files(warc)
+    root = tmp_path / "pywb"
+    root.mkdir()
+    run_tool("wb-manager", "init", "rounds", cwd=root)
+    run_tool("wb-manager", "add", "rounds", *map(str, files), cwd=root)
+    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
+        for url in second:  # at a later time than any: round 2's revisits
+            async with client.get(f"{base}/rounds/2999id_/{url}") as response:
+                body = await response.read()
+                assert (response.status, body) == (200, bodies[url[len(site.url) :]].encode())
+
+
+def _prefix(warc_file: str) -> str:
+    """The prefix of a WARC file's name: the process that wrote it, in a shared crawl."""
+    return warc_file.rsplit("-", 2)[0]
+
+
+# --- --since and --fetch-gone with --redis: one recrawl shared by several processes ----------
+
+
+async def test_shared_fetch_gone_fetches_each_page_no_link_reaches_once_in_all_processes(
+    tmp_path: Path, redis_url: str, three_sites: ThreeSites
+) -> None:
+    sites, bodies, servers = three_sites.sites, three_sites.bodies, three_sites.servers
+    previous = tmp_path / "previous.jsonl"
+    await crawl_to(previous, three_sites.seeds)
+    first = set(bodies[0])
+    changed = [{"/p/3", "/p/11"}, {"/p/2", "/p/8"}, set()]
+    bodies[0]["/p/3"] = html("page 3")  # /p/10 and /p/11 unlinked, /p/11 deleted
+    del bodies[0]["/p/11"]
+    bodies[1]["/p/2"] = html("page 2")  # /p/7, /p/8 and /p/9 unlinked, /p/8 deleted
+    del bodies[1]["/p/8"]
+    for site in sites:
+        site.hits.clear()
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("".join(f"{url}\n" for url in three_sites.seeds))
+    opened = asyncio.Event()
+    for server in servers:
+        server.opened = opened
+    processes = []
+    for n in range(3):
+        command = [sys.executable, "-m", "crawler", str(seeds), "-o", str(tmp_path / f"{n}.jsonl")]
+        command += ["--redis", redis_url, "--crawl-id", "again", "--since", str(previous)]
+        command += ["--fetch-gone", "--stats", str(tmp_path / f"{n}.stats"), "--quiet"]
+        command += ["--ignore-robots", "--per-host", "2"]
+        processes.append(await asyncio.create_subprocess_exec(*command, stderr=PIPE))
+    members = await _joined(redis_url, "again", processes)
+    opened.set()
+    for process in processes:
+        _, err = await process.communicate()
+        assert process.returncode == 0, err.decode()
+    owners = {site.url: members[owner(host_of(site.url), list(members))] for site in sites}
+
+    for n, site in enumerate(sites):  # each page of the first crawl once, in all
+        assert site.paths() == dict.fromkeys(first, 1)
+        assert sorted(servers[n].not_modified) == sorted(first - changed[n])  # conditionally
+    records = []
+    for n, process in enumerate(processes):  # each gone page by the owner of its host
+        written = read_records(tmp_path / f"{n}.jsonl")
+        gone_here = [r["url"] for r in written if r["kind"] == "unlinked"]
+        assert all(owners[origin_of(url)] == process.pid for url in gone_here)
+        records += written
+    unlinked = {r["url"]: r["status"] for r in records if r["kind"] == "unlinked"}
+    gone = {sites[0].url + p: 200 for p in ("/p/10", "/p/11")}
+    gone |= {sites[1].url + p: 200 for p in ("/p/7", "/p/8", "/p/9")}
+    gone[sites[0].url + "/p/11"] = gone[sites[1].url + "/p/8"] = 404
+    assert unlinked == {url: 304 if status == 200 else 404 for url, status in gone.items()}
+    assert len(records) == len(three_sites.urls)
+    figures = [json.loads((tmp_path / f"{n}.stats").read_text())["recrawl"] for n in range(3)]
+    assert [f["gone"] for f in figures] == [len(gone)] * 3  # of the whole crawl, in each
+    assert sum(f["unlinked"] for f in figures) == len(gone)
+    assert sum(f["unlinked_404_410"] for f in figures) == 2
+    assert sum(f["checked"] for f in figures) == len(three_sites.urls) - len(gone)
+
+
+async def _joined(
+    redis_url: str, crawl: str, processes: list[asyncio.subprocess.Process]
+) -> dict[str, int]:
+    """Wait until all `processes` are members of `crawl`; each member's pid."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        while len(members := client.zrange(f"crawler:{{{crawl}}}:members", 0, -1)) < len(processes):
+            for process in processes:
+                assert process.returncode is None, await process.stderr.read()  # type: ignore[union-attr]
+            await asyncio.sleep(0.02)  # Redis tells no one when a key changes
+    finally:
+        client.close()
+    names = sorted(member.decode() for member in members)
+    return {name: int(name.rsplit("-", 2)[1]) for name in names}
+
+
+def test_a_round_s_row_gives_back_what_the_next_round_needs_of_the_page() -> None:
+    from crawler.history import Capture, page_row
+    from crawler.page import Page
+    from crawler.state.redis_rows import previous_of_row, record_args, warc_file_id
+
+    page = Page("http://a.example/p?y=2&x=1", 2, None, status=200, content_digest="sha1:AB")
+    page.etag, page.last_modified = 'W/"1"', "Mon, 02 Nov 2026 10:00:00 GMT"
+    page.title, page.links = "P", ["http://a.example/q", "http://b.example/r"]
+    page.fields = {"due_at": "2026-11-25T10:00:00.250+00:00", "revisit_interval_s": 60.0}
+    page.fields |= {"warc_file": "w.warc.gz", "warc_offset": 10, "warc_length": 20}
+    page.fields["lastmod_right"] = False
+    uuid_urn = b"<urn:uuid:0b1c2d3e-0000-4000-8000-000000000001>"
+    for capture in (
+        Capture(uuid_urn, page.url.encode(), b"2026-11-24T10:00:00.000123Z"),
+        Capture(b"<other-tool:7>", b"http://a.example/elsewhere", b"2026-11-24T10:00:00Z"),
+    ):
+        page.capture = capture
+        key, row, due, wrong, file_id, file = record_args(page)
+        assert (key, due, wrong) == (
+            "http://a.example/p?x=1&y=2",
+            page.fields["due_at"],
+            "a.example",
+        )
+        assert file == "w.warc.gz" and file_id == warc_file_id(file)
+        previous = previous_of_row(key, row, {file_id: file})
+        assert previous is not None and previous.capture == capture
+        _, url, status, fetched_at, digest, etag, last_modified, kept, *rest = page_row(
+            page.record()
+        )
+        assert (previous.url, previous.status, previous.fetched_at) == (url, status, fetched_at)
+        assert (previous.digest, previous.etag, previous.last_modified) == (
+            digest,
+            etag,
+            last_modified,
+        )
+        assert previous.record == kept and previous.warc == tuple(rest[:3])
+        assert (previous.interval_s, previous.due_at, previous.lastmod_right) == (60.0, due, False)
+    assert previous_of_row(key, b'["http://a.example/p", 200]', {}) is None  # an older format

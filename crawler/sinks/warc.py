@@ -36,6 +36,9 @@ The revisit index (payload digest -> first capture) is the process's own: with
 several processes on one crawl (--redis, where each adds its member id to the
 prefix), a payload
 first archived by another process is archived again, not written as a revisit.
+Across the rounds of --revisit with --redis, a revisit refers to the previous
+round's capture whoever wrote it: each page's `capture` (the record holding its
+payload) goes into its row in Redis (crawler/state/redis_rows.py).
 """
 
 from __future__ import annotations
@@ -80,11 +83,14 @@ FILE_NAME = re.compile(r"(?P<prefix>.+)-(?P<time>\d{17})-(?P<serial>\d{5,})\.war
 
 @dataclass(frozen=True, slots=True)
 class RecordLocation:
-    """Where one record is: the file's name within DIR, and its gzip member's bytes."""
+    """Where one record is: the file's name within DIR, and its gzip member's bytes;
+    and the capture of its payload that a later revisit may refer to (the record
+    itself, or the one a revisit refers to), if any."""
 
     file: str
     offset: int
     length: int
+    capture: Capture | None = None
 
 
 # Told of each response or revisit record as it is written: an index (crawler/sinks/cdxj.py).
@@ -245,6 +251,7 @@ class WarcSink:
         page.fields["warc_file"] = location.file
         page.fields["warc_offset"] = location.offset
         page.fields["warc_length"] = location.length
+        page.capture = location.capture
 
     def write_exchanges(self, exchanges: Sequence[Exchange]) -> RecordLocation | None:
         """Write each exchange's request and response; where the last response went."""
@@ -304,6 +311,7 @@ class WarcSink:
         # An error page is stored whole: its status must survive every reader (pywb
         # indexes an identical-payload revisit without one).
         first = self._first_captures.get(digest) if exchange.ok else None
+        capture = first  # the capture of the payload, for a later crawl's revisits
         fields = [b"WARC-Record-ID: " + response_id, *common]
         if not_modified is not None:
             # No block (WARC 1.1, 6.7.3): a reader then serves the capture referred
@@ -312,6 +320,7 @@ class WarcSink:
             # replay tools find it.
             self.revisits += 1
             digest, first = not_modified.digest, not_modified.capture
+            capture = first
             block = b""
             block_digest = hashlib.sha1(block)
             fields[:0] = [b"WARC-Type: revisit"]
@@ -327,7 +336,7 @@ class WarcSink:
             fields[:0] = [b"WARC-Type: response"]
             # An empty or cut payload, or an error page, is no original to point back to.
             if exchange.payload and not exchange.truncated and exchange.ok:
-                self._first_captures[digest] = Capture(response_id, uri, date)
+                capture = self._first_captures[digest] = Capture(response_id, uri, date)
         fields += [
             b"WARC-Concurrent-To: " + request_id,
             b"Content-Type: application/http; msgtype=response",
@@ -350,7 +359,7 @@ class WarcSink:
         response_member = _gzip(_serialize(fields, block))
         self._make_room(len(request_member) + len(response_member))
         location = RecordLocation(
-            self.file, self.offset + len(request_member), len(response_member)
+            self.file, self.offset + len(request_member), len(response_member), capture
         )
         self._write(request_member + response_member)  # one system call, not two
         if self.on_record is not None:

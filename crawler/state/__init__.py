@@ -84,8 +84,11 @@ class Store(Protocol):
     async def claim(self, url: str) -> bool:
         """Claim a redirect target in the visited set; True if no one had."""
 
-    async def serve(self, scheduler: HostScheduler) -> None:
-        """Feed `scheduler` with work from elsewhere, if any; cancelled when the crawl ends."""
+    async def serve(self, scheduler: HostScheduler, gone_from: PreviousCrawl | None) -> None:
+        """Feed `scheduler` with work from elsewhere, if any; cancelled when the crawl ends.
+        `gone_from` (--fetch-gone): once the links are crawled everywhere, a shared crawl
+        queues this previous crawl's pages that no link reached (a local one's engine
+        does)."""
 
     def keep_cookies(self, jar: CookieJar) -> None:
         """Restore `jar` if a resumed crawl saved one; save it with the state from now on."""
@@ -163,7 +166,7 @@ class LocalStore:
     async def claim(self, url: str) -> bool:
         return self.visited.add(visit_key(url))
 
-    async def serve(self, scheduler: HostScheduler) -> None:
+    async def serve(self, scheduler: HostScheduler, gone_from: PreviousCrawl | None) -> None:
         """Nothing comes from elsewhere."""
 
     def _claim_links(self, done: Request | None, links: list[str]) -> list[Request]:

@@ -55,7 +55,7 @@ import redis
 from crawler.bloom import BloomFilter
 from crawler.config import STDOUT, ConfigError, Settings
 from crawler.cookies import CookieJar
-from crawler.frontier import PAGE, ROBOTS, SITEMAP, MemoryFrontier, Request
+from crawler.frontier import PAGE, ROBOTS, SITEMAP, UNLINKED, MemoryFrontier, Request
 from crawler.page import Page
 from crawler.partition import owner
 from crawler.politeness import HostScheduler
@@ -84,6 +84,9 @@ MAX_TICK_S = 0.25  # a membership change, or a new host to serve, is noticed wit
 # The settings a joiner must share with the crawl it joins: a resume's, and the
 # page budget, which all processes count against together.
 SHARED_SHAPE = (*SHAPING_SETTINGS, "max_pages")
+# --fetch-gone: URLs claimed in one commit script, which runs for a few ms: Redis
+# serves the other processes between two
+GONE_BATCH = 1000
 QUEUE_FORMAT = 2  # of the q:<host> entries (1: JSON); a crawl begun with another is refused
 
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
@@ -120,8 +123,9 @@ for _, dead in ipairs(redis.call('ZRANGEBYSCORE', members, '-inf', now)) do
   redis.call('DEL', inflight, P .. 'held:' .. dead)
   redis.call('ZREM', members, dead)
 end
-local c = redis.call('HMGET', P .. 'counts', 'queued', 'inflight', 'started')
-return {'ok', redis.call('ZRANGE', members, 0, -1), c[1] or '0', c[2] or '0', c[3] or '0'}
+local c = redis.call('HMGET', P .. 'counts', 'queued', 'inflight', 'started', 'gone_listed')
+return {'ok', redis.call('ZRANGE', members, 0, -1), c[1] or '0', c[2] or '0', c[3] or '0',
+        c[4] or '0'}
 """
 )
 
@@ -313,17 +317,29 @@ end
 return found
 """
 
-# --revisit: a page's row for the next round (crawler/state/redis_rounds.py). ARGV: the
-# round's prefix, visit key, row, due_at or '', a host whose <lastmod> was wrong or ''.
+# --revisit: a page's row for the next round (crawler/state/redis_rounds.py), moved out
+# of the previous round's hash. ARGV: the round's prefix, visit key, row, due_at or '',
+# a host whose <lastmod> was wrong or '', the id and name of the WARC file holding its
+# record or '' and '', the previous round's prefix or ''.
 _RECORD = r"""
 local P, due, wrong = ARGV[1], ARGV[4], ARGV[5]
 redis.call('HSET', P .. 'pages', ARGV[2], ARGV[3])
+if ARGV[6] ~= '' then redis.call('HSET', P .. 'warc_files', ARGV[6], ARGV[7]) end
+if ARGV[8] ~= '' then redis.call('HDEL', ARGV[8] .. 'pages', ARGV[2]) end
 if due ~= '' then
   local first = redis.call('GET', P .. 'first_due')
   if not first or due < first then redis.call('SET', P .. 'first_due', due) end
 end
 if wrong ~= '' then redis.call('SADD', P .. 'lastmod_wrong', wrong) end
 return 1
+"""
+
+# --revisit: a page's row in the previous round, or, if it was moved already by a
+# process that died before it committed the page, in this one. ARGV: the previous
+# round's prefix, this round's, the visit key.
+_ROW = r"""
+local key = ARGV[3]
+return redis.call('HGET', ARGV[1] .. 'pages', key) or redis.call('HGET', ARGV[2] .. 'pages', key)
 """
 
 SCRIPTS = {
@@ -334,6 +350,7 @@ SCRIPTS = {
     "claim": CLAIM_ONLY_LUA,
     "near": _NEAR,
     "record": _RECORD,
+    "row": _ROW,
 }
 SHAS = {name: hashlib.sha1(lua.encode()).hexdigest() for name, lua in SCRIPTS.items()}
 
@@ -443,7 +460,8 @@ class RedisStore:
     # The breadth-first gate is off: other processes hold pages we don't see.
     gate: CheckedClaims | None = None
     previous_round: PreviousCrawl | None = None  # --revisit: set by _check_and_join()
-    _record_args: Callable[[dict[str, Any]], tuple[str, bytes, str, str]] | None = None
+    _record_args: Callable[[Page], tuple[str, bytes, str, str, str, str]] | None = None
+    _previous_prefix = ""  # --revisit: the previous round's, whose rows are moved to ours
 
     def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
         self.settings = settings
@@ -521,25 +539,31 @@ class RedisStore:
         from crawler.state.redis_rounds import (
             SharedHistory,
             read_previous_round,
-            record_args,
             round_crawl_id,
             round_prefix,
             split_round,
         )
+        from crawler.state.redis_rows import record_args
 
         self._record_args = record_args
         assert self.settings.crawl_id is not None
         crawl, number = split_round(self.settings.crawl_id)
         previous = read_previous_round(client, crawl, number)
         if previous is not None:
-            pages, lastmod_wrong = previous
-            key = round_prefix(round_crawl_id(crawl, number - 1)) + "pages"
+            pages, lastmod_wrong, warc_files = previous
+            prefix = self._previous_prefix = round_prefix(round_crawl_id(crawl, number - 1))
 
             async def row_of(visit: str) -> bytes | None:
-                row: bytes | None = await self._call(_plain_command("HGET", key, visit))
+                row: bytes | None = await self._call(_command("row", prefix, self._prefix, visit))
                 return row
 
-            self.previous_round = SharedHistory(row_of, pages, lastmod_wrong)
+            async def rows(cursor: int) -> tuple[int, list[tuple[str, bytes]]]:
+                ask = _plain_command("HSCAN", prefix + "pages", cursor, "COUNT", 1000)
+                after, found = await self._call(ask)
+                pairs = zip(found[::2], found[1::2], strict=True)
+                return int(after), [(key.decode(), row) for key, row in pairs]
+
+            self.previous_round = SharedHistory(row_of, rows, pages, lastmod_wrong, warc_files)
 
     def keep_cookies(self, jar: CookieJar) -> None:
         """Each process keeps its own cookies, for its own hosts, in memory."""
@@ -590,8 +614,8 @@ class RedisStore:
             if self._record_args is not None and page.kind == PAGE:
                 # Before the commit: a page committed has its row; one whose process
                 # dies first is fetched again, and its row written again.
-                row = self._record_args(page.record())
-                await self._call(_command("record", self._prefix, *row))
+                row = self._record_args(page)
+                await self._call(_command("record", self._prefix, *row, self._previous_prefix))
             page.release()
         ask = self._candidates(done, links, listed)
         item = self._taken.pop(_taken_key(done), None) if done is not None else None
@@ -697,16 +721,23 @@ class RedisStore:
         self.bloom.add(key)
         return bool(reply[2][0])
 
-    async def serve(self, scheduler: HostScheduler) -> None:
+    async def serve(self, scheduler: HostScheduler, gone_from: PreviousCrawl | None) -> None:
         """Feed `scheduler` with the URLs of the hosts this process owns, and end it when
         the crawl is over everywhere: nothing queued and nothing in flight in any process.
-        Runs until cancelled, which the engine does once its workers are done."""
+        Runs until cancelled, which the engine does once its workers are done.
+
+        --fetch-gone (`gone_from`): when the links are crawled everywhere, the previous
+        crawl's pages that no link reached are queued, claimed in the shared visited set
+        as any URL is, so each is fetched once, by the process that owns its host; the
+        crawl is over when they are done too. Whichever process first finds the links
+        crawled lists them; others that find it so meanwhile list them too (their claims
+        find them queued), and one that dies while listing leaves them to the others."""
         self._scheduler = scheduler
         tick_s = min(MAX_TICK_S, self.settings.lease_s / 3)
         try:
             while True:
                 self._wake.clear()
-                if await self._over():
+                if await self._over(gone_from):
                     break
                 await self._refill()
                 idle = not self.frontier and not scheduler.in_flight
@@ -718,14 +749,26 @@ class RedisStore:
             if self._connection is not None:
                 self._connection.close()
 
-    async def _over(self) -> bool:
-        queued, inflight, started = await self._tick()
+    async def _over(self, gone_from: PreviousCrawl | None) -> bool:
+        queued, inflight, started, gone_listed = await self._tick()
         over = inflight == 0 and (queued == 0 or 0 < self.settings.max_pages <= started)
+        if over and gone_from is not None and not gone_listed:
+            await self._queue_gone(gone_from)
+            return False
         if over and self.stats.shared:  # a recrawl: the previous pages seen by all
             ask = _plain_command("HGET", self._prefix + "counts", "previous_seen")
             seen = await self._call(ask)
             self.stats.previous_seen_everywhere = int(seen or 0)
         return over
+
+    async def _queue_gone(self, gone_from: PreviousCrawl) -> None:
+        """--fetch-gone: queue `gone_from`'s pages that no link reached, then tell all."""
+        async for urls in gone_from.unreached(self.bloom.__contains__):
+            listed = [Request(url, 0, None, kind=UNLINKED) for url in urls]
+            for start in range(0, len(listed), GONE_BATCH):
+                await self.commit(None, None, [], [], listed[start : start + GONE_BATCH])
+            await self._tick()  # a long list must not cost us our lease
+        await self._call(_plain_command("HSET", self._prefix + "counts", "gone_listed", 1))
 
     # -- inside ------------------------------------------------------------------
 
@@ -775,7 +818,7 @@ class RedisStore:
             f"heartbeat for --lease-s {self.settings.lease_s:g} s, and others took its URLs"
         )
 
-    async def _tick(self) -> tuple[int, int, int]:
+    async def _tick(self) -> tuple[int, int, int, int]:
         """Renew our lease, reap the dead, follow membership; the crawl's counts."""
         tick = self._call(_command("tick", self._prefix, self.member, self._lease_ms, 0))
         try:
@@ -791,7 +834,7 @@ class RedisStore:
         if members != self._members:
             self._members = members
             await self._hand_over()
-        return int(reply[2]), int(reply[3]), int(reply[4])
+        return int(reply[2]), int(reply[3]), int(reply[4]), int(reply[5])
 
     async def _hand_over(self) -> None:
         """Give back the hosts another member owns now; each one once nothing of it is

@@ -6,16 +6,22 @@ owns its host; the round is over when it is over in every process, as any --redi
 crawl is. `crawler:{ID}:round` holds the round being crawled: the first process to
 finish round N moves it to N+1, and a process (re)started joins the round it holds.
 
-Each page of round N goes, as the row a recrawl needs (crawler/history.py), into the
-round's hash `pages` (visit key -> row), and round N+1 reads that hash as its previous
-crawl: the page's schedule (due_at, interval), its validators and the fields a page
-not fetched keeps, whichever process owns its host then. Beside it, `first_due` (when
-round N+1 begins) and `lastmod_wrong` (hosts whose sitemap <lastmod> proved wrong).
-A process killed mid-round loses nothing: its URLs go to the others, whose rows
-overwrite any it left. Round N-1's keys are dropped when round N+1 begins.
+Each page of round N goes, as the row a recrawl needs (crawler/state/redis_rows.py),
+into the round's hash `pages` (visit key -> row), and round N+1 reads that hash as
+its previous crawl: the page's schedule (due_at, interval), its validators, the
+fields a page not fetched keeps, and the WARC capture its revisit records refer to
+(record id, date, URI), whichever process owns its host then and whichever wrote
+the capture. Beside it, `first_due` (when round N+1 begins), `lastmod_wrong` (hosts
+whose sitemap <lastmod> proved wrong), `warc_files` (the names of the WARC files
+rows name by an id) and, once the round is over, `pages_total`.
 
-What a shared round does not have: the WARC captures of the previous round (a 304's
-revisit record refers to no earlier capture), and --fetch-gone (refused with --redis).
+A row is moved, not copied: round N+1's record script writes the page's row and
+deletes round N's (in one step), so Redis holds about one round's rows, not two.
+What is left of round N's hash when round N+1's links are crawled is its pages no
+link reached: --fetch-gone queues those (crawler/state/redis.py, `serve`). A
+process killed mid-round loses nothing: its URLs go to the others, and a page it
+recorded but did not commit is fetched again with the row it left as its previous
+one. Round N-1's keys are dropped when round N+1 begins.
 """
 
 from __future__ import annotations
@@ -24,23 +30,26 @@ import contextlib
 import fcntl
 import os
 import re
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
-import orjson
 import redis
 
 from crawler.config import ConfigError
-from crawler.history import Previous, page_row, previous_of
-from crawler.urls import host_of, visit_key
+from crawler.history import Previous
+from crawler.state.redis_rows import previous_of_row
+from crawler.urls import visit_key
 
 ROUND_ID = re.compile(r"(.+)\.r(\d{5,})")
 
-# ARGV: the crawl's round key, the round just over. Moves the round on, once.
+# ARGV: the crawl's round key, the round just over, that round's prefix. Moves the
+# round on, once, noting how many pages the round just over had: the next one moves
+# its rows out as it goes.
 _ADVANCE_LUA = r"""
 if tonumber(redis.call('GET', ARGV[1]) or '1') == tonumber(ARGV[2]) then
   redis.call('SET', ARGV[1], tonumber(ARGV[2]) + 1)
+  redis.call('SET', ARGV[3] .. 'pages_total', redis.call('HLEN', ARGV[3] .. 'pages'))
   return 1
 end
 return 0
@@ -63,38 +72,32 @@ def round_prefix(crawl_id: str) -> str:
     return f"crawler:{{{crawl_id}}}:"
 
 
-def record_args(record: dict[str, Any]) -> tuple[str, bytes, str, str]:
-    """What the record script (crawler/state/redis.py) stores of a page's record: its
-    visit key, its row, its due_at, and its host if its sitemap <lastmod> proved wrong."""
-    row = list(page_row(record))
-    kept = row[7]
-    row[7] = kept.decode() if kept is not None else None
-    wrong = host_of(record["url"]) if record.get("lastmod_right") is False else ""
-    return row[0], orjson.dumps(row[1:]), record.get("due_at") or "", wrong
-
-
 class SharedHistory:
-    """The previous round of a shared --revisit crawl, read from its `pages` hash."""
+    """The previous round of a shared --revisit crawl, read from its `pages` hash.
+
+    A page's row is moved, not copied, into this round's hash when its record is
+    written (crawler/state/redis.py's record script), so Redis holds about one
+    round's rows, not two, and what is left of the previous round's at the end of
+    the link crawl is its pages no link reached."""
 
     def __init__(
         self,
         row_of: Callable[[str], Awaitable[bytes | None]],
+        rows: Callable[[int], Awaitable[tuple[int, list[tuple[str, bytes]]]]],
         pages: int,
         lastmod_wrong: set[str],
+        warc_files: dict[str, str],
     ) -> None:
         self._row_of = row_of  # visit key -> its row, on the store's connection
+        self._rows = rows  # a cursor -> the next cursor and some (key, row)s: HSCAN
         self.pages = pages
         self._lastmod_wrong = lastmod_wrong
+        self._warc_files = warc_files  # id -> name (crawler/state/redis_rows.py)
 
     async def take(self, url: str) -> Previous | None:
         key = visit_key(url)
-        raw = await self._row_of(key)
-        if raw is None:
-            return None
-        row = orjson.loads(raw)
-        if row[6] is not None:
-            row[6] = row[6].encode()
-        return previous_of((key, *row, None, None, None))
+        packed = await self._row_of(key)
+        return previous_of_row(key, packed, self._warc_files) if packed is not None else None
 
     def prefetch(self, urls: Sequence[str]) -> None:
         """Nothing: a URL queued here is mostly fetched by the owner of its host."""
@@ -102,9 +105,19 @@ class SharedHistory:
     def trusts_lastmod(self, host: str) -> bool:
         return host not in self._lastmod_wrong
 
-    def unreached(self, claimed: Callable[[str], bool]) -> Iterator[list[str]]:
-        """None: --fetch-gone is refused with --redis."""
-        return iter(())
+    async def unreached(self, claimed: Callable[[str], bool]) -> AsyncIterator[list[str]]:
+        """The URLs of the rows left in the previous round's hash whose visit key is not
+        `claimed`: its pages no link reached, and those not moved yet."""
+        cursor = None
+        while cursor != 0:
+            cursor, rows = await self._rows(cursor or 0)
+            urls = []
+            for key, packed in rows:
+                previous = None if claimed(key) else previous_of_row(key, packed, {})
+                if previous is not None:
+                    urls.append(previous.url)
+            if urls:
+                yield urls
 
 
 def _own(directory: Path) -> int:
@@ -122,15 +135,18 @@ def _own(directory: Path) -> int:
 
 def read_previous_round(
     client: redis.Redis, crawl_id: str, number: int
-) -> tuple[int, set[str]] | None:
-    """How many pages round `number - 1` had, and its hosts of wrong <lastmod>; None
-    for the first round."""
+) -> tuple[int, set[str], dict[str, str]] | None:
+    """How many pages round `number - 1` had, its hosts of wrong <lastmod>, and its
+    WARC files by id; None for the first round."""
     if number <= 1:
         return None
     prefix = round_prefix(round_crawl_id(crawl_id, number - 1))
-    pages = client.hlen(prefix + "pages")
+    total = cast("bytes | None", client.get(prefix + "pages_total"))
+    pages = int(total) if total is not None else client.hlen(prefix + "pages")
     hosts = cast("set[bytes]", client.smembers(prefix + "lastmod_wrong"))
-    return pages, {host.decode() for host in hosts}
+    files = cast("dict[bytes, bytes]", client.hgetall(prefix + "warc_files"))
+    warc_files = {file_id.decode(): name.decode() for file_id, name in files.items()}
+    return pages, {host.decode() for host in hosts}, warc_files
 
 
 class SharedRounds:
@@ -162,7 +178,8 @@ class SharedRounds:
         """Round `number` is over: the next one begins, and the one before it, which
         no round reads any more, is dropped."""
         with self._redis():
-            if self._client.eval(_ADVANCE_LUA, 0, self._key, number) and number > 1:
+            just_over = round_prefix(round_crawl_id(self.crawl_id, number))
+            if self._client.eval(_ADVANCE_LUA, 0, self._key, number, just_over) and number > 1:
                 self._drop(round_crawl_id(self.crawl_id, number - 1))
 
     def first_due(self, number: int) -> str | None:
