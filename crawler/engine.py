@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,6 +28,7 @@ from crawler.config import Settings
 from crawler.errors import ErrorKind
 from crawler.fetch import NOT_MODIFIED, Fetcher, Hop, Response
 from crawler.frontier import PAGE, ROBOTS, UNLINKED, Request
+from crawler.held import Held, HeldPages
 from crawler.hooks import Hooks
 from crawler.htmlguard import HtmlParser
 from crawler.page import Page
@@ -106,9 +107,7 @@ class BreadthFirstGate:
     def __init__(self, queued_by_depth: Counter[int], exact: bool = True) -> None:
         self._exact = exact  # False: other processes hold pages this one cannot wait for
         self._unfinished = Counter(queued_by_depth)  # queued, in flight or held
-        self._held: dict[int, deque[tuple[Request, Page, list[str]]]] = {}
-        self.held = 0
-        self.held_bytes = 0
+        self._held = HeldPages()
         self._started: dict[int, Request] = {}  # by id: fetched, retried, not yet finished
         self._late: dict[int, Request] = {}  # started pages deeper ones no longer wait on
         # depth -> the visit keys claimed at it past unfinished shallower pages: in a
@@ -143,45 +142,45 @@ class BreadthFirstGate:
     def must_hold(self, depth: int) -> bool:
         return self._exact and any(self._unfinished[shallower] for shallower in range(depth))
 
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    @property
+    def held_bytes(self) -> int:
+        return self._held.nbytes
+
     def waiting_on(self) -> int:
         """How many pages the held ones wait for: those shallower than the shallowest held."""
-        if not self._held:
+        shallowest_held = self._held.shallowest()
+        if shallowest_held is None:
             return 0
-        return sum(self._unfinished[depth] for depth in range(min(self._held)))
+        return sum(self._unfinished[depth] for depth in range(shallowest_held))
 
     def slow_pages(self, limit: int) -> list[str]:
         """Up to `limit` URLs of started pages the held ones wait for (for the dashboard)."""
-        if not self._held:
+        shallowest_held = self._held.shallowest()
+        if shallowest_held is None:
             return []
-        shallowest_held = min(self._held)
         slow = (r.url for r in self._started.values() if r.depth < shallowest_held)
         return list(itertools.islice(slow, limit))
 
-    def hold(self, request: Request, page: Page, follow: list[str]) -> None:
-        self._held.setdefault(request.depth, deque()).append((request, page, follow))
-        self.held += 1
-        self.held_bytes += len(page.body)
+    def hold(self, request: Request, page: Page, follow: list[str], record_only: bool) -> None:
+        """Hold `page` until its turn; `record_only`: its commit will read only its record."""
+        self._held.add(request, page, follow, pack=record_only)
 
-    def next_ready(self, everything: bool = False) -> tuple[Request, Page, list[str]] | None:
+    def next_ready(self, everything: bool = False) -> Held | None:
         """A held page whose turn has come (any held page, shallowest first, if `everything`)."""
-        if not self._held:
+        depth = self._held.shallowest()
+        if depth is None or (not everything and self.must_hold(depth)):
             return None
-        depth = min(self._held)
-        if not everything and self.must_hold(depth):
-            return None
-        pages = self._held[depth]
-        page = pages.popleft()
-        if not pages:
-            del self._held[depth]
-        self.held -= 1
-        self.held_bytes -= len(page[1].body)
-        return page
+        return self._held.pop(depth)
 
     def go_past_slow_pages(self) -> list[Request]:
         """Stop waiting for the started pages the held ones wait on; those pages, slowest first."""
-        if not self._held:
+        shallowest_held = self._held.shallowest()
+        if shallowest_held is None:
             return []
-        shallowest_held = min(self._held)
         slow = [r for r in self._started.values() if r.depth < shallowest_held]
         for request in slow:
             if id(request) not in self._late:
@@ -431,8 +430,9 @@ class Crawl:
             if self.hooks is not None:
                 follow = await self.hooks.apply(page, follow)
             if follow and self.gate.must_hold(request.depth):
-                page.release(response=self.consumer is None and self.store.sinks.archive is None)
-                self.gate.hold(request, page, follow)
+                record_only = self.consumer is None and self.store.sinks.archive is None
+                page.release(response=record_only)
+                self.gate.hold(request, page, follow, record_only)
             else:
                 await self._commit(request, page, follow)
             await self._complete_held()
