@@ -265,6 +265,7 @@ class Crawl:
             enabled=not settings.ignore_robots,
             retries=settings.retries,
             archive=archive,
+            table=store.robots,
         )
         self._remaining = settings.max_pages - self.stats.records if settings.max_pages else None
         self.scheduler = HostScheduler(

@@ -46,13 +46,15 @@ from crawler.frontier import Request, SqliteFrontier
 from crawler.page import Page
 from crawler.sinks import Sinks, WriteFailed, open_sinks
 from crawler.state import LocalStore
+from crawler.state.robots import SqliteRobotsRules
 from crawler.stats import Stats
 from crawler.urls import host_of, visit_keys
 
 log = logging.getLogger(__name__)
 
 # 2: frontier.kind and frontier.lastmod, for sitemaps; 3: log.missed_urls, hosts;
-# 4: log.positions, for --warc
+# 4: log.positions, for --warc. The robots table (crawler/state/robots.py) came later
+# without a new version: made if missing, and ignored by a crawler that predates it.
 SCHEMA_VERSION = 4
 # log: one row per commit, appended: the page done, each sink's position (JSON, by
 # sink name) and the record count after it, the visited-set keys it claimed,
@@ -130,6 +132,7 @@ class DiskStore(LocalStore):
     bloom: BloomFilter
     visited: JournaledVisited
     frontier: SqliteFrontier
+    robots: SqliteRobotsRules
     stats: Stats
     sinks: Sinks
     _db: sqlite3.Connection
@@ -200,6 +203,7 @@ class DiskStore(LocalStore):
         if self.resumed:
             self._checkpoint()
         self.frontier = SqliteFrontier(self._db)
+        self.robots = SqliteRobotsRules(self._db)
         # Finished: nothing queued or in flight at a clean end, or --max-pages reached.
         self.complete = self.resumed and (
             not len(self.frontier) or 0 < settings.max_pages <= self.stats.records
