@@ -61,6 +61,9 @@ THROTTLE_STATUSES = frozenset({429, 503})
 # stays bounded, and a depth that then comes from a longer path is counted.
 MAX_HELD_PAGES = 5000
 MAX_HELD_BYTES = 64 * 2**20
+# With --state, held pages past the first few hundred wait on disk (crawler/held.py):
+# the hold can be longer at flat memory, and depths stay exact longer.
+MAX_HELD_PAGES_ON_DISK = 100_000
 # Claims made past unfinished pages: a filter of about 4 bytes a claim (it grows as
 # needed), whose false positives would count about 2 in a million links checked.
 PAST_CLAIMS_BLOOM = (100_000, 1e-6)
@@ -104,10 +107,15 @@ class BreadthFirstGate:
     deeper than through it: the only depths that are then not shortest distances.
     """
 
-    def __init__(self, queued_by_depth: Counter[int], exact: bool = True) -> None:
+    def __init__(
+        self,
+        queued_by_depth: Counter[int],
+        exact: bool = True,
+        spill_directory: str | None = None,
+    ) -> None:
         self._exact = exact  # False: other processes hold pages this one cannot wait for
         self._unfinished = Counter(queued_by_depth)  # queued, in flight or held
-        self._held = HeldPages()
+        self._held = HeldPages(spill_directory)
         self._started: dict[int, Request] = {}  # by id: fetched, retried, not yet finished
         self._late: dict[int, Request] = {}  # started pages deeper ones no longer wait on
         # depth -> the visit keys claimed at it past unfinished shallower pages: in a
@@ -148,7 +156,13 @@ class BreadthFirstGate:
 
     @property
     def held_bytes(self) -> int:
+        """Of the held pages in memory."""
         return self._held.nbytes
+
+    @property
+    def max_held(self) -> int:
+        """Past this many held pages, the shallowest go ahead."""
+        return MAX_HELD_PAGES_ON_DISK if self._held.spills else MAX_HELD_PAGES
 
     def waiting_on(self) -> int:
         """How many pages the held ones wait for: those shallower than the shallowest held."""
@@ -167,7 +181,14 @@ class BreadthFirstGate:
 
     def hold(self, request: Request, page: Page, follow: list[str], record_only: bool) -> None:
         """Hold `page` until its turn; `record_only`: its commit will read only its record."""
-        self._held.add(request, page, follow, pack=record_only)
+        # No slow page is as deep as a held one: only a late page's request must stay
+        # the same object, to be found among the late when it is finished.
+        self._started.pop(id(request), None)
+        spill = id(request) not in self._late
+        self._held.add(request, page, follow, pack=record_only, spill=spill)
+
+    def close(self) -> None:
+        self._held.close()
 
     def next_ready(self, everything: bool = False) -> Held | None:
         """A held page whose turn has come (any held page, shallowest first, if `everything`)."""
@@ -278,7 +299,7 @@ class Crawl:
             max_pages=self._remaining or 0,
             open_ended=store.shared,
         )
-        self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared)
+        self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared, settings.state)
         store.gate = self.gate
         self.stats.watch(store.bloom, store.frontier, self.scheduler, self.gate)
         self._workers: list[asyncio.Task[None]] = []
@@ -310,6 +331,7 @@ class Crawl:
             await asyncio.gather(feeder, return_exceptions=True)
             if self.failure is None:  # pages held for shallower ones that will never come
                 await self._complete_held(everything=True)
+            self.gate.close()
 
     async def _run_workers(self) -> None:
         """Run the workers until the scheduler has nothing more."""
@@ -719,14 +741,14 @@ class Crawl:
         while (held := self.gate.next_ready(everything)) is not None:
             await self._commit(*held)
         gate = self.gate
-        while gate.held > MAX_HELD_PAGES or gate.held_bytes > MAX_HELD_BYTES:
+        while gate.held > gate.max_held or gate.held_bytes > MAX_HELD_BYTES:
             if not self._warned_held:
                 self._warned_held = True
                 log.warning(
                     "over %s pages (or %s MiB) wait for shallower ones, held back by slow "
                     "hosts: letting the shallowest go ahead, so some depths may come from "
                     "longer paths (counted as depth_inexact)",
-                    f"{MAX_HELD_PAGES:,}",
+                    f"{gate.max_held:,}",
                     MAX_HELD_BYTES // 2**20,
                 )
             held = gate.next_ready(everything=True)

@@ -43,6 +43,7 @@ from crawler.bloom import BloomFileError, BloomFilter
 from crawler.config import ConfigError, Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import Request, SqliteFrontier
+from crawler.held import SPILL_FILE
 from crawler.page import Page
 from crawler.sinks import Sinks, WriteFailed, open_sinks
 from crawler.state import LocalStore
@@ -471,5 +472,5 @@ def _lock(directory: Path, fresh: bool) -> int:
 
 def _remove_state_files(directory: Path) -> None:
     """Only the crawler's own files: a state directory may hold the user's too."""
-    for name in (DATABASE, DATABASE + "-wal", DATABASE + "-shm", BLOOM, COOKIES):
+    for name in (DATABASE, DATABASE + "-wal", DATABASE + "-shm", BLOOM, COOKIES, SPILL_FILE):
         (directory / name).unlink(missing_ok=True)
