@@ -304,8 +304,8 @@ class _Host:
         "in_heap",
         "key",
         "next_start",
-        "origin",
         "retries",
+        "scheme",
     )
 
     def __init__(self, key: str, delay_s: float) -> None:
@@ -316,7 +316,9 @@ class _Host:
         self.backoff_s = 0.0
         self.retries: deque[Request] | None = None  # go before the frontier's; made when needed
         self.in_heap = False
-        self.origin = ""  # of the last request handed out, whose robots.txt it obeys
+        # Of the last request handed out, "" before: one of two shared strings, where the
+        # origin would be a string for every host taken from.
+        self.scheme = ""
 
     @property
     def delay_s(self) -> float:
@@ -469,7 +471,7 @@ class HostScheduler:
             "delay_s": round(host.base_delay_s, 3),
             "backoff_s": round(host.backoff_s, 3),
             "wait_s": round(max(0.0, host.next_start - time.monotonic()), 3),
-            "robots": self._robots.state(host.origin) if host.origin else "unknown",
+            "robots": self._robots.state(f"{host.scheme}://{key}") if host.scheme else "unknown",
         }
 
     @property
@@ -541,7 +543,8 @@ class HostScheduler:
             retries = host.retries
             if not retries and self._budget <= 0:
                 return None
-            origin = host.origin = origin_of(request.location or request.url)
+            origin = origin_of(request.location or request.url)
+            host.scheme = "https" if origin.startswith("https:") else "http"
             rules = self._robots.cached(origin)
             if rules is None:
                 if origin in self._robots_pending:
