@@ -172,6 +172,26 @@ def test_the_disk_frontier_reads_ahead_for_few_hosts_and_keeps_each_hosts_order(
     assert not resumed.queued_for(hosts[7])
 
 
+def test_the_disk_frontier_reads_a_few_rows_ahead_at_first_and_more_for_a_busy_host(
+    tmp_path: Path,
+) -> None:
+    db = sqlite3.connect(tmp_path / "f.sqlite", isolation_level=None)
+    frontier = SqliteFrontier(db, buffer_per_host=16, buffered_hosts=8)
+    db.execute("BEGIN")
+    frontier.push(Request(f"http://busy:80/{i}", 1, None) for i in range(40))
+    frontier.push(Request(f"http://127.16.0.{h}:80/0", 1, None) for h in range(20))
+    db.execute("COMMIT")
+    reads: list[str] = []
+    db.set_trace_callback(lambda sql: reads.append(sql) if sql.startswith("SELECT") else None)
+
+    busy = [frontier.pop("busy:80") for _ in range(40)]
+    assert [r.url.rsplit("/", 1)[1] for r in busy if r is not None] == [str(i) for i in range(40)]
+    assert [read.rsplit(" ", 1)[1] for read in reads] == ["2", "4", "8", "16", "16"]
+    for h in range(20):
+        assert frontier.peek(f"127.16.0.{h}:80") is not None
+    assert sum(len(buffer) for buffer in frontier._buffers.values()) <= 8 * 2
+
+
 async def test_a_host_whose_pages_come_one_at_a_time_keeps_its_crawl_delay(
     site: Site, site2: Site, tmp_path: Path
 ) -> None:
