@@ -56,9 +56,10 @@ log = logging.getLogger(__name__)
 
 THROTTLE_STATUSES = frozenset({429, 503})
 # Pages waiting for shallower ones keep their record and links, and their responses if
-# the WARC archive or a consumer reads them at commit. Past either cap, as when a
-# host with a long Crawl-delay holds back a level, the shallowest go ahead: memory
-# stays bounded, and a depth that then comes from a longer path is counted.
+# the WARC archive or a consumer reads them at commit. Past either cap in memory, or
+# past MAX_HELD_PAGES_ON_DISK in all, as when a host with a long Crawl-delay holds
+# back a level, the shallowest go ahead: memory stays bounded, and a depth that then
+# comes from a longer path is counted.
 MAX_HELD_PAGES = 5000
 MAX_HELD_BYTES = 64 * 2**20
 # With --state, held pages past the first few hundred wait on disk (crawler/held.py):
@@ -155,14 +156,14 @@ class BreadthFirstGate:
         return len(self._held)
 
     @property
-    def held_bytes(self) -> int:
-        """Of the held pages in memory."""
-        return self._held.nbytes
-
-    @property
-    def max_held(self) -> int:
-        """Past this many held pages, the shallowest go ahead."""
-        return MAX_HELD_PAGES_ON_DISK if self._held.spills else MAX_HELD_PAGES
+    def full(self) -> bool:
+        """Whether the shallowest held pages must go ahead, ready or not."""
+        held = self._held
+        return (
+            held.in_memory > MAX_HELD_PAGES
+            or held.nbytes > MAX_HELD_BYTES
+            or len(held) > MAX_HELD_PAGES_ON_DISK
+        )
 
     def waiting_on(self) -> int:
         """How many pages the held ones wait for: those shallower than the shallowest held."""
@@ -741,15 +742,17 @@ class Crawl:
         while (held := self.gate.next_ready(everything)) is not None:
             await self._commit(*held)
         gate = self.gate
-        while gate.held > gate.max_held or gate.held_bytes > MAX_HELD_BYTES:
+        while gate.full:
             if not self._warned_held:
                 self._warned_held = True
                 log.warning(
-                    "over %s pages (or %s MiB) wait for shallower ones, held back by slow "
-                    "hosts: letting the shallowest go ahead, so some depths may come from "
-                    "longer paths (counted as depth_inexact)",
-                    f"{gate.max_held:,}",
+                    "over %s pages in memory (or %s MiB, or %s on disk with --state) wait "
+                    "for shallower ones, held back by slow hosts: letting the shallowest go "
+                    "ahead, so some depths may come from longer paths (counted as "
+                    "depth_inexact)",
+                    f"{MAX_HELD_PAGES:,}",
                     MAX_HELD_BYTES // 2**20,
+                    f"{MAX_HELD_PAGES_ON_DISK:,}",
                 )
             held = gate.next_ready(everything=True)
             assert held is not None  # some are held

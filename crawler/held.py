@@ -40,7 +40,7 @@ class HeldPages:
 
     def __init__(self, spill_directory: str | None = None) -> None:
         self._by_depth: dict[int, deque[tuple[Request, Page | bytes, list[str]]]] = {}
-        self._in_memory = 0
+        self.in_memory = 0  # held pages in memory, whole or packed
         self._spilled: dict[int, int] = {}  # depth -> pages on disk
         self._spill_path = Path(spill_directory) / SPILL_FILE if spill_directory else None
         self._db: sqlite3.Connection | None = None
@@ -53,7 +53,7 @@ class HeldPages:
         return self._spill_path is not None
 
     def __len__(self) -> int:
-        return self._in_memory + sum(self._spilled.values())
+        return self.in_memory + sum(self._spilled.values())
 
     def shallowest(self) -> int | None:
         if not self._spilled:
@@ -69,7 +69,7 @@ class HeldPages:
         packed = _packed(page, follow, request) if pack else None
         if packed is None:
             self._keep(request, page, follow)
-        elif spill and self._in_memory >= IN_MEMORY and self._spill_path is not None:
+        elif spill and self.in_memory >= IN_MEMORY and self._spill_path is not None:
             self._to_disk(request.depth, packed)
         else:
             self._keep(request, packed, [])
@@ -82,7 +82,7 @@ class HeldPages:
         request, kept, follow = pages.popleft()
         if not pages:
             del self._by_depth[depth]
-        self._in_memory -= 1
+        self.in_memory -= 1
         self.nbytes -= _size(kept)
         if isinstance(kept, bytes):
             _, page, follow = _unpacked(kept)
@@ -101,7 +101,7 @@ class HeldPages:
 
     def _keep(self, request: Request, kept: Page | bytes, follow: list[str]) -> None:
         self._by_depth.setdefault(request.depth, deque()).append((request, kept, follow))
-        self._in_memory += 1
+        self.in_memory += 1
         self.nbytes += _size(kept)
 
     def _to_disk(self, depth: int, packed: bytes) -> None:

@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 from crawler import Crawler, Settings
@@ -183,13 +184,16 @@ def full_hold_scene(site: Site, site2: Site, tmp_path: Path, **overrides: object
     )
 
 
+@pytest.mark.parametrize("archived", [False, True])
 async def test_pages_let_go_past_a_full_hold_count_the_depths_they_get_wrong(
-    site: Site, site2: Site, tmp_path, monkeypatch
+    site: Site, site2: Site, tmp_path, monkeypatch, archived
 ):
     # The hold takes two pages: three c pages go ahead of s2 and claim x at depth 3,
-    # though s2 (depth 1) links to it. The crawl says so.
+    # though s2 (depth 1) links to it. The crawl says so. So it does with --state
+    # when held pages keep their response for --warc: they stay in memory.
     monkeypatch.setattr("crawler.engine.MAX_HELD_PAGES", 2)
-    settings = full_hold_scene(site, site2, tmp_path)
+    on_disk = {"state": str(tmp_path / "state"), "warc": str(tmp_path / "warc")}
+    settings = full_hold_scene(site, site2, tmp_path, **(on_disk if archived else {}))
 
     async with Crawler([site.url + "/"], settings) as crawler:
         await crawler.crawl()
