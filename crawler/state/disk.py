@@ -1,8 +1,10 @@
 """A crawl kept in a --state directory: resumable after `kill -9` at any moment.
 
-A state directory holds `crawl.sqlite` (in WAL mode: the frontier, and a log of
-what each page changed) and `visited.bloom` (the Bloom filter, memory-mapped and
-changed in place). After a page is fetched, one synchronous step:
+A state directory holds `crawl.sqlite` (in WAL mode: the frontier, a log of
+what each page changed, and robots.txt rules as they are read: state/robots.py)
+and `visited.bloom` (the Bloom filter, memory-mapped and changed in place); the
+breadth-first gate may keep pages there too, in `held.sqlite` (crawler/held.py),
+scratch that nothing on resume reads. After a page is fetched, one synchronous step:
 
 1. hands the page to the sinks (the --warc archive, the output file),
 2. commits, in one SQLite transaction, the page's new links as frontier rows and
