@@ -483,6 +483,7 @@ class HostScheduler:
     def _host(self, key: str) -> _Host:
         host = self._hosts.get(key)
         if host is None:
+            key = sys.intern(key)  # the frontier's string for it: one a host, not two
             host = self._hosts[key] = _Host(key, self._delay_s)
         return host
 
