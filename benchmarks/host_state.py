@@ -14,15 +14,18 @@ import asyncio
 import gc
 import sqlite3
 import tempfile
+import time
 import tracemalloc
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from broad_web import Shape
 
 from crawler.frontier import Request, SqliteFrontier
-from crawler.politeness import ALLOW_ALL, HostScheduler, Robots
+from crawler.politeness import ALLOW_ALL, ROBOTS_MAX_AGE_S, HostScheduler, Robots
+from crawler.state.robots import SqliteRobotsRules
 from crawler.stats import Stats
 
 URLS_PER_HOST = 3
@@ -54,6 +57,22 @@ def robots_rules(hosts: int) -> Any:
         status, body = shape.robots(h)
         robots._rules[origin] = robots._parse(origin, body.encode()) if status == 200 else ALLOW_ALL
     return robots
+
+
+def robots_rules_on_disk(hosts: int) -> Any:
+    """The same with --state: every host's in the state's SQLite as it is read, and only
+    the Robots.MAX_CACHED origins used last in memory too."""
+    shape = Shape(hosts, hosts)
+    db = sqlite3.connect(Path(tempfile.mkdtemp()) / "r.sqlite", isolation_level=None)
+    table = SqliteRobotsRules(db)
+    robots = Robots(fetcher=None, user_agent="crawler", enabled=True, retries=0, table=table)  # type: ignore[arg-type]
+    for h, origin in enumerate(origins(hosts)):
+        status, body = shape.robots(h)
+        rules = robots._parse(origin, body.encode()) if status == 200 else ALLOW_ALL
+        rules = replace(rules, expires_at=time.monotonic() + ROBOTS_MAX_AGE_S)
+        robots._cache(origin, rules)
+        table.put(origin, "crawler", rules)
+    return db, robots
 
 
 def frontier(hosts: int) -> Any:
@@ -98,6 +117,7 @@ def stats_hosts(hosts: int) -> Stats:
 
 PARTS: dict[str, Callable[[int], Any]] = {
     "robots.txt rules": robots_rules,
+    "robots.txt rules, --state": robots_rules_on_disk,
     f"disk frontier, {URLS_PER_HOST} URLs a host": frontier,
     "scheduler + disk frontier": scheduler,
     "Stats.hosts": stats_hosts,

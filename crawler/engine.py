@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,6 +28,7 @@ from crawler.config import Settings
 from crawler.errors import ErrorKind
 from crawler.fetch import NOT_MODIFIED, Fetcher, Hop, Response
 from crawler.frontier import PAGE, ROBOTS, UNLINKED, Request
+from crawler.held import Held, HeldPages
 from crawler.hooks import Hooks
 from crawler.htmlguard import HtmlParser
 from crawler.page import Page
@@ -55,11 +56,15 @@ log = logging.getLogger(__name__)
 
 THROTTLE_STATUSES = frozenset({429, 503})
 # Pages waiting for shallower ones keep their record and links, and their responses if
-# the WARC archive or a consumer reads them at commit. Past either cap, as when a
-# host with a long Crawl-delay holds back a level, the shallowest go ahead: memory
-# stays bounded, and a depth that then comes from a longer path is counted.
+# the WARC archive or a consumer reads them at commit. Past either cap in memory, or
+# past MAX_HELD_PAGES_ON_DISK in all, as when a host with a long Crawl-delay holds
+# back a level, the shallowest go ahead: memory stays bounded, and a depth that then
+# comes from a longer path is counted.
 MAX_HELD_PAGES = 5000
 MAX_HELD_BYTES = 64 * 2**20
+# With --state, held pages past the first few hundred wait on disk (crawler/held.py):
+# the hold can be longer at flat memory, and depths stay exact longer.
+MAX_HELD_PAGES_ON_DISK = 100_000
 # Claims made past unfinished pages: a filter of about 4 bytes a claim (it grows as
 # needed), whose false positives would count about 2 in a million links checked.
 PAST_CLAIMS_BLOOM = (100_000, 1e-6)
@@ -103,12 +108,15 @@ class BreadthFirstGate:
     deeper than through it: the only depths that are then not shortest distances.
     """
 
-    def __init__(self, queued_by_depth: Counter[int], exact: bool = True) -> None:
+    def __init__(
+        self,
+        queued_by_depth: Counter[int],
+        exact: bool = True,
+        spill_directory: str | None = None,
+    ) -> None:
         self._exact = exact  # False: other processes hold pages this one cannot wait for
         self._unfinished = Counter(queued_by_depth)  # queued, in flight or held
-        self._held: dict[int, deque[tuple[Request, Page, list[str]]]] = {}
-        self.held = 0
-        self.held_bytes = 0
+        self._held = HeldPages(spill_directory)
         self._started: dict[int, Request] = {}  # by id: fetched, retried, not yet finished
         self._late: dict[int, Request] = {}  # started pages deeper ones no longer wait on
         # depth -> the visit keys claimed at it past unfinished shallower pages: in a
@@ -143,45 +151,58 @@ class BreadthFirstGate:
     def must_hold(self, depth: int) -> bool:
         return self._exact and any(self._unfinished[shallower] for shallower in range(depth))
 
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    @property
+    def full(self) -> bool:
+        """Whether the shallowest held pages must go ahead, ready or not."""
+        held = self._held
+        return (
+            held.in_memory > MAX_HELD_PAGES
+            or held.nbytes > MAX_HELD_BYTES
+            or len(held) > MAX_HELD_PAGES_ON_DISK
+        )
+
     def waiting_on(self) -> int:
         """How many pages the held ones wait for: those shallower than the shallowest held."""
-        if not self._held:
+        shallowest_held = self._held.shallowest()
+        if shallowest_held is None:
             return 0
-        return sum(self._unfinished[depth] for depth in range(min(self._held)))
+        return sum(self._unfinished[depth] for depth in range(shallowest_held))
 
     def slow_pages(self, limit: int) -> list[str]:
         """Up to `limit` URLs of started pages the held ones wait for (for the dashboard)."""
-        if not self._held:
+        shallowest_held = self._held.shallowest()
+        if shallowest_held is None:
             return []
-        shallowest_held = min(self._held)
         slow = (r.url for r in self._started.values() if r.depth < shallowest_held)
         return list(itertools.islice(slow, limit))
 
-    def hold(self, request: Request, page: Page, follow: list[str]) -> None:
-        self._held.setdefault(request.depth, deque()).append((request, page, follow))
-        self.held += 1
-        self.held_bytes += len(page.body)
+    def hold(self, request: Request, page: Page, follow: list[str], record_only: bool) -> None:
+        """Hold `page` until its turn; `record_only`: its commit will read only its record."""
+        # No slow page is as deep as a held one: only a late page's request must stay
+        # the same object, to be found among the late when it is finished.
+        self._started.pop(id(request), None)
+        spill = id(request) not in self._late
+        self._held.add(request, page, follow, pack=record_only, spill=spill)
 
-    def next_ready(self, everything: bool = False) -> tuple[Request, Page, list[str]] | None:
+    def close(self) -> None:
+        self._held.close()
+
+    def next_ready(self, everything: bool = False) -> Held | None:
         """A held page whose turn has come (any held page, shallowest first, if `everything`)."""
-        if not self._held:
+        depth = self._held.shallowest()
+        if depth is None or (not everything and self.must_hold(depth)):
             return None
-        depth = min(self._held)
-        if not everything and self.must_hold(depth):
-            return None
-        pages = self._held[depth]
-        page = pages.popleft()
-        if not pages:
-            del self._held[depth]
-        self.held -= 1
-        self.held_bytes -= len(page[1].body)
-        return page
+        return self._held.pop(depth)
 
     def go_past_slow_pages(self) -> list[Request]:
         """Stop waiting for the started pages the held ones wait on; those pages, slowest first."""
-        if not self._held:
+        shallowest_held = self._held.shallowest()
+        if shallowest_held is None:
             return []
-        shallowest_held = min(self._held)
         slow = [r for r in self._started.values() if r.depth < shallowest_held]
         for request in slow:
             if id(request) not in self._late:
@@ -266,6 +287,7 @@ class Crawl:
             enabled=not settings.ignore_robots,
             retries=settings.retries,
             archive=archive,
+            table=store.robots,
         )
         self._remaining = settings.max_pages - self.stats.records if settings.max_pages else None
         self.scheduler = HostScheduler(
@@ -278,7 +300,7 @@ class Crawl:
             max_pages=self._remaining or 0,
             open_ended=store.shared,
         )
-        self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared)
+        self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared, settings.state)
         store.gate = self.gate
         self.stats.watch(store.bloom, store.frontier, self.scheduler, self.gate)
         self._workers: list[asyncio.Task[None]] = []
@@ -310,6 +332,7 @@ class Crawl:
             await asyncio.gather(feeder, return_exceptions=True)
             if self.failure is None:  # pages held for shallower ones that will never come
                 await self._complete_held(everything=True)
+            self.gate.close()
 
     async def _run_workers(self) -> None:
         """Run the workers until the scheduler has nothing more."""
@@ -433,8 +456,9 @@ class Crawl:
             if self.hooks is not None:
                 follow = await self.hooks.apply(page, follow)
             if follow and self.gate.must_hold(request.depth):
-                page.release(response=self.consumer is None and self.store.sinks.archive is None)
-                self.gate.hold(request, page, follow)
+                record_only = self.consumer is None and self.store.sinks.archive is None
+                page.release(response=record_only)
+                self.gate.hold(request, page, follow, record_only)
             else:
                 await self._commit(request, page, follow)
             await self._complete_held()
@@ -722,15 +746,17 @@ class Crawl:
         while (held := self.gate.next_ready(everything)) is not None:
             await self._commit(*held)
         gate = self.gate
-        while gate.held > MAX_HELD_PAGES or gate.held_bytes > MAX_HELD_BYTES:
+        while gate.full:
             if not self._warned_held:
                 self._warned_held = True
                 log.warning(
-                    "over %s pages (or %s MiB) wait for shallower ones, held back by slow "
-                    "hosts: letting the shallowest go ahead, so some depths may come from "
-                    "longer paths (counted as depth_inexact)",
+                    "over %s pages in memory (or %s MiB, or %s on disk with --state) wait "
+                    "for shallower ones, held back by slow hosts: letting the shallowest go "
+                    "ahead, so some depths may come from longer paths (counted as "
+                    "depth_inexact)",
                     f"{MAX_HELD_PAGES:,}",
                     MAX_HELD_BYTES // 2**20,
+                    f"{MAX_HELD_PAGES_ON_DISK:,}",
                 )
             held = gate.next_ready(everything=True)
             assert held is not None  # some are held

@@ -26,7 +26,7 @@ import time
 import zlib
 from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from protego import Protego
 
@@ -58,9 +58,22 @@ class RobotsRules:
     denied: ErrorKind | None = None  # the error of every URL when robots.txt could not be had
     expires_at: float = math.inf  # time.monotonic()
     crawl_delay_s: float = 0.0
+    # Read back from a --state directory: the crawl before may have fetched from the
+    # host just before it stopped, so its first request waits the Crawl-delay.
+    restored: bool = False
 
 
 ALLOW_ALL = RobotsRules()
+
+
+class RulesTable(Protocol):
+    """Where a crawl keeps its robots.txt rules beyond the process (crawler/state/robots.py)."""
+
+    def get(self, origin: str, agent: str) -> RobotsRules | None:
+        """`origin`'s rules for `agent` if kept and fresh, `restored`."""
+
+    def put(self, origin: str, agent: str, rules: RobotsRules) -> None:
+        """Keep `origin`'s rules for `agent`, at once: a kill after this does not lose them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +108,14 @@ class Robots:
 
     A parsed robots.txt takes about 1.4 KB (protego's rule objects), so only the
     `MAX_PARSED` origins used most recently stay parsed; the others keep their
-    text, compressed, and are parsed again when their host is due.
+    text, compressed, and are parsed again when their host is due. With a `table`
+    (--state), the rules are kept there as soon as they are read, so a resumed
+    crawl does not fetch them again, and only the `MAX_CACHED` origins used most
+    recently keep them in memory: the others' are read back when their host is due.
     """
 
     MAX_PARSED = 2048
+    MAX_CACHED = 4096
 
     def __init__(
         self,
@@ -107,13 +124,16 @@ class Robots:
         enabled: bool,
         retries: int,
         archive: Archive | None = None,
+        table: RulesTable | None = None,
     ) -> None:
         self._fetcher = fetcher
+        self._table = table
         self._archive = archive  # given each fetch's exchanges, with --warc
         self._agent = product_token(user_agent)
         self._enabled = enabled
         self._retries = retries
-        self._rules: dict[str, RobotsRules] = {}
+        # Every origin's rules, or with a table the MAX_CACHED used last (least first).
+        self._rules: OrderedDict[str, RobotsRules] = OrderedDict()
         self._parsed: OrderedDict[str, Protego] = OrderedDict()  # least recently used first
         self._pending: dict[str, asyncio.Future[RobotsRules | None]] = {}
         self._failures: dict[str, int] = {}
@@ -122,10 +142,28 @@ class Robots:
         """The rules for `origin` if they are known and fresh."""
         if not self._enabled:
             return ALLOW_ALL
-        rules = self._rules.get(origin)
+        rules = self._recalled(origin)
         if rules is not None and rules.expires_at <= time.monotonic():
             return None
         return rules
+
+    def _recalled(self, origin: str) -> RobotsRules | None:
+        """`origin`'s rules, fresh or not: from memory, or else from the table."""
+        rules = self._rules.get(origin)
+        if self._table is None:
+            return rules
+        if rules is not None:
+            self._rules.move_to_end(origin)
+            return rules
+        rules = self._table.get(origin, self._agent)
+        if rules is not None:
+            self._cache(origin, rules)
+        return rules
+
+    def _cache(self, origin: str, rules: RobotsRules) -> None:
+        self._rules[sys.intern(origin)] = rules
+        if self._table is not None and len(self._rules) > self.MAX_CACHED:
+            self._rules.popitem(last=False)  # kept in the table
 
     def refusal(self, rules: RobotsRules, url: str) -> ErrorKind | None:
         """Why `url` may not be fetched under `rules` (a record's error), or None if it may."""
@@ -170,7 +208,9 @@ class Robots:
                     expires_at=time.monotonic() + UNREACHABLE_HOLD_S,
                 )
             if rules is not None:
-                self._rules[sys.intern(origin)] = rules
+                self._cache(origin, rules)
+                if self._table is not None and rules.denied is None:
+                    self._table.put(origin, self._agent, rules)
         finally:
             del self._pending[origin]
             future.set_result(rules)
@@ -182,7 +222,7 @@ class Robots:
             return "ignored"
         if origin in self._pending:
             return "fetching"
-        rules = self._rules.get(origin)
+        rules = self._recalled(origin)
         if rules is None:
             return "unknown"
         if rules.denied is not None:
@@ -264,8 +304,8 @@ class _Host:
         "in_heap",
         "key",
         "next_start",
-        "origin",
         "retries",
+        "scheme",
     )
 
     def __init__(self, key: str, delay_s: float) -> None:
@@ -276,7 +316,9 @@ class _Host:
         self.backoff_s = 0.0
         self.retries: deque[Request] | None = None  # go before the frontier's; made when needed
         self.in_heap = False
-        self.origin = ""  # of the last request handed out, whose robots.txt it obeys
+        # Of the last request handed out, "" before: one of two shared strings, where the
+        # origin would be a string for every host taken from.
+        self.scheme = ""
 
     @property
     def delay_s(self) -> float:
@@ -429,7 +471,7 @@ class HostScheduler:
             "delay_s": round(host.base_delay_s, 3),
             "backoff_s": round(host.backoff_s, 3),
             "wait_s": round(max(0.0, host.next_start - time.monotonic()), 3),
-            "robots": self._robots.state(host.origin) if host.origin else "unknown",
+            "robots": self._robots.state(f"{host.scheme}://{key}") if host.scheme else "unknown",
         }
 
     @property
@@ -441,6 +483,7 @@ class HostScheduler:
     def _host(self, key: str) -> _Host:
         host = self._hosts.get(key)
         if host is None:
+            key = sys.intern(key)  # the frontier's string for it: one a host, not two
             host = self._hosts[key] = _Host(key, self._delay_s)
         return host
 
@@ -501,7 +544,8 @@ class HostScheduler:
             retries = host.retries
             if not retries and self._budget <= 0:
                 return None
-            origin = host.origin = origin_of(request.location or request.url)
+            origin = origin_of(request.location or request.url)
+            host.scheme = "https" if origin.startswith("https:") else "http"
             rules = self._robots.cached(origin)
             if rules is None:
                 if origin in self._robots_pending:
@@ -511,6 +555,9 @@ class HostScheduler:
                 return RobotsFetch(host.key, origin)
             if request.location is None:  # a host forgotten while idle gets it back here
                 self._apply_crawl_delay(host, rules)
+                if rules.restored and not host.next_start and host.delay_s:
+                    host.next_start = now + host.delay_s  # its last request may be that recent
+                    return None
             if retries:
                 retries.popleft()
                 self._retrying -= 1

@@ -8,6 +8,7 @@ host scheduler and the breadth-first gate), which the engine hands it with `watc
 
 from __future__ import annotations
 
+import sys
 import time
 from bisect import bisect_left
 from collections import Counter, deque
@@ -214,7 +215,7 @@ class Stats:
             )
         self.statuses["none" if page.status is None else str(page.status)] += 1
         self.depths[str(page.depth)] += 1
-        self.hosts[host] += 1
+        self.hosts[sys.intern(host)] += 1  # the frontier's string for it, while it has work
         self.truncated += page.truncated
         if page.elapsed_ms is not None:
             self.fetch_ms += page.elapsed_ms

@@ -28,8 +28,9 @@ from crawler.frontier import SITEMAP, MemoryFrontier, Request, SqliteFrontier
 from crawler.politeness import HostScheduler, Robots
 from crawler.state.redis import _record as redis_entry
 from crawler.state.redis import _request as redis_request
-from tests.conftest import Site
+from tests.conftest import Site, read_records
 from tests.conftest import crawl as crawl_in_process
+from tests.test_state import Run
 
 
 def text_handler(text: str) -> Any:
@@ -133,8 +134,9 @@ def test_a_broad_crawl_killed_at_any_moment_and_resumed_loses_nothing(tmp_path: 
     assert kills == 3
     assert_exact(records(tmp_path / "out.jsonl"), web)
     # Only what was in flight or fetched and held for shallower pages at a kill is
-    # fetched again; robots.txt is read again.
+    # fetched again; robots.txt only if it was in flight.
     assert counters["twice"] <= kills * (64 + MAX_HELD_PAGES)
+    assert counters["robots"] == 200 and counters["robots_twice"] <= kills * 64
     assert counters["before_robots"] == counters["disallowed"] == counters["too_soon"] == 0, str(
         counters
     )
@@ -170,6 +172,26 @@ def test_the_disk_frontier_reads_ahead_for_few_hosts_and_keeps_each_hosts_order(
     assert not resumed.queued_for(hosts[7])
 
 
+def test_the_disk_frontier_reads_a_few_rows_ahead_at_first_and_more_for_a_busy_host(
+    tmp_path: Path,
+) -> None:
+    db = sqlite3.connect(tmp_path / "f.sqlite", isolation_level=None)
+    frontier = SqliteFrontier(db, buffer_per_host=16, buffered_hosts=8)
+    db.execute("BEGIN")
+    frontier.push(Request(f"http://busy:80/{i}", 1, None) for i in range(40))
+    frontier.push(Request(f"http://127.16.0.{h}:80/0", 1, None) for h in range(20))
+    db.execute("COMMIT")
+    reads: list[str] = []
+    db.set_trace_callback(lambda sql: reads.append(sql) if sql.startswith("SELECT") else None)
+
+    busy = [frontier.pop("busy:80") for _ in range(40)]
+    assert [r.url.rsplit("/", 1)[1] for r in busy if r is not None] == [str(i) for i in range(40)]
+    assert [read.rsplit(" ", 1)[1] for read in reads] == ["2", "4", "8", "16", "16"]
+    for h in range(20):
+        assert frontier.peek(f"127.16.0.{h}:80") is not None
+    assert sum(len(buffer) for buffer in frontier._buffers.values()) <= 8 * 2
+
+
 async def test_a_host_whose_pages_come_one_at_a_time_keeps_its_crawl_delay(
     site: Site, site2: Site, tmp_path: Path
 ) -> None:
@@ -194,6 +216,43 @@ async def test_a_host_whose_pages_come_one_at_a_time_keeps_its_crawl_delay(
     starts = [hit.started for hit in site.hits if hit.path != "/robots.txt"]
     assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.3
     assert site.count("/robots.txt") == 1  # forgotten hosts keep their robots.txt
+
+
+async def test_robots_txt_is_read_once_per_host_across_kill_9_and_its_rules_still_hold(
+    site: Site, site2: Site, tmp_path: Path
+) -> None:
+    site.handle(
+        "/robots.txt", text_handler("User-agent: *\nDisallow: /private/\nCrawl-delay: 0.2\n")
+    )
+    site2.handle("/robots.txt", text_handler("User-agent: *\nDisallow: /private/\n"))
+    for n in range(12):
+        site.page(
+            f"/p/{n}", f"a{n}", [f"/p/{n + 1}", f"{site2.url}/p/{n}", "/private/a"][n // 11 :]
+        )
+        site2.page(f"/p/{n}", f"b{n}", ["/private/b"])
+    run = Run(site, tmp_path, "--allow-host", "127.0.0.2", "--allow-private-addresses")
+    run.extra += ("--max-depth", "20")
+
+    for pages in (3, 8):  # killed once each host has had its robots.txt and a page fetched
+        both_seen = [site.hits_reached(1 + pages), site2.hits_reached(2)]
+        process = await run.start()
+        await asyncio.wait_for(asyncio.gather(*(seen.wait() for seen in both_seen)), 30)
+        process.send_signal(signal.SIGKILL)
+        await process.communicate()
+        assert process.returncode == -signal.SIGKILL
+    code, err = await run.until_done()
+
+    assert code == 0, err
+    assert site.count("/robots.txt") == site2.count("/robots.txt") == 1
+    written = read_records(run.output)
+    assert sorted(r["url"] for r in written if r["error"] == "robots_disallowed") == [
+        f"{site.url}/private/a",
+        f"{site2.url}/private/b",
+    ]
+    assert not [hit for s in (site, site2) for hit in s.hits if hit.path.startswith("/private/")]
+    assert len(written) == 24 + 2
+    starts = [hit.started for hit in site.hits if hit.path != "/robots.txt"]
+    assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.2  # across the kills too
 
 
 def test_robots_txt_rules_stay_right_for_origins_no_longer_held_parsed() -> None:

@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 from crawler import Crawler, Settings
@@ -156,13 +157,9 @@ def test_the_gate_timeout_is_10_s_by_default():
     assert DEFAULT_GATE_TIMEOUT_S == 10.0
 
 
-async def test_pages_let_go_past_a_full_hold_count_the_depths_they_get_wrong(
-    site: Site, site2: Site, tmp_path, monkeypatch
-):
-    # / -> b -> c0..c4 -> x on a fast host, and / -> s1, s2 on one whose Crawl-delay keeps
-    # s2 queued for a second. The hold takes two pages: three c pages go ahead of s2 and
-    # claim x at depth 3, though s2 (depth 1) links to it. The crawl says so.
-    monkeypatch.setattr("crawler.engine.MAX_HELD_PAGES", 2)
+def full_hold_scene(site: Site, site2: Site, tmp_path: Path, **overrides: object) -> Settings:
+    """/ -> b -> c0..c4 -> x on a fast host, and / -> s1, s2 on one whose Crawl-delay keeps
+    s2 queued for a second, while the five c pages (depth 2) wait for it."""
 
     async def robots(_request: web.Request) -> web.Response:
         return web.Response(text="User-agent: *\nCrawl-delay: 1\n")
@@ -176,14 +173,27 @@ async def test_pages_let_go_past_a_full_hold_count_the_depths_they_get_wrong(
         site.page(f"/c{n}", f"c{n}", ["/x", f"/d{n}"])
         site.page(f"/d{n}", f"d{n}")
     site.page("/x", "x")
-    settings = replace(
+    return replace(
         TEST_SETTINGS,
         output=str(tmp_path / "pages.jsonl"),
         ignore_robots=False,
         allow_host=("127.0.0.2",),
         allow_private_addresses=True,
         per_host=8,
+        **overrides,
     )
+
+
+@pytest.mark.parametrize("archived", [False, True])
+async def test_pages_let_go_past_a_full_hold_count_the_depths_they_get_wrong(
+    site: Site, site2: Site, tmp_path, monkeypatch, archived
+):
+    # The hold takes two pages: three c pages go ahead of s2 and claim x at depth 3,
+    # though s2 (depth 1) links to it. The crawl says so. So it does with --state
+    # when held pages keep their response for --warc: they stay in memory.
+    monkeypatch.setattr("crawler.engine.MAX_HELD_PAGES", 2)
+    on_disk = {"state": str(tmp_path / "state"), "warc": str(tmp_path / "warc")}
+    settings = full_hold_scene(site, site2, tmp_path, **(on_disk if archived else {}))
 
     async with Crawler([site.url + "/"], settings) as crawler:
         await crawler.crawl()
@@ -194,6 +204,32 @@ async def test_pages_let_go_past_a_full_hold_count_the_depths_they_get_wrong(
     assert x_started < next(hit.started for hit in site2.hits if hit.path == "/s2")
     assert records[site.url + "/x"]["depth"] == 3  # one too deep: s2 is depth 1
     assert crawler.stats["depth_inexact"] == 1
+
+
+async def test_with_a_state_directory_held_pages_wait_on_disk_and_keep_depths_exact(
+    site: Site, site2: Site, tmp_path, monkeypatch
+):
+    # The same scene, with one held page in memory: the others wait on disk, past the
+    # two pages the hold takes in memory alone.
+    monkeypatch.setattr("crawler.engine.MAX_HELD_PAGES", 2)
+    monkeypatch.setattr("crawler.held.IN_MEMORY", 1)
+    state = tmp_path / "state"
+    settings = full_hold_scene(site, site2, tmp_path, state=str(state))
+
+    async with Crawler([site.url + "/"], settings) as crawler:
+        await crawler.crawl()
+
+    records = by_url(read_records(tmp_path / "pages.jsonl"))
+    assert len(records) == 15
+    x_started = next(hit.started for hit in site.hits if hit.path == "/x")
+    assert x_started > next(hit.started for hit in site2.hits if hit.path == "/s2")
+    assert records[site.url + "/x"]["depth"] == 2
+    assert records[site.url + "/x"]["referrer"] == site2.url + "/s2"
+    assert {records[f"{site.url}/d{n}"]["referrer"] for n in range(5)} == {
+        f"{site.url}/c{n}" for n in range(5)
+    }
+    assert crawler.stats["depth_inexact"] == 0
+    assert not (state / "held.sqlite").exists()
 
 
 def test_claims_made_past_a_shallower_page_are_counted_once_and_forgotten_when_it_is_done():

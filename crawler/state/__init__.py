@@ -26,7 +26,7 @@ from crawler.urls import TrapRules, host_of, visit_key, visit_keys
 
 if TYPE_CHECKING:
     from crawler.history import PreviousCrawl
-    from crawler.politeness import HostScheduler
+    from crawler.politeness import HostScheduler, RulesTable
     from crawler.simhash import SimhashIndex
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,10 @@ class Store(Protocol):
     sinks: Sinks  # made by open_sinks(); a resumed crawl's reopened at their committed positions
     gate: CheckedClaims | None  # set by the engine: told of claims that may be too deep
     previous_round: PreviousCrawl | None  # --revisit with --redis: the round before this one
+
+    @property
+    def robots(self) -> RulesTable | None:
+        """Where robots.txt rules outlive the process, if anywhere."""
 
     @property
     def frontier(self) -> Frontier:
@@ -132,6 +136,7 @@ class LocalStore:
     resumed = complete = shared = False
     gate: CheckedClaims | None = None
     previous_round: PreviousCrawl | None = None  # --revisit's rounds are read from files here
+    robots: RulesTable | None = None
     visited: Visited
     stats: Stats
 

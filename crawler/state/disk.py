@@ -1,8 +1,10 @@
 """A crawl kept in a --state directory: resumable after `kill -9` at any moment.
 
-A state directory holds `crawl.sqlite` (in WAL mode: the frontier, and a log of
-what each page changed) and `visited.bloom` (the Bloom filter, memory-mapped and
-changed in place). After a page is fetched, one synchronous step:
+A state directory holds `crawl.sqlite` (in WAL mode: the frontier, a log of
+what each page changed, and robots.txt rules as they are read: state/robots.py)
+and `visited.bloom` (the Bloom filter, memory-mapped and changed in place); the
+breadth-first gate may keep pages there too, in `held.sqlite` (crawler/held.py),
+scratch that nothing on resume reads. After a page is fetched, one synchronous step:
 
 1. hands the page to the sinks (the --warc archive, the output file),
 2. commits, in one SQLite transaction, the page's new links as frontier rows and
@@ -43,16 +45,19 @@ from crawler.bloom import BloomFileError, BloomFilter
 from crawler.config import ConfigError, Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import Request, SqliteFrontier
+from crawler.held import SPILL_FILE
 from crawler.page import Page
 from crawler.sinks import Sinks, WriteFailed, open_sinks
 from crawler.state import LocalStore
+from crawler.state.robots import SqliteRobotsRules
 from crawler.stats import Stats
 from crawler.urls import host_of, visit_keys
 
 log = logging.getLogger(__name__)
 
 # 2: frontier.kind and frontier.lastmod, for sitemaps; 3: log.missed_urls, hosts;
-# 4: log.positions, for --warc
+# 4: log.positions, for --warc. The robots table (crawler/state/robots.py) came later
+# without a new version: made if missing, and ignored by a crawler that predates it.
 SCHEMA_VERSION = 4
 # log: one row per commit, appended: the page done, each sink's position (JSON, by
 # sink name) and the record count after it, the visited-set keys it claimed,
@@ -130,6 +135,7 @@ class DiskStore(LocalStore):
     bloom: BloomFilter
     visited: JournaledVisited
     frontier: SqliteFrontier
+    robots: SqliteRobotsRules
     stats: Stats
     sinks: Sinks
     _db: sqlite3.Connection
@@ -200,6 +206,7 @@ class DiskStore(LocalStore):
         if self.resumed:
             self._checkpoint()
         self.frontier = SqliteFrontier(self._db)
+        self.robots = SqliteRobotsRules(self._db)
         # Finished: nothing queued or in flight at a clean end, or --max-pages reached.
         self.complete = self.resumed and (
             not len(self.frontier) or 0 < settings.max_pages <= self.stats.records
@@ -467,5 +474,5 @@ def _lock(directory: Path, fresh: bool) -> int:
 
 def _remove_state_files(directory: Path) -> None:
     """Only the crawler's own files: a state directory may hold the user's too."""
-    for name in (DATABASE, DATABASE + "-wal", DATABASE + "-shm", BLOOM, COOKIES):
+    for name in (DATABASE, DATABASE + "-wal", DATABASE + "-shm", BLOOM, COOKIES, SPILL_FILE):
         (directory / name).unlink(missing_ok=True)

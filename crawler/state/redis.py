@@ -74,6 +74,7 @@ from crawler.urls import host_of, visit_key, visit_keys
 
 if TYPE_CHECKING:
     from crawler.history import PreviousCrawl
+    from crawler.politeness import RulesTable
 
 log = logging.getLogger(__name__)
 
@@ -460,6 +461,7 @@ class RedisStore:
     # The breadth-first gate is off: other processes hold pages we don't see.
     gate: CheckedClaims | None = None
     previous_round: PreviousCrawl | None = None  # --revisit: set by _check_and_join()
+    robots: RulesTable | None = None  # each process reads robots.txt for the hosts it is given
     _record_args: Callable[[Page], tuple[str, bytes, str, str, str, str]] | None = None
     _previous_prefix = ""  # --revisit: the previous round's, whose rows are moved to ours
 
