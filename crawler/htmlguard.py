@@ -71,11 +71,11 @@ _MIN_WAIT_S = 0.05
 _THREAD_CPU_CLOCKS = hasattr(time, "pthread_getcpuclockid")
 # What sends a page to `bounded()` before Lexbor sees it: one window of _WINDOW characters at
 # a random place in each _PERIOD of the page (so 1/64 of it is read, and a hostile stretch
-# longer than a period cannot be missed) holding more start than end tags, of elements that
-# nothing else closes, by _MAX_NET_OPENS (the Python docs' pages: at most 9 in any 1 KiB), no
-# "<" or ">" at all (the inside of a huge tag), or more than _MAX_OPTIONS_SEEN options. A plain
-# page sent there only costs the pass. Nesting spread thinner than that, or hidden behind
-# bogus end tags, is left to the budget.
+# longer than a period cannot be missed) holding more start tags than end tags that close
+# one of them, of elements that nothing else closes, by _MAX_NET_OPENS (the Python docs'
+# pages: at most 9 in any 1 KiB), no "<" or ">" at all (the inside of a huge tag), or more
+# than _MAX_OPTIONS_SEEN options. A plain page sent there only costs the pass. Nesting spread
+# thinner than that is left to the budget.
 _PERIOD = 64 * 1024
 _WINDOW = 1024
 _MAX_NET_OPENS = 16

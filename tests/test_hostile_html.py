@@ -29,7 +29,7 @@ from tests.conftest import Site, by_url, crawl, html
 HOSTILE = {
     "nested-100000": "<div>" * 100_000 + "x" + "</div>" * 100_000,
     "nested-450000": "<div>" * 450_000 + "x" + "</div>" * 450_000,
-    # Bogus end tags hide the nesting from the counts: the budget catches it.
+    # Bogus end tags, which close nothing, do not hide the nesting from the look.
     "nested-behind-bogus-end-tags": "<div></x>" * 40_000,
     "many-attributes": "<div " + " ".join(f"a{i}" for i in range(100_000)) + ">x</div>",
     "many-options": "<select>" + "<option>x" * 20_000 + "</select>",
