@@ -243,7 +243,13 @@ async def owners_once_joined(server: RedisServer, crawl: str, web: Web, members:
     client, key = server.client(), f"crawler:{{{crawl}}}:members"
     while client.zcard(key) < members:
         await asyncio.sleep(0.02)  # a condition in other processes: polled
-    joined = [m.decode() for m in client.zrange(key, 0, -1)]
+    leases = dict(client.zrange(key, 0, -1, withscores=True))
+    # A member follows membership at its next heartbeat, which pushes its lease on:
+    # until each has beaten once since the last joined, one may still take hosts it
+    # has lost.
+    while any(client.zscore(key, m) <= deadline for m, deadline in leases.items()):
+        await asyncio.sleep(0.02)  # a condition in other processes: polled
+    joined = [m.decode() for m in leases]
     return {owner(site.url.removeprefix("http://"), joined) or "" for site in web.sites}
 
 
