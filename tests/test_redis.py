@@ -84,9 +84,10 @@ async def web() -> AsyncIterator[Web]:
 class Crawler:
     """`python -m crawler ... --redis URL --crawl-id ID` as a subprocess."""
 
-    def __init__(self, process: asyncio.subprocess.Process, output: Path) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, output: Path, crawl: str) -> None:
         self.process = process
         self.output = output
+        self.crawl = crawl
 
     @classmethod
     async def start(
@@ -101,7 +102,7 @@ class Crawler:
         process = await asyncio.create_subprocess_exec(
             *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
         )
-        return cls(process, output)
+        return cls(process, output, crawl)
 
     async def finish(self) -> tuple[int, str]:
         _, err = await asyncio.wait_for(self.process.communicate(), 60)
@@ -215,18 +216,7 @@ def test_the_shared_filter_takes_at_most_105_percent_of_the_theoretical_bits(red
 
 
 async def test_three_processes_fetch_every_page_once_in_all(tmp_path, web, redis_server):
-    opened = asyncio.Event()
-    for site in web.sites:  # nothing is served until all three have joined
-        site.gate = opened
-    crawl = crawl_id()
-    crawlers = [
-        await Crawler.start(
-            web.seeds(tmp_path), tmp_path / f"pages-{i}.jsonl", redis_server.url, crawl
-        )
-        for i in range(3)
-    ]
-    owners = await owners_once_joined(redis_server, crawl, web, members=3)
-    opened.set()
+    crawlers, owners = await start_together(3, web, tmp_path, redis_server)
     await run_all(crawlers)
     fetched = web.fetches()
     assert set(fetched) == web.urls()
@@ -236,6 +226,20 @@ async def test_three_processes_fetch_every_page_once_in_all(tmp_path, web, redis
     # the hosts were shared out: every member that rendezvous hashing gives a host to
     # served it (the first to join may also have fetched seeds of hosts it gave away)
     assert sum(1 for c in crawlers if c.records()) >= len(owners)
+
+
+async def start_together(
+    count: int, web: Web, tmp_path: Path, server: RedisServer, *extra: str
+) -> tuple[list[Crawler], set[str]]:
+    """`start_crawlers`, with nothing served until all have joined and follow each
+    other; and the members that own the web's hosts."""
+    opened = asyncio.Event()
+    for site in web.sites:
+        site.gate = opened
+    crawlers = await start_crawlers(count, web, tmp_path, server.url, *extra)
+    owners = await owners_once_joined(server, crawlers[0].crawl, web, count)
+    opened.set()
+    return crawlers, owners
 
 
 async def owners_once_joined(server: RedisServer, crawl: str, web: Web, members: int) -> set[str]:
@@ -510,7 +514,6 @@ async def test_processes_share_the_near_duplicate_index(tmp_path, redis_server):
         f"word for word, with commas, so that it scores as content.</p>"
         for i in range(12)
     )
-    # A chain of slow pages on each host: the crawl lasts long enough for all to join.
     sites = [await Site(host).start() for host in HOSTS]
     try:
         for n, site in enumerate(sites):
@@ -519,9 +522,9 @@ async def test_processes_share_the_near_duplicate_index(tmp_path, redis_server):
                 hrefs = [f"{other.url}/p{i}", *([f"/p{i + 1}"] if i < CHAIN_PAGES - 1 else [])]
                 links = "".join(f'<a href="{href}">next</a>' for href in hrefs)
                 page = f"<html><body><nav>{links}</nav><article>{article}</article></body></html>"
-                site.page(f"/p{i}", body=page, delay_s=0.1)
-        crawlers = await start_crawlers(
-            3, Web(sites, CHAIN_PAGES), tmp_path, redis_server.url, "--extract"
+                site.page(f"/p{i}", body=page)
+        crawlers, owners = await start_together(
+            3, Web(sites, CHAIN_PAGES), tmp_path, redis_server, "--extract"
         )
         await run_all(crawlers)
     finally:
@@ -529,7 +532,7 @@ async def test_processes_share_the_near_duplicate_index(tmp_path, redis_server):
             await site.stop()
     records = [r for c in crawlers for r in c.records()]
     assert len(records) == CHAIN_PAGES * len(HOSTS)
-    assert sum(1 for c in crawlers if c.records()) >= 2  # the hosts were shared out
+    assert sum(1 for c in crawlers if c.records()) >= len(owners)  # the hosts were shared out
     firsts = [r["url"] for r in records if "near_duplicate_of" not in r]
     assert len(firsts) == 1
     assert {r["near_duplicate_of"] for r in records if r["url"] not in firsts} == set(firsts)
