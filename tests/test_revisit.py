@@ -647,4 +647,14 @@ def test_a_round_s_row_gives_back_what_the_next_round_needs_of_the_page() -> Non
         )
         assert previous.record == kept and previous.warc == tuple(rest[:3])
         assert (previous.interval_s, previous.due_at, previous.lastmod_right) == (60.0, due, False)
-    assert previous_of_row(key, b'["http://a.example/p", 200]', {}) is None  # an older format
+    # A row as versions before wrote it: the JSON of page_row's fields after the key,
+    # the 304's fields a string. It held no capture.
+    _, *fields = page_row(page.record())
+    fields[6] = fields[6].decode()
+    previous = previous_of_row(key, json.dumps(fields).encode(), {})
+    assert previous is not None and previous.capture is None
+    assert (previous.url, previous.status, previous.etag) == (url, status, etag)
+    assert previous.record == kept and previous.warc == ("w.warc.gz", 10, 20)
+    assert (previous.interval_s, previous.due_at, previous.lastmod_right) == (60.0, due, False)
+    for other in (b'["http://a.example/p", 200]', b"[1, 2", b"\x03", b""):
+        assert previous_of_row(key, other, {}) is None

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from crawler.history import Capture, Previous, page_row
+from crawler.history import Capture, Previous, page_row, previous_of
 from crawler.page import Page
 from crawler.urls import host_of
 
@@ -37,9 +37,11 @@ try:
 except ImportError:  # as in crawler/sinks/warc.py: isal's deflate is 5x faster
     import zlib as _zlib  # type: ignore[no-redef]  # the same functions, slower
 
-# The first byte of a row of this format. A row without it, as an older version
-# wrote, is not read: its page counts as new for one round.
+# The first byte of a row of this format. Versions before it wrote a row as the JSON
+# array of `page_row`'s fields after the key, the 304's fields a string: those are
+# read too, so that a crawl upgraded between rounds keeps its history.
 ROW_FORMAT = b"\x02"
+_JSON_ROW = b"["
 # Part of the format: another dictionary is another ROW_FORMAT.
 _DICTIONARY = (
     b'"description":null,"canonical":null,"content_type":"text/html","bytes":,"links":["/'
@@ -93,7 +95,9 @@ def warc_file_id(name: str) -> str:
 
 def previous_of_row(key: str, packed: bytes, warc_files: dict[str, str]) -> Previous | None:
     """The `Previous` of a row `record_args` made, its WARC file named by `warc_files`
-    (id -> name); None for a row of another format."""
+    (id -> name), or of an older version's JSON row; None for a row of another format."""
+    if packed.startswith(_JSON_ROW):
+        return _previous_of_json_row(key, packed)
     if not packed.startswith(ROW_FORMAT):
         return None
     inflate = _zlib.decompressobj(_RAW_DEFLATE, zdict=_DICTIONARY)
@@ -115,6 +119,16 @@ def previous_of_row(key: str, packed: bytes, warc_files: dict[str, str]) -> Prev
         lastmod_right,
         _capture_of(capture, url) if capture is not None else None,
     )
+
+
+def _previous_of_json_row(key: str, packed: bytes) -> Previous | None:
+    try:
+        row = orjson.loads(packed)
+        if row[6] is not None:
+            row[6] = row[6].encode()
+        return previous_of((key, *row, None, None, None))  # it held no capture
+    except (AttributeError, TypeError, ValueError, IndexError):  # orjson's errors are ValueErrors
+        return None
 
 
 def _record_time(iso: str | None) -> int | str | None:
