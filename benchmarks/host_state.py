@@ -25,6 +25,7 @@ from broad_web import Shape
 
 from crawler.frontier import Request, SqliteFrontier
 from crawler.politeness import ALLOW_ALL, ROBOTS_MAX_AGE_S, HostScheduler, Robots
+from crawler.state.host_counts import SqliteHostCounts
 from crawler.state.robots import SqliteRobotsRules
 from crawler.stats import Stats
 
@@ -111,8 +112,23 @@ def scheduler(hosts: int) -> Any:
 def stats_hosts(hosts: int) -> Stats:
     stats = Stats()
     for origin in origins(hosts):
-        stats.hosts[origin.removeprefix("http://")] += 3
+        for _ in range(3):
+            stats.hosts.add(origin.removeprefix("http://"))
     return stats
+
+
+def stats_hosts_on_disk(hosts: int) -> Any:
+    """The same with --state: the counts in its SQLite, saved at each checkpoint (here
+    after every 1,000 hosts), and only those made since the last one in memory."""
+    db = sqlite3.connect(Path(tempfile.mkdtemp()) / "h.sqlite", isolation_level=None)
+    db.execute("CREATE TABLE hosts (host TEXT PRIMARY KEY, records INTEGER NOT NULL) WITHOUT ROWID")
+    counts = SqliteHostCounts(db)
+    for h, origin in enumerate(origins(hosts)):
+        for _ in range(3):
+            counts.add(origin.removeprefix("http://"))
+        if h % 1000 == 999:
+            counts.save()
+    return db, counts
 
 
 PARTS: dict[str, Callable[[int], Any]] = {
@@ -121,6 +137,7 @@ PARTS: dict[str, Callable[[int], Any]] = {
     f"disk frontier, {URLS_PER_HOST} URLs a host": frontier,
     "scheduler + disk frontier": scheduler,
     "Stats.hosts": stats_hosts,
+    "Stats.hosts, --state": stats_hosts_on_disk,
 }
 
 

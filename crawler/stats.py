@@ -8,6 +8,7 @@ host scheduler and the breadth-first gate), which the engine hands it with `watc
 
 from __future__ import annotations
 
+import heapq
 import sys
 import time
 from bisect import bisect_left
@@ -38,6 +39,7 @@ RATE_SAMPLE_MIN_S = 1.0
 LATENCY_BUCKETS_MS = (10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 LAST_ERRORS = 20  # the most recent error records kept for the dashboard
 BUSIEST_HOSTS = 10
+TOP_HOSTS = 20  # in the stats file's hosts_top
 
 
 class RatePoint(TypedDict):
@@ -165,6 +167,30 @@ def checks_previous(page: Page) -> bool:
     return page.kind != UNLINKED and page.fields.get("changed") is not None
 
 
+class HostCounts(Protocol):
+    """Records per host: in memory, or with --state in its SQLite
+    (crawler/state/host_counts.py)."""
+
+    def add(self, host: str) -> None: ...
+    def most_common(self, n: int) -> list[tuple[str, int]]: ...
+    def __len__(self) -> int: ...
+
+
+def by_records(count: tuple[str, int]) -> tuple[int, str]:
+    """The order of `most_common`: most records first, then by name, so that a crawl's
+    top hosts do not depend on the order it reached them in."""
+    host, records = count
+    return -records, host
+
+
+class MemoryHostCounts(Counter[str]):
+    def add(self, host: str) -> None:
+        self[sys.intern(host)] += 1  # the frontier's string for it, while it has work
+
+    def most_common(self, n: int | None = None) -> list[tuple[str, int]]:
+        return heapq.nsmallest(len(self) if n is None else n, self.items(), key=by_records)
+
+
 class Stats:
     def __init__(self, restored: dict[str, Any] | None = None) -> None:
         self.started = time.monotonic()
@@ -172,7 +198,7 @@ class Stats:
         self.errors: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
         self.depths: Counter[str] = Counter()
-        self.hosts: Counter[str] = Counter()
+        self.hosts: HostCounts = MemoryHostCounts()
         self.bytes = 0
         self.truncated = 0
         self.retries = 0
@@ -215,7 +241,7 @@ class Stats:
             )
         self.statuses["none" if page.status is None else str(page.status)] += 1
         self.depths[str(page.depth)] += 1
-        self.hosts[sys.intern(host)] += 1  # the frontier's string for it, while it has work
+        self.hosts.add(host)
         self.truncated += page.truncated
         if page.elapsed_ms is not None:
             self.fetch_ms += page.elapsed_ms
@@ -340,7 +366,7 @@ class Stats:
             "dropped": dict(self.dropped),
             "depth_inexact": self.depth_inexact,
             "depths": dict(sorted(self.depths.items(), key=lambda kv: int(kv[0]))),
-            "hosts_top": dict(self.hosts.most_common(20)),
+            "hosts_top": dict(self.hosts.most_common(TOP_HOSTS)),
             "host_count": len(self.hosts),
             "elapsed_s": round(self.elapsed_s + self.previous_runs_s, 3),
             "pages_per_s": round(self.pages_per_s(), 2),

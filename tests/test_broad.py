@@ -26,8 +26,10 @@ from benchmarks.broad_web import BroadWeb, raise_open_files_limit
 from crawler.engine import MAX_HELD_PAGES
 from crawler.frontier import SITEMAP, MemoryFrontier, Request, SqliteFrontier
 from crawler.politeness import HostScheduler, Robots
+from crawler.state.host_counts import SqliteHostCounts
 from crawler.state.redis import _record as redis_entry
 from crawler.state.redis import _request as redis_request
+from crawler.stats import MemoryHostCounts
 from tests.conftest import Site, read_records
 from tests.conftest import crawl as crawl_in_process
 from tests.test_state import Run
@@ -269,6 +271,34 @@ def test_robots_txt_rules_stay_right_for_origins_no_longer_held_parsed() -> None
             assert robots.refusal(rules[origin], f"{origin}/{h}/x") == "robots_disallowed"
             assert robots.refusal(rules[origin], f"{origin}/{h + 1}/x") is None
     assert len(robots._parsed) == 2
+
+
+def test_records_per_host_with_state_keep_only_hosts_counted_since_the_save_in_memory(
+    tmp_path: Path,
+) -> None:
+    db = sqlite3.connect(tmp_path / "crawl.sqlite", isolation_level=None)
+    db.execute("CREATE TABLE hosts (host TEXT PRIMARY KEY, records INTEGER NOT NULL) WITHOUT ROWID")
+    counts, memory = SqliteHostCounts(db), MemoryHostCounts()
+    rounds = [["a"] * 5 + ["b"] * 3 + ["c"], ["c"] * 6 + ["d"], ["b"] * 4 + ["e"] * 2]
+    for hosts in rounds:
+        for host in hosts:
+            counts.add(host)
+            memory.add(host)
+        # between saves, the counts since the last one are in memory, and the rest read
+        assert len(counts) == len(memory)
+        assert counts.most_common(2) == memory.most_common(2)
+        counts.save()
+        assert counts._since_save == {}
+        assert dict(db.execute("SELECT host, records FROM hosts")) == memory
+    # a crawl resumed reads them back
+    again = SqliteHostCounts(db)
+    again.add("a")
+    memory.add("a")
+    assert len(again) == 5 and again.most_common(5) == memory.most_common(5)
+    again.save()
+    again.close()  # the crawl's last figures are made after its state is closed
+    db.close()
+    assert len(again) == 5 and again.most_common(5) == memory.most_common(5)
 
 
 def test_redis_queue_entries_are_short_and_give_back_the_request() -> None:

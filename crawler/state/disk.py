@@ -49,6 +49,7 @@ from crawler.held import SPILL_FILE
 from crawler.page import Page
 from crawler.sinks import Sinks, WriteFailed, open_sinks
 from crawler.state import LocalStore
+from crawler.state.host_counts import SqliteHostCounts
 from crawler.state.robots import SqliteRobotsRules
 from crawler.stats import Stats
 from crawler.urls import host_of, visit_keys
@@ -139,7 +140,7 @@ class DiskStore(LocalStore):
     stats: Stats
     sinks: Sinks
     _db: sqlite3.Connection
-    _hosts_counted: set[str]  # hosts whose count changed since the checkpoint
+    _host_counts: SqliteHostCounts
     _offset: int  # the output's committed length
     _meta_to_start: dict[str, Any]
     _log_seq: int
@@ -166,7 +167,6 @@ class DiskStore(LocalStore):
 
     def _open(self, settings: Settings, seeds: Sequence[str]) -> None:
         directory = self._directory
-        self._hosts_counted = set()
         meta = self._connect()
         shape = crawl_shape(settings, seeds)
         output_path = os.path.abspath(settings.output) if settings.output else None
@@ -183,6 +183,7 @@ class DiskStore(LocalStore):
             self._connect()
             positions, offset = None, 0
             self.stats = Stats()
+            self.stats.hosts = self._host_counts = SqliteHostCounts(self._db)
         self._offset = offset
         self._meta_to_start = (
             {}
@@ -253,7 +254,7 @@ class DiskStore(LocalStore):
         Without an output file, only the checkpoint's figures and the record count remain.
         """
         stats = Stats(json.loads(meta.get("stats", "{}")))
-        stats.hosts.update(dict(self._db.execute("SELECT host, records FROM hosts")))
+        stats.hosts = self._host_counts = SqliteHostCounts(self._db)
         counted_to = int(meta.get("stats_offset", 0))
         if output_path is None:
             stats.records = int(meta["records"])
@@ -263,9 +264,7 @@ class DiskStore(LocalStore):
                 since = output.read(offset - counted_to)
             for line in since.splitlines():
                 page = Page.from_record(orjson.loads(line))
-                host = host_of(page.url)
-                stats.count(page, host)
-                self._hosts_counted.add(host)
+                stats.count(page, host_of(page.url))
         stats.restored_records = stats.records
         return stats
 
@@ -370,7 +369,6 @@ class DiskStore(LocalStore):
         self.visited.settle(keys)
         if page is not None and done is not None:
             self.stats.count(page, done.host)
-            self._hosts_counted.add(done.host)
         if time.monotonic() - self._checkpointed_at >= CHECKPOINT_EVERY_S:
             self._checkpoint()
 
@@ -416,13 +414,8 @@ class DiskStore(LocalStore):
             self._db.execute("UPDATE log SET done_host = NULL, done_seq = NULL, keys = ''")
             self._db.execute("DELETE FROM log WHERE seq < ?", (self._log_seq,))
             self._set_meta(stats=json.dumps(self.stats.as_dict()), stats_offset=self._offset)
-            hosts = self.stats.hosts
-            self._db.executemany(
-                "INSERT OR REPLACE INTO hosts VALUES (?, ?)",
-                [(host, hosts[host]) for host in self._hosts_counted],
-            )
+            self._host_counts.save()
             self._db.execute("COMMIT")
-            self._hosts_counted.clear()
         except sqlite3.Error as exc:
             raise WriteFailed(f"cannot write the crawl state in {self._directory}: {exc}") from None
 
@@ -435,6 +428,7 @@ class DiskStore(LocalStore):
     def close(self) -> None:
         try:
             self._checkpoint()
+            self._host_counts.close()
             self._db.close()
             self.bloom.close()
             self.sinks.close()
