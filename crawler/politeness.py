@@ -327,7 +327,15 @@ class _Host:
 
 
 class HostScheduler:
-    """Decides which request starts next, honouring every per-host limit."""
+    """Decides which request starts next, honouring every per-host limit.
+
+    Of the hosts that may start a request now, the one whose next request is
+    shallowest goes first (first come at equal depths): across many hosts, each
+    with its own queue, that keeps the crawl close to breadth-first, so that few
+    fetched pages must wait for shallower ones (crawler/engine.py's hold) and none
+    waits on a host that is merely slow to be reached. A host that may not start
+    before some time (its delay, a backoff) waits apart until then.
+    """
 
     def __init__(
         self,
@@ -349,7 +357,8 @@ class HostScheduler:
         self._max_retry_after_s = max_retry_after_s
         self._budget = max_pages or math.inf  # records still allowed to start
         self._hosts: dict[str, _Host] = {}
-        self._heap: list[tuple[float, int, _Host]] = []
+        self._ready: list[tuple[int, int, _Host]] = []  # (depth of its next request, order, host)
+        self._waiting: list[tuple[float, int, _Host]] = []  # (when it may start, order, host)
         self._idle: list[tuple[float, str]] = []  # (next start, host): hosts to forget then
         self._tiebreak = itertools.count()
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -379,7 +388,7 @@ class HostScheduler:
         while True:
             job = self._take()
             if job is not None:
-                if self._heap and self._heap[0][0] <= time.monotonic():
+                if self._any_ready(time.monotonic()):
                     self._wake_one()  # more is ready: let another worker have it
                 return job
             if self._finished():
@@ -490,14 +499,18 @@ class HostScheduler:
     def _head(self, host: _Host) -> Request | None:
         return host.retries[0] if host.retries else self._frontier.peek(host.key)
 
-    def _schedule(self, host: _Host) -> None:
-        """Put `host` in the heap if it could start a request at some point; if it has
-        nothing to do, have it forgotten once its next start is no longer ahead."""
+    def _schedule(self, host: _Host, now: float | None = None) -> None:
+        """Make `host` ready, or wait until it may start, if it has a request to start;
+        if it has nothing to do, have it forgotten once its next start is no longer ahead.
+        `now`: the time `_take` goes by, for which a host is ready or not."""
         if host.in_heap or host.active >= self._per_host:
             return
         if host.retries or self._frontier.queued_for(host.key):
             host.in_heap = True
-            heapq.heappush(self._heap, (host.next_start, next(self._tiebreak), host))
+            if host.next_start > (time.monotonic() if now is None else now):
+                heapq.heappush(self._waiting, (host.next_start, next(self._tiebreak), host))
+            else:
+                self._make_ready(host)
         elif not host.active:
             heapq.heappush(self._idle, (host.next_start, host.key))
 
@@ -517,20 +530,30 @@ class HostScheduler:
             ):
                 del self._hosts[key]
 
+    def _make_ready(self, host: _Host) -> None:
+        head = self._head(host)
+        depth = head.depth if head is not None else 0
+        heapq.heappush(self._ready, (depth, next(self._tiebreak), host))
+
+    def _any_ready(self, now: float) -> bool:
+        return bool(self._ready) or bool(self._waiting and self._waiting[0][0] <= now)
+
     def _take(self) -> Request | RobotsFetch | Refused | None:
         if self._stopping:
             return None
         now = time.monotonic()
         self._forget_idle(now)
-        heap = self._heap
-        while heap and heap[0][0] <= now:
-            _, _, host = heapq.heappop(heap)
+        waiting, ready = self._waiting, self._ready
+        while waiting and waiting[0][0] <= now:
+            self._make_ready(heapq.heappop(waiting)[2])
+        while ready:
+            _, _, host = heapq.heappop(ready)
             host.in_heap = False
             job = self._take_from(host, now)
             # A host blocked by anything but time is scheduled again by whatever unblocks
             # it: a release, new work, or its robots.txt arriving.
             if job is not None or host.next_start > now:
-                self._schedule(host)
+                self._schedule(host, now)  # by the clock of the loop: it ends
             if job is not None:
                 return job
         return None
@@ -607,11 +630,11 @@ class HostScheduler:
             return True
         if self._active or self._retrying or self._open:
             return False
-        return self._budget <= 0 or not self._heap
+        return self._budget <= 0 or not (self._ready or self._waiting)
 
     def _wake_one(self) -> None:
         now = time.monotonic()
-        if self._heap and self._heap[0][0] <= now:
+        if self._any_ready(now):
             while self._waiters:
                 waiter = self._waiters.popleft()
                 if not waiter.done():
@@ -627,9 +650,9 @@ class HostScheduler:
                 waiter.set_result(None)
 
     def _arm_timer(self) -> None:
-        if not self._heap or not self._waiters:
+        if not self._waiting or not self._waiters:
             return
-        at = self._heap[0][0]
+        at = self._waiting[0][0]
         if self._timer is not None:
             if self._timer_at <= at:
                 return

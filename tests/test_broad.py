@@ -357,3 +357,81 @@ async def test_hosts_with_nothing_to_do_are_forgotten_once_their_delay_is_over()
     assert list(scheduler._hosts) == ["b:80"]  # a was forgotten when b was taken
     assert await fetch("http://a:80/2") > 0.15  # its Crawl-delay, from robots.txt again
     assert list(scheduler._hosts) == ["a:80"]
+
+
+async def test_of_the_hosts_ready_the_one_with_the_shallowest_next_page_goes_first() -> None:
+    robots = Robots(fetcher=None, user_agent="crawler", enabled=False, retries=0)  # type: ignore[arg-type]
+    frontier = MemoryFrontier()
+    scheduler = HostScheduler(
+        frontier,
+        robots,
+        per_host=1,
+        delay_s=0.0,
+        max_crawl_delay_s=30,
+        max_retry_after_s=60,
+        max_pages=0,
+    )
+    # Each host's queue in the order its pages were found: deep ones first on some.
+    queued = [
+        Request("http://deep:80/a", 3, None),
+        Request("http://deep:80/b", 4, None),
+        Request("http://mid:80/a", 2, None),
+        Request("http://shallow:80/a", 1, None),
+        Request("http://mid:80/b", 2, None),
+        Request("http://shallow:80/b", 3, None),
+    ]
+    frontier.push(queued)
+    scheduler.add(queued)
+    taken = []
+    for _ in queued:
+        job = await scheduler.next_job()
+        assert isinstance(job, Request)
+        taken.append(job.url)
+        scheduler.release(job)
+    # one request at a time per host, each host's own in its order; of those ready,
+    # the shallowest first, and the first found at equal depths
+    assert taken == [
+        "http://shallow:80/a",
+        "http://mid:80/a",
+        "http://mid:80/b",
+        "http://deep:80/a",
+        "http://shallow:80/b",
+        "http://deep:80/b",
+    ]
+    assert await scheduler.next_job() is None
+
+
+def test_a_ready_host_held_back_meanwhile_waits_instead_of_spinning(monkeypatch) -> None:
+    class Clock:
+        """time.monotonic for the scheduler: a millisecond later at each reading."""
+
+        def __init__(self) -> None:
+            self.now, self.readings = 1000.0, 0
+
+        def monotonic(self) -> float:
+            self.readings += 1
+            assert self.readings < 10_000, "the scheduler spins"
+            self.now += 0.001
+            return self.now
+
+    clock = Clock()
+    monkeypatch.setattr("crawler.politeness.time", clock)
+    robots = Robots(fetcher=None, user_agent="crawler", enabled=False, retries=0)  # type: ignore[arg-type]
+    frontier = MemoryFrontier()
+    scheduler = HostScheduler(
+        frontier,
+        robots,
+        per_host=1,
+        delay_s=0.0,
+        max_crawl_delay_s=30,
+        max_retry_after_s=60,
+        max_pages=0,
+    )
+    request = Request("http://a:80/1", 1, None)
+    frontier.push([request])
+    scheduler.add([request])  # ready
+    scheduler.hold("a:80", 0.0015)  # and held back while it is: due between two readings
+    assert scheduler._take() is None
+    assert [host.key for _, _, host in scheduler._waiting] == ["a:80"]
+    clock.now += 1
+    assert scheduler._take() is request
