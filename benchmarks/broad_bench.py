@@ -88,6 +88,16 @@ def crawler_command(args: argparse.Namespace, seeds: Path, scratch: Path) -> lis
     return command
 
 
+def crawler_env(args: argparse.Namespace) -> dict[str, str]:
+    """The crawler's environment: this one, with rss_probe/ loaded if --probe-log."""
+    env = dict(os.environ)
+    if args.probe_log:
+        probe = str(Path(__file__).parent / "rss_probe")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (probe, env.get("PYTHONPATH"))))
+        env["RSS_PROBE_LOG"] = str(args.probe_log.resolve())
+    return env
+
+
 def crawl(
     args: argparse.Namespace, web: BroadWeb, scratch: Path, kill_at: int = 0
 ) -> tuple[list[Sample], int]:
@@ -98,7 +108,7 @@ def crawl(
     counter = OutputCounter(scratch / "out.jsonl")
     counter.update()
     started = time.monotonic()
-    child = subprocess.Popen(crawler_command(args, seeds, scratch))
+    child = subprocess.Popen(crawler_command(args, seeds, scratch), env=crawler_env(args))
     samples = []
     while child.poll() is None:
         time.sleep(args.sample_s)
@@ -245,6 +255,9 @@ def main() -> None:
     parser.add_argument("--sample-s", type=float, default=1.0)
     parser.add_argument("--redis", action="store_true", help="crawl with --redis, not --state")
     parser.add_argument("--keep", type=Path, help="keep the scratch files here")
+    parser.add_argument(
+        "--probe-log", type=Path, help="sample what the crawler's memory is made of into this file"
+    )
     args = parser.parse_args()
     raise_open_files_limit()
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="broad-"))
