@@ -324,14 +324,9 @@ def test_redis_queue_entries_are_short_and_give_back_the_request() -> None:
     assert redis_entry(requests[1]) == b"1 s/x //b.example/y"
 
 
-async def test_hosts_with_nothing_to_do_are_forgotten_once_their_delay_is_over() -> None:
-    robots = Robots(fetcher=None, user_agent="crawler", enabled=True, retries=0)  # type: ignore[arg-type]
-    robots._rules["http://a:80"] = robots._parse(
-        "http://a:80", b"User-agent: *\nCrawl-delay: 0.2\n"
-    )
-    robots._rules["http://b:80"] = robots._parse("http://b:80", b"User-agent: *\n")
-    frontier = MemoryFrontier()
-    scheduler = HostScheduler(
+def one_at_a_time(frontier: MemoryFrontier, robots: Robots) -> HostScheduler:
+    """A scheduler of one request at a time per host, without --delay."""
+    return HostScheduler(
         frontier,
         robots,
         per_host=1,
@@ -340,6 +335,16 @@ async def test_hosts_with_nothing_to_do_are_forgotten_once_their_delay_is_over()
         max_retry_after_s=60,
         max_pages=0,
     )
+
+
+async def test_hosts_with_nothing_to_do_are_forgotten_once_their_delay_is_over() -> None:
+    robots = Robots(fetcher=None, user_agent="crawler", enabled=True, retries=0)  # type: ignore[arg-type]
+    robots._rules["http://a:80"] = robots._parse(
+        "http://a:80", b"User-agent: *\nCrawl-delay: 0.2\n"
+    )
+    robots._rules["http://b:80"] = robots._parse("http://b:80", b"User-agent: *\n")
+    frontier = MemoryFrontier()
+    scheduler = one_at_a_time(frontier, robots)
 
     async def fetch(url: str) -> float:
         """Queue `url`, take it, finish it; how long its host must wait then."""
@@ -362,15 +367,7 @@ async def test_hosts_with_nothing_to_do_are_forgotten_once_their_delay_is_over()
 async def test_of_the_hosts_ready_the_one_with_the_shallowest_next_page_goes_first() -> None:
     robots = Robots(fetcher=None, user_agent="crawler", enabled=False, retries=0)  # type: ignore[arg-type]
     frontier = MemoryFrontier()
-    scheduler = HostScheduler(
-        frontier,
-        robots,
-        per_host=1,
-        delay_s=0.0,
-        max_crawl_delay_s=30,
-        max_retry_after_s=60,
-        max_pages=0,
-    )
+    scheduler = one_at_a_time(frontier, robots)
     # Each host's queue in the order its pages were found: deep ones first on some.
     queued = [
         Request("http://deep:80/a", 3, None),
@@ -418,15 +415,7 @@ def test_a_ready_host_held_back_meanwhile_waits_instead_of_spinning(monkeypatch)
     monkeypatch.setattr("crawler.politeness.time", clock)
     robots = Robots(fetcher=None, user_agent="crawler", enabled=False, retries=0)  # type: ignore[arg-type]
     frontier = MemoryFrontier()
-    scheduler = HostScheduler(
-        frontier,
-        robots,
-        per_host=1,
-        delay_s=0.0,
-        max_crawl_delay_s=30,
-        max_retry_after_s=60,
-        max_pages=0,
-    )
+    scheduler = one_at_a_time(frontier, robots)
     request = Request("http://a:80/1", 1, None)
     frontier.push([request])
     scheduler.add([request])  # ready
