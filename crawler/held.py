@@ -47,11 +47,6 @@ class HeldPages:
         self._spill_seq = 0
         self.nbytes = 0  # bodies of the whole pages in memory, and the packed ones
 
-    @property
-    def spills(self) -> bool:
-        """Whether pages past the first IN_MEMORY go to disk."""
-        return self._spill_path is not None
-
     def __len__(self) -> int:
         return self.in_memory + sum(self._spilled.values())
 
