@@ -23,6 +23,7 @@ from crawler.bloom import (
     optimal_bits,
     optimal_hashes,
 )
+from crawler.state import RecentKeys
 
 # Hypothesis runs are derandomized: "up to false positives" must not mean "flaky".
 properties = settings(derandomize=True, deadline=None, max_examples=100)
@@ -418,3 +419,35 @@ def test_strided_runs_name_the_bits_a_slice_sets():
             expected = {(a + j * stride1) % m for j in range(k1)}
             expected |= {(b + j * stride2) % m for j in range(k - k1)}
             assert set(s.bits.search(1)) == expected
+
+
+@properties
+@given(
+    st.lists(st.lists(st.sampled_from(urls(300)), max_size=40), max_size=60),
+    st.integers(min_value=1, max_value=64),
+)
+def test_recent_keys_in_front_change_no_verdict(batches: list[list[str]], size: int) -> None:
+    """The exact front of recently claimed keys answers as the filter behind it would,
+    duplicates within a page included, and the filter counts the same new items."""
+    alone = BloomFilter(100, 0.01)
+    behind = BloomFilter(100, 0.01)
+    front = RecentKeys(size)
+    for batch in batches:
+        assert front.add_many(batch, behind) == alone.add_many(batch)
+        assert len(front._newer) < size and len(front._older) <= size + 40
+    assert len(behind) == len(alone)
+    assert behind.expected_missed_urls == alone.expected_missed_urls
+
+
+def test_recent_keys_spare_the_filter_the_links_every_page_repeats() -> None:
+    asked: list[str] = []
+
+    class Recording:
+        def add_many(self, keys: list[str]) -> list[bool]:
+            asked.extend(keys)
+            return [True] * len(keys)
+
+    front, menu = RecentKeys(), urls(20)
+    for page in range(100):
+        front.add_many([*menu, f"https://example.com/page/{page}"], Recording())
+    assert len(asked) == 20 + 100
