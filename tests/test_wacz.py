@@ -402,11 +402,47 @@ async def test_replaywebpage_finds_every_capture_and_page_through_the_idx(
     assert pages[site.url + "/"]["ts"].endswith("Z") and len({p["id"] for p in pages.values()}) == 8
 
 
+# Hosts `surt` keys alike and apart: a `www` stripped or not, IPv4 addresses it parses
+# or not, default ports, and names crawler.sinks.cdxj leaves to `surt` itself.
+HOSTS = [
+    "127.0.0.1:8080",
+    "Example.COM",
+    "www.example.com:80",
+    "www2.a.b:443",
+    "[::1]",
+    "WWW1.Example.com:443",
+    "www.www.example.com",
+    "www",
+    "www.com:8080",
+    "wwwx.example.com",
+    "xn--bcher-kva.example",
+    "a-b.c-d.example:65535",
+    "0.0.0.0",
+    "10.0.0.8:80",
+    "0.8.0.0",
+    "255.255.255.255:1",
+    "www.127.0.0.1",
+    "1.2.3.4a",
+    "example.com.",
+    "a..b",
+    "_srv.example.com",
+    "b\u00fccher.example",
+    "2130706433",
+    "0x7f.0.0.1",
+    "example.com:0080",
+]
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+@pytest.mark.parametrize("host", HOSTS)
+def test_the_index_key_of_an_origin_is_surts(scheme: str, host: str) -> None:
+    url = f"{scheme}://{host}/"
+    assert surt_key(url) == surt.surt(url)
+
+
 @given(
     st.sampled_from(["http", "https"]),
-    st.sampled_from(
-        ["127.0.0.1:8080", "Example.COM", "www.example.com:80", "www2.a.b:443", "[::1]"]
-    ),
+    st.sampled_from(HOSTS),
     st.text(alphabet="aZ09._~-/%?#;()=&@:+ \u00e4", max_size=20),
 )
 def test_the_index_key_is_surts_for_every_url(scheme: str, host: str, path: str) -> None:
@@ -445,7 +481,10 @@ def test_wacz_needs_warc_and_a_wacz_name_and_no_redis(tmp_path: Path) -> None:
         assert says in done.stderr and "Traceback" not in done.stderr
 
 
-async def test_without_warc_nothing_of_the_index_is_imported(site: Site, tmp_path: Path) -> None:
+@pytest.mark.parametrize("warc", [False, True])
+async def test_surt_is_imported_only_for_an_odd_host_and_the_index_only_with_warc(
+    site: Site, tmp_path: Path, warc: bool
+) -> None:
     site.page("/", "Home")
     seeds = tmp_path / "seeds.txt"
     seeds.write_text(site.url + "/\n")
@@ -460,13 +499,17 @@ async def test_without_warc_nothing_of_the_index_is_imported(site: Site, tmp_pat
         str(tmp_path / "o"),
         "--quiet",
         "--allow-private-addresses",
+        *(["--warc", str(tmp_path / "w")] if warc else []),
         stderr=asyncio.subprocess.PIPE,
     )
     _, err = await process.communicate()
     assert process.returncode == 0, err
     imported = {line.rsplit("|", 1)[-1].strip() for line in err.decode().splitlines()}
-    assert "crawler.sinks.cdxj" not in imported and "surt" not in imported
+    assert ("crawler.sinks.cdxj" in imported) == warc and "surt" not in imported
     assert "crawler.sinks.jsonl" in imported
+    if warc:
+        (index,) = (tmp_path / "w").glob("*.cdxj")
+        assert index.read_text().startswith("1,0,0,127:")
 
 
 def frames(tree: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -88,7 +88,7 @@ def open_sinks(
     sinks: dict[str, Sink] = {}
     archive = None
     if settings.warc is not None:
-        from crawler.sinks.cdxj import CdxjSink  # imports surt (and requests): only with --warc
+        from crawler.sinks.cdxj import CdxjSink  # only with --warc
         from crawler.sinks.warc import open_warc
 
         warc = open_warc(settings, positions.get("warc"))
