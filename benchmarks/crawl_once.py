@@ -14,7 +14,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from crawl_bench import OUT_DIR, check_crawl, measure, ours_command, pinning, site
+from crawl_bench import (
+    BENCH_DIR,
+    OUT_DIR,
+    check_crawl,
+    compile_bytecode,
+    measure,
+    ours_command,
+    pinning,
+    site,
+)
 
 
 def main() -> int:
@@ -30,6 +39,7 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=18765, help="port to serve the site on")
     parser.add_argument("--out", type=Path, default=OUT_DIR, help="where the site goes")
     args = parser.parse_args()
+    compile_bytecode(BENCH_DIR.parent)
     crawler_cpu, server_cpu = pinning()
     the_site = site.ensure(args.out / f"site-{args.pages}-{args.port}", args.pages, args.port)
     with tempfile.TemporaryDirectory(prefix="crawl-once-") as temp:

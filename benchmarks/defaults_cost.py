@@ -157,8 +157,9 @@ def main() -> int:
         "--only", action="append", default=[], help="only the variants naming this (repeatable)"
     )
     args = parser.parse_args()
-    from crawl_bench import OUT_DIR, docs_site, site
+    from crawl_bench import BENCH_DIR, OUT_DIR, compile_bytecode, docs_site, site
 
+    compile_bytecode(BENCH_DIR.parent)
     work = Path(tempfile.mkdtemp(prefix="defaults-cost-"))
     for name in args.sites.split(","):
         if name == "docs":

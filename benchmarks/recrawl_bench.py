@@ -39,7 +39,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crawl_bench import docs_site, pinning, site  # benchmarks/site.py, loaded by path
+from crawl_bench import (  # and benchmarks/site.py, loaded by path
+    BENCH_DIR,
+    compile_bytecode,
+    docs_site,
+    pinning,
+    site,
+)
 
 CHANGED, TOUCHED, DELETED = 0.05, 0.05, 0.02
 
@@ -165,6 +171,7 @@ def one_round(docs: bool, pages: int, out: Path, port: int, seed: int) -> dict[s
 
 
 def site_benchmark(docs: bool, pages: int, runs: int, out: Path) -> None:
+    compile_bytecode(BENCH_DIR.parent)
     port = _free_port()
     rounds = [one_round(docs, pages, out, port, seed=22 + n) for n in range(runs)]
     name = "the Python 3.11 docs" if docs else f"a generated site of {pages:,} pages"
