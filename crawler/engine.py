@@ -599,9 +599,16 @@ class Crawl:
             page.previous = previous
             if status == NOT_MODIFIED and previous is not None and response.error is None:
                 return self._unchanged_page(request, page, previous)
-            page.fields["changed"] = (
-                previous.changed_to(response.status, page.content_digest) if previous else None
-            )
+            changed = previous.changed_to(status, page.content_digest) if previous else None
+            page.fields["changed"] = changed
+            if (
+                changed is False
+                and previous is not None
+                and self._parsed_before(response, previous)
+            ):
+                fields = previous.fields()
+                if self._carries(fields, page):
+                    return page, self._carry(request, page, previous, fields)
         if response.error is not None or 300 <= status < 400 or not response.is_html:
             return page, []
         tree, parsed, bounded = await self._html.parse(page.text() or "")
@@ -661,9 +668,41 @@ class Crawl:
         page.capture = previous.capture  # what the next round's revisits refer to
         return page, self._carry(request, page, previous)
 
-    def _carry(self, request: Request, page: Page, previous: Previous) -> list[str]:
+    def _parsed_before(self, response: Response, previous: Previous) -> bool:
+        """Whether a 2xx body the previous crawl had would be read as it was then: by
+        nothing but the crawler (no hook, consumer or extraction to give its tree to),
+        at the same URL, with no X-Robots-Tag to read afresh."""
+        return (
+            200 <= (response.status or 0) < 300
+            and response.url == previous.url
+            and response.error is None
+            and self.hooks is None
+            and self.consumer is None
+            and self._extract is None
+            and "X-Robots-Tag" not in response.headers
+        )
+
+    def _carries(self, fields: dict[str, Any], page: Page) -> bool:
+        """Whether the previous record's `fields` are what parsing `page` again would give:
+        decoded as before, whole then, with the text if it is wanted now."""
+        return (
+            bool(fields)
+            and fields.get("content_type") == page.content_type
+            and "error" not in fields
+            and not fields.get("nofollow")
+            and ("text" in fields or not self.settings.text)
+        )
+
+    def _carry(
+        self,
+        request: Request,
+        page: Page,
+        previous: Previous,
+        fields: dict[str, Any] | None = None,
+    ) -> list[str]:
         """Give `page` the previous record's content fields; the links to follow."""
-        fields = previous.fields()
+        fields = previous.fields() if fields is None else fields
+        fields.pop("error", None)  # the page's own error, if any, is this fetch's
         page.content_digest = previous.digest
         page.content_type = fields.pop("content_type", None)
         page.bytes = fields.pop("bytes", None)

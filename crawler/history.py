@@ -37,7 +37,7 @@ from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 8  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 9  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -502,6 +502,8 @@ def _kept(record: dict[str, Any]) -> bytes:
     (a page's links are mostly its site's: half the bytes, where zlib took 20 us a row)."""
     fields = {name: record[name] for name in CARRIED_FIELDS if name in record}
     fields.update((name, record[name]) for name in CARRIED_EXTRA if name in record)
+    if record.get("error"):  # a page parsed in part: parsing the same body again may not be
+        fields["error"] = record["error"]
     links = fields.get("links")
     if links:
         prefix = origin_of(record["url"]) + "/"

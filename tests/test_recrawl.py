@@ -164,6 +164,54 @@ async def test_a_server_that_ignores_validators_gives_unchanged_by_digest(
     assert stats["recrawl"]["unchanged_same_digest"] == 1
 
 
+async def test_a_page_with_the_same_body_keeps_its_fields_unless_its_headers_read_it_anew(
+    site: Site, tmp_path: Path
+) -> None:
+    """A 200 whose payload is the previous crawl's is not parsed again: its title and
+    links are the previous record's, and the pages under it are reached as before. But
+    the same bytes under another charset, or with a new X-Robots-Tag, are read afresh."""
+    headers = {"/same": {}, "/charset": {}, "/robots-tag": {}}
+    bodies = {
+        "/same": html("Same", ["/same-child"]).encode(),
+        "/charset": "<!DOCTYPE html><title>\u4e2d\u6587</title><a href=/charset-child>x</a>".encode(
+            "gbk"
+        ),
+        "/robots-tag": html("Tagged", ["/tagged-child"]).encode(),
+    }
+
+    def serve(path: str) -> Any:
+        async def handler(_request: web.Request) -> web.Response:
+            fresh = {"ETag": f'"{time.time_ns()}"', "Content-Type": "text/html; charset=gbk"}
+            return web.Response(body=bodies[path], headers={**fresh, **headers[path]})
+
+        return handler
+
+    for path in bodies:
+        site.handle(path, serve(path))
+    site.page("/", "Home", list(bodies))
+    for child in ("/same-child", "/charset-child", "/tagged-child"):
+        site.page(child, child)
+    first, _ = await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    headers["/charset"] = {"Content-Type": "text/html; charset=utf-8"}
+    headers["/robots-tag"] = {"X-Robots-Tag": "nofollow"}
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    before, after = by_url(first), by_url(second)
+    same = after[site.url + "/same"]
+    assert same["changed"] is False and same["status"] == 200
+    assert (same["title"], same["links"]) == (
+        before[site.url + "/same"]["title"],
+        [site.url + "/same-child"],
+    )
+    assert after[site.url + "/same-child"]["depth"] == 2
+    assert before[site.url + "/charset"]["title"] == "\u4e2d\u6587"
+    assert after[site.url + "/charset"]["title"] != "\u4e2d\u6587"
+    assert after[site.url + "/robots-tag"]["nofollow"] is True
+    assert site.url + "/tagged-child" not in after
+    assert stats["recrawl"]["unchanged_same_digest"] == 6  # and /, /same-child, /charset-child
+
+
 async def test_a_last_modified_in_the_future_is_never_sent_back(site: Site, tmp_path: Path) -> None:
     site.page("/", "Home", headers={"Last-Modified": "Fri, 01 Jan 2100 00:00:00 GMT"})
     await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
