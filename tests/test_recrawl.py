@@ -212,6 +212,29 @@ async def test_a_page_with_the_same_body_keeps_its_fields_unless_its_headers_rea
     assert stats["recrawl"]["unchanged_same_digest"] == 6  # and /, /same-child, /charset-child
 
 
+async def test_a_page_parsed_in_part_before_is_parsed_again_and_says_so_again(
+    site: Site, tmp_path: Path
+) -> None:
+    nested = "<div>" * 100_000 + "x" + "</div>" * 100_000
+    site.page("/", "Home", ["/nested"])
+
+    async def deep(_request: web.Request) -> web.Response:
+        body = f"<title>Deep</title>{nested}<a href=/under>u</a>"
+        return web.Response(text=body, content_type="text/html")
+
+    site.handle("/nested", deep)
+    site.page("/under", "Under")
+    first, _ = await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    for records in (first, second):
+        page = by_url(records)[site.url + "/nested"]
+        assert page["error"] == "html_too_complex" and page["links"] == [site.url + "/under"]
+    assert by_url(second)[site.url + "/nested"]["changed"] is False
+    assert stats["recrawl"]["unchanged_same_digest"] == 3
+
+
 async def test_a_last_modified_in_the_future_is_never_sent_back(site: Site, tmp_path: Path) -> None:
     site.page("/", "Home", headers={"Last-Modified": "Fri, 01 Jan 2100 00:00:00 GMT"})
     await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
