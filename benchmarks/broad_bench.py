@@ -11,8 +11,8 @@ many records it wrote. At the end it prints:
   filter apart: its size is fixed by --expected-urls);
 - with --redis, Redis's memory, in all and per queued URL;
 - exactness, from the servers' counters and the output: every page once, every
-  depth its level (not with --redis, whose processes crawl breadth-first per
-  host only: see README), robots.txt read first and obeyed, Crawl-delay kept.
+  depth its level (with --redis a few pages may come one deeper: see README),
+  robots.txt read first and obeyed, Crawl-delay kept.
 
     python benchmarks/broad_bench.py --hosts 100000 --web-pages 2000000 --max-pages 100000
 """
@@ -197,7 +197,7 @@ def redis_figures(url: str) -> dict[str, Any]:
     prefix = "crawler:{broad}:"
     queued = int(client.hget(prefix + "counts", "queued") or 0)
     bloom = sum(client.memory_usage(key) or 0 for key in client.scan_iter("crawler:{broad:bf*"))
-    hosts = client.scard(prefix + "hosts")
+    hosts = client.zcard(prefix + "hosts")
     used = info["used_memory"] - info.get("used_memory_startup", 0)
     return {
         "redis_used_bytes": used,

@@ -58,7 +58,8 @@ def fill(client: redis.Redis, shape: Shape, urls: int, entry: Callable[[Request]
         item = entry(request)
         entry_bytes += len(item)
         pipe.rpush(PREFIX + "q:" + request.host, item)
-        pipe.sadd(PREFIX + "hosts", request.host)
+        # The crawl ranks a host by its first URL's depth: the first URL queued here.
+        pipe.zadd(PREFIX + "hosts", {request.host: request.depth}, nx=True)
         if i % BATCH == 0:
             pipe.execute()
     pipe.execute()
@@ -77,7 +78,7 @@ def measure(shape: Shape, urls: int, entry: Callable[[Request], bytes]) -> dict[
             return {
                 "bytes_per_url": used / urls,
                 "entry_bytes_per_url": entry_bytes / urls,
-                "hosts": client.scard(PREFIX + "hosts"),
+                "hosts": client.zcard(PREFIX + "hosts"),
                 "seconds": time.monotonic() - started,
             }
         finally:

@@ -459,6 +459,11 @@ class HostScheduler:
         host = self._host(key)
         host.next_start = max(host.next_start, time.monotonic() + wait_s)
 
+    def delay_s(self, key: str) -> float:
+        """The time host `key` leaves between two requests now; 0 if it leaves none."""
+        host = self._hosts.get(key)
+        return host.delay_s if host else 0.0
+
     def wait_s(self, key: str) -> float:
         """How long until host `key` may start its next request."""
         host = self._hosts.get(key)

@@ -9,7 +9,8 @@ Keys, all under the hash tag `{<crawl-id>}` (the visited set's shards aside, see
     counts          hash: queued, inflight, started (toward --max-pages), records,
                     sitemaps (toward --max-sitemaps)
     claims          hash: host -> URLs queued (toward --max-pages-per-host)
-    hosts           set of hosts with URLs queued
+    hosts           sorted set: host -> the depth of the first URL on its list, for
+                    each host with URLs queued; the shallowest are taken first
     q:<host>        list of queued URLs, each "depth url referrer", with " kind lastmod"
                     added for a sitemap's; a URL on the list's host is its path ("/p"
                     for http://host/p, "s/p" for https://), one elsewhere a network-
@@ -88,14 +89,29 @@ SHARED_SHAPE = (*SHAPING_SETTINGS, "max_pages")
 # --fetch-gone: URLs claimed in one commit script, which runs for a few ms: Redis
 # serves the other processes between two
 GONE_BATCH = 1000
-QUEUE_FORMAT = 2  # of the q:<host> entries (1: JSON); a crawl begun with another is refused
+NO_DEPTH_LIMIT = 1 << 30  # deeper than any crawl goes: take whatever is queued
+TAKE_AHEAD_S = 1.0  # a host with a delay has only what it can start in this much taken
+QUEUE_FORMAT = 3  # of the q:<host> entries and `hosts` (1: JSON, 2: a set); another is refused
 
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+_RANK = r"""
+-- Keep `host` in P .. 'hosts' at the depth of the first URL on its list, or out of it
+-- once the list is empty: an entry starts with its depth.
+local function rank(P, host)
+  local first = redis.call('LINDEX', P .. 'q:' .. host, 0)
+  if first then
+    redis.call('ZADD', P .. 'hosts', tonumber(string.match(first, '^%d+')), host)
+  else
+    redis.call('ZREM', P .. 'hosts', host)
+  end
+end
+"""
 
 # ARGV: prefix, member, lease_ms, joining ("1" or "0"). Renews the lease (or joins),
 # reaps members whose lease ran out, and answers the live members and the counts.
 _TICK = (
     _NOW
+    + _RANK
     + r"""
 local P, me = ARGV[1], ARGV[2]
 local members = P .. 'members'
@@ -104,12 +120,13 @@ redis.call('ZADD', members, now + tonumber(ARGV[3]), me)
 for _, dead in ipairs(redis.call('ZRANGEBYSCORE', members, '-inf', now)) do
   local inflight = P .. 'inflight:' .. dead
   local taken = redis.call('HGETALL', inflight)
+  local back = {}
   for i = 1, #taken, 2 do
     local host = taken[i + 1]
-    if redis.call('LPUSH', P .. 'q:' .. host, string.sub(taken[i], #host + 2)) == 1 then
-      redis.call('SADD', P .. 'hosts', taken[i + 1])
-    end
+    redis.call('LPUSH', P .. 'q:' .. host, string.sub(taken[i], #host + 2))
+    back[host] = true
   end
+  for host in pairs(back) do rank(P, host) end
   local n = #taken / 2
   if n > 0 then
     redis.call('HINCRBY', P .. 'counts', 'queued', n)
@@ -130,12 +147,15 @@ return {'ok', redis.call('ZRANGE', members, 0, -1), c[1] or '0', c[2] or '0', c[
 """
 )
 
-# take(P, me, host, n, max_pages): moves up to n URLs of `host` into the member's
-# in-flight hash, unless another live member serves the host, and counts them toward
-# --max-pages (0: no limit). Answers {wait_ms, urls...}, or {-1} if the host is
+# take(P, me, host, n, max_pages, deepest): moves up to n URLs of `host`, from the head
+# of its list up to the first deeper than `deepest`, into the member's in-flight hash,
+# unless another live member serves the host, and counts them toward --max-pages (0:
+# no limit). Answers {wait_ms, urls...}, or {-1} if the host is
 # someone else's; wait_ms is how long a hand-over asks the new server to wait.
-_TAKE_LUA = r"""
-local function take(P, me, host, n, max_pages)
+_TAKE_LUA = (
+    _RANK
+    + r"""
+local function take(P, me, host, n, max_pages, deepest)
   local t = redis.call('TIME')
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
   local holder = redis.call('HGET', P .. 'locks', host)
@@ -156,9 +176,15 @@ local function take(P, me, host, n, max_pages)
   if n <= 0 then return {wait} end
   local q = P .. 'q:' .. host
   local items = redis.call('LRANGE', q, 0, n - 1)
+  for i, item in ipairs(items) do  -- none deeper than `deepest`, nor after one that is
+    if tonumber(string.match(item, '^%d+')) > deepest then
+      for j = #items, i, -1 do items[j] = nil end
+      break
+    end
+  end
   if #items == 0 then return {wait} end
   redis.call('LTRIM', q, #items, -1)
-  if redis.call('LLEN', q) == 0 then redis.call('SREM', P .. 'hosts', host) end
+  rank(P, host)
   local inflight = P .. 'inflight:' .. me
   for _, item in ipairs(items) do redis.call('HSET', inflight, host .. ' ' .. item, host) end
   redis.call('HINCRBY', P .. 'counts', 'queued', -#items)
@@ -168,12 +194,13 @@ local function take(P, me, host, n, max_pages)
   return items
 end
 """
+)
 
-# ARGV: prefix, member, host, how many, max_pages.
+# ARGV: prefix, member, host, how many, max_pages, deepest.
 _TAKE = (
     _TAKE_LUA
     + r"""
-return take(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]))
+return take(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
 """
 )
 
@@ -182,6 +209,7 @@ return take(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]))
 # frees the host, whose next request may start `wait_ms` from now.
 _RELEASE = (
     _NOW
+    + _RANK
     + r"""
 local P, me, host = ARGV[1], ARGV[2], ARGV[3]
 local q, inflight = P .. 'q:' .. host, P .. 'inflight:' .. me
@@ -191,7 +219,7 @@ for i = #ARGV, 6, -1 do
   redis.call('HDEL', inflight, host .. ' ' .. ARGV[i])
 end
 if n > 0 then
-  redis.call('SADD', P .. 'hosts', host)
+  rank(P, host)
   redis.call('HINCRBY', P .. 'counts', 'queued', n)
   redis.call('HINCRBY', P .. 'counts', 'inflight', -n)
   redis.call('HINCRBY', P .. 'counts', 'started', -n)
@@ -207,9 +235,10 @@ return n
 
 # ARGV: prefix, member, done URL's JSON or '', records (0, 1, or 2 for a page of the
 # previous crawl: counted crawl-wide, for those gone), shape or '', a host to
-# take more URLs of, how many, max_pages, max_pages_per_host, max_sitemaps, then
-# claim_args() of the candidates, then per candidate its host, JSON and limit ('h':
-# --max-pages-per-host, 's': --max-sitemaps, '-': none). One atomic step:
+# take more URLs of, how many, max_pages, max_pages_per_host, max_sitemaps, the
+# deepest of them to take, then claim_args() of the candidates, then per candidate
+# its host, JSON and limit ('h': --max-pages-per-host, 's': --max-sitemaps, '-':
+# none). One atomic step:
 # claim the candidates, queue the new ones within the limits, take the done URL out
 # of flight, count the record, and take the done page's host's next URLs (so a busy
 # host costs no round trip of its own). The seeds' commit also stores the shape, or
@@ -221,7 +250,7 @@ _COMMIT = (
     + r"""
 local P, me, done, shape = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 local bf = string.sub(P, 1, -3)
-local c, counts = claim_parse(11), {}
+local c, counts = claim_parse(12), {}
 local ready, top = claim_ready(bf, c, counts)
 if not ready then return {'stale', top} end
 if shape ~= '' then
@@ -238,9 +267,7 @@ if ARGV[4] == '2' then redis.call('HINCRBY', P .. 'counts', 'previous_seen', 1) 
 local per_host, max_sitemaps = tonumber(ARGV[9]), tonumber(ARGV[10])
 local queued = 0
 local function queue(host, item)
-  if redis.call('RPUSH', P .. 'q:' .. host, item) == 1 then
-    redis.call('SADD', P .. 'hosts', host)
-  end
+  if redis.call('RPUSH', P .. 'q:' .. host, item) == 1 then rank(P, host) end
   queued = queued + 1
 end
 local flags
@@ -267,7 +294,9 @@ for i, new in ipairs(flags) do
 end
 if queued > 0 then redis.call('HINCRBY', P .. 'counts', 'queued', queued) end
 local taken = {}
-if tonumber(ARGV[7]) > 0 then taken = take(P, me, ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])) end
+if tonumber(ARGV[7]) > 0 then
+  taken = take(P, me, ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[11]))
+end
 return {'ok', top, flags, taken}
 """
 )
@@ -504,6 +533,7 @@ class RedisStore:
         self._leaving: set[str] = set()  # hosts to hand over once nothing of theirs is left
         self._wake = asyncio.Event()
         self._batch = max(16, 2 * settings.per_host)
+        self._deepest = NO_DEPTH_LIMIT  # what may be taken: see _refill
 
     # -- opening and closing, with the synchronous client ----------------------
 
@@ -677,6 +707,7 @@ class RedisStore:
             settings.max_pages,
             settings.max_pages_per_host,
             settings.max_sitemaps,
+            self._deepest,
             *self._layout.claim_args([key for _, key, _ in ask]),
             *[x for r, _, limit in ask for x in (r.host, _record(r), limit)],
         )
@@ -872,32 +903,47 @@ class RedisStore:
         """Take URLs of the hosts we own, a batch per host, in one round trip."""
         if self._leaving:
             await self._hand_over()
-        hosts = await self._call(_plain_command("SMEMBERS", self._prefix + "hosts"))
-        mine = [h for h in map(bytes.decode, hosts) if owner(h, self._members) == self.member]
-        # Up to two batches per host, taken or in flight here, over at most as many
-        # hosts as keep every worker busy.
-        room = 4 * self.settings.concurrency - len(self.frontier)
-        wanted = [h for h in mine if self._outstanding[h] < self._batch]
-        wanted = wanted[: max(1, room // self._batch)]
-        if not wanted:
-            return
+        listed = await self._call(
+            _plain_command("ZRANGE", self._prefix + "hosts", 0, -1, "WITHSCORES")
+        )
+        members, outstanding = self._members, self._outstanding
+        mine = [
+            (host, int(depth))
+            for host, depth in zip(map(bytes.decode, listed[::2]), listed[1::2], strict=True)
+            if owner(host, members) == self.member
+        ]
+        # Breadth-first across hosts, as in one process: no URL of a host being served
+        # is taken while a host not served yet has a shallower one. Hosts being served
+        # set no limit: a slow one must not hold the others back.
+        idle = [depth for host, depth in mine if not outstanding[host]]
+        self._deepest = idle[0] if idle else NO_DEPTH_LIMIT  # the list is by depth
+        # As many URLs as keep every worker busy, spread over as many hosts as have them
+        # (a host new to the crawl may have one URL to give), up to two batches per
+        # host taken or in flight here.
+        room = max(1, 4 * self.settings.concurrency - len(self.frontier))
+        wanted = [
+            host
+            for host, depth in mine
+            if outstanding[host] < self._batch and depth <= self._deepest
+        ][:room]
+        share = max(1, room // max(1, len(wanted)))
+        asks = []
+        for host in wanted:
+            n = self._paced(
+                host, min(share, 2 * self._batch - outstanding[host]), outstanding[host]
+            )
+            if n:
+                asks.append((host, n))
         max_pages = self.settings.max_pages
         replies = await asyncio.gather(  # sent in one write, answered in one read
             *(
                 self._call(
-                    _command(
-                        "take",
-                        self._prefix,
-                        self.member,
-                        host,
-                        2 * self._batch - self._outstanding[host],
-                        max_pages,
-                    )
+                    _command("take", self._prefix, self.member, host, n, max_pages, self._deepest)
                 )
-                for host in wanted
+                for host, n in asks
             )
         )
-        for host, reply in zip(wanted, replies, strict=True):
+        for (host, _), reply in zip(asks, replies, strict=True):
             self._accept(host, reply)
 
     def _more_of(self, host: str) -> int:
@@ -906,7 +952,17 @@ class RedisStore:
         outstanding = self._outstanding[host] - 1  # the one being committed
         if outstanding >= self._batch or host in self._leaving:
             return 0
-        return 2 * self._batch - outstanding
+        return self._paced(host, 2 * self._batch - outstanding, outstanding)
+
+    def _paced(self, host: str, n: int, outstanding: int) -> int:
+        """`n`, or for a host with a delay as many as it can start within TAKE_AHEAD_S,
+        less those taken here already: taken sooner, they would count toward
+        --max-pages, and the crawl's end would wait for them, one delay at a time."""
+        scheduler = self._scheduler
+        delay_s = scheduler.delay_s(host) if scheduler is not None else 0.0
+        if not delay_s:
+            return n
+        return max(0, min(n, max(1, int(TAKE_AHEAD_S / delay_s)) - outstanding))
 
     def _accept(self, host: str, reply: list[Any]) -> None:
         """URLs of `host` taken from Redis (`take`'s answer): queue them here."""
