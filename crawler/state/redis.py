@@ -896,7 +896,9 @@ class RedisStore:
 
     def _done(self, host: str) -> None:
         self._outstanding[host] -= 1
-        if host in self._leaving and self._outstanding[host] <= 0:
+        # A host with nothing left here: to hand over, or to take more of, which a
+        # level's end may have kept its commits from (see _refill).
+        if self._outstanding[host] <= 0:
             self._wake.set()
 
     async def _refill(self) -> None:
