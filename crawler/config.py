@@ -14,7 +14,6 @@ import math
 import os
 import re
 import sys
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -904,6 +903,8 @@ def _validated(name: str, raw: Any, label: str, strict: bool) -> Any:
 
 
 def read_config_file(path: str) -> dict[str, Any]:
+    import tomllib  # only with --config
+
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)

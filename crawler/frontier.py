@@ -9,7 +9,6 @@ growing by one per link makes the crawl breadth-first.
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable
@@ -19,6 +18,8 @@ from typing import TYPE_CHECKING, Protocol
 from crawler.urls import host_of
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from crawler.fetch import Exchange
 
 # What a request fetches. A "robots" request fetches nothing: robots.txt is read before

@@ -16,15 +16,18 @@ queued), so a long hold costs disk, not memory.
 
 from __future__ import annotations
 
-import sqlite3
 import zlib
 from collections import deque
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from crawler.frontier import Request
 from crawler.page import Page
+
+if TYPE_CHECKING:
+    import sqlite3
 
 # zlib's fastest level: a page's record with its links shrinks about 4x all the same.
 _LEVEL = 1
@@ -122,6 +125,8 @@ class HeldPages:
     def _open(self) -> sqlite3.Connection:
         assert self._spill_path is not None
         self._spill_path.unlink(missing_ok=True)  # a crashed crawl's
+        import sqlite3  # only when pages spill, with --state
+
         db = sqlite3.connect(self._spill_path, isolation_level=None)
         # Scratch: nothing to recover after a crash, and the OS caches the pages.
         db.execute("PRAGMA journal_mode=OFF")

@@ -36,8 +36,6 @@ import re
 from collections.abc import Iterable, Sequence
 from urllib.parse import unquote
 
-from ada_url import idna
-
 _C0_AND_SPACE = "".join(map(chr, range(0x21)))
 _TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -177,6 +175,8 @@ def _unicode_domain_to_ascii(domain: str) -> str:
     """UTS 46 ToASCII with WHATWG URL's settings; "" where the domain is invalid."""
     if "\x00" in domain:
         return ""  # forbidden anyway, and the binding would cut the string there
+    from ada_url import idna  # only for a non-ASCII host: its import takes 6 ms
+
     try:
         return idna.encode(domain).decode("ascii")
     except UnicodeEncodeError:  # a lone surrogate

@@ -253,13 +253,14 @@ def warn_sitemaps_dropped(max_sitemaps: int, dropped: int) -> None:
 
 def open_store(settings: Settings, seeds: Sequence[str]) -> Store:
     """The store the settings ask for; ConfigError if a state directory or Redis cannot be used."""
-    from crawler.state.disk import DiskStore
-    from crawler.state.memory import MemoryStore
-
     if settings.redis:
         from crawler.state.redis import RedisStore  # redis-py is imported only when used
 
         return RedisStore(settings, seeds)
     if settings.state:
+        from crawler.state.disk import DiskStore  # and SQLite
+
         return DiskStore(settings, seeds)
+    from crawler.state.memory import MemoryStore
+
     return MemoryStore(settings)
