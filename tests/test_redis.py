@@ -334,6 +334,29 @@ async def test_a_joiner_with_other_settings_is_refused_with_one_line(tmp_path, w
     assert err.strip().count("\n") == 0 and "max-depth" in err, err
 
 
+async def test_a_crawl_begun_by_another_version_is_refused_with_one_line(
+    tmp_path, web, redis_server
+):
+    """A crawl whose queues another version laid out (format 2: `hosts` a set, not
+    ranked by depth) is not joined or resumed: one line, exit 2, Redis untouched."""
+    crawl = crawl_id()
+    seeds = web.seeds(tmp_path)
+    first = await Crawler.start(seeds, tmp_path / "a.jsonl", redis_server.url, crawl)
+    await run_all([first])
+    client = redis_server.client()
+    key = f"crawler:{{{crawl}}}:settings"
+    older = json.loads(client.get(key)) | {"queue_format": 2}
+    client.set(key, json.dumps(older, sort_keys=True))
+    before = sorted(client.scan_iter(f"crawler:{{{crawl}}}*"))
+    other = await Crawler.start(seeds, tmp_path / "b.jsonl", redis_server.url, crawl)
+    code, err = await other.finish()
+    assert code == 2
+    assert err.strip().count("\n") == 0 and "another version" in err, err
+    assert "queue format 2" in err and "Traceback" not in err
+    assert sorted(client.scan_iter(f"crawler:{{{crawl}}}*")) == before
+    assert not (tmp_path / "b.jsonl").exists() or not (tmp_path / "b.jsonl").read_text()
+
+
 async def test_max_pages_counts_across_processes(tmp_path, web, redis_server):
     crawlers = await start_crawlers(2, web, tmp_path, redis_server.url, "--max-pages", "50")
     await run_all(crawlers)

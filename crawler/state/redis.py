@@ -550,6 +550,14 @@ class RedisStore:
         try:
             saved = cast("bytes | None", client.get(self._prefix + "settings"))
             if saved is not None and saved.decode() != self._shape:
+                queue_format = json.loads(saved).get("queue_format")
+                if queue_format != QUEUE_FORMAT:
+                    raise ConfigError(
+                        f"crawl {self.settings.crawl_id!r} in Redis was begun by another "
+                        f"version of the crawler (queue format {queue_format}, this one "
+                        f"uses {QUEUE_FORMAT}); finish it with that version, or use "
+                        "another --crawl-id"
+                    )
                 raise ConfigError(
                     f"crawl {self.settings.crawl_id!r} in Redis has other "
                     f"{', '.join(_differences(saved.decode(), self._shape))}; "
