@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from bitarray import bitarray
 
 from crawler.bloom import _hash, _Slice
@@ -242,18 +243,24 @@ async def start_together(
     return crawlers, owners
 
 
-async def owners_once_joined(server: RedisServer, crawl: str, web: Web, members: int) -> set[str]:
-    """The members that own the web's hosts, once `members` have joined the crawl."""
-    client, key = server.client(), f"crawler:{{{crawl}}}:members"
+async def members_following(client: redis.Redis, crawl: str, members: int) -> list[str]:
+    """The members of `crawl` once `members` have joined it and each knows the others.
+
+    A member follows membership at its next heartbeat, which pushes its lease on:
+    until each has beaten once since the last joined, one may still take hosts it
+    has lost."""
+    key = f"crawler:{{{crawl}}}:members"
     while client.zcard(key) < members:
         await asyncio.sleep(0.02)  # a condition in other processes: polled
     leases = dict(client.zrange(key, 0, -1, withscores=True))
-    # A member follows membership at its next heartbeat, which pushes its lease on:
-    # until each has beaten once since the last joined, one may still take hosts it
-    # has lost.
     while any(client.zscore(key, m) <= deadline for m, deadline in leases.items()):
         await asyncio.sleep(0.02)  # a condition in other processes: polled
-    joined = [m.decode() for m in leases]
+    return [m.decode() for m in leases]
+
+
+async def owners_once_joined(server: RedisServer, crawl: str, web: Web, members: int) -> set[str]:
+    """The members that own the web's hosts, once `members` have joined the crawl."""
+    joined = await members_following(server.client(), crawl, members)
     return {owner(site.url.removeprefix("http://"), joined) or "" for site in web.sites}
 
 

@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 from asyncio.subprocess import PIPE
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -19,12 +19,14 @@ from aiohttp import web
 
 from crawler.partition import owner
 from crawler.revisit import AdaptiveSchedule, rounds_in
+from crawler.state.redis_rounds import round_crawl_id
 from crawler.urls import host_of, origin_of
 from tests.archive_tools import run_tool
 from tests.conftest import Site, by_url, html, read_records
 from tests.redis_server import RedisServer
 from tests.test_cli import assert_one_line_error, run_cli
 from tests.test_recrawl import Validating, assert_revisit_of, crawl_to, tree_bodies
+from tests.test_redis import members_following
 from tests.test_wacz import pywb
 from tests.test_warc import read_archive, warc_files
 
@@ -293,15 +295,25 @@ def _recrawl_figures(path: Path) -> dict[str, Any] | None:
     return figures
 
 
-def _end_round_1_late(site: Site, server: Validating, interval_s: float = 1.0) -> None:
-    """Round 1 ends after its other pages are due again: round 2 fetches them all."""
+def _end_round_1_late(
+    site: Site,
+    server: Validating,
+    interval_s: float = 1.0,
+    then: Callable[[], None] | None = None,
+) -> None:
+    """Round 1 ends after its other pages are due again: round 2 fetches them all.
+    `then` is called once the last page of round 1 is served."""
     served = []
 
     async def last_of_round_1(request: web.Request) -> web.Response:
         served.append(request.path)
-        if len(served) == 1:
-            await asyncio.sleep(interval_s + 0.5)
-        return await server.serve(request)
+        if len(served) > 1:
+            return await server.serve(request)
+        await asyncio.sleep(interval_s + 0.5)
+        response = await server.serve(request)
+        if then is not None:
+            then()
+        return response
 
     site.handle("/p/11", last_of_round_1)
 
@@ -346,8 +358,16 @@ async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditio
     count, sites, bodies = ThreeSites.COUNT, three_sites.sites, three_sites.bodies
     servers, urls = three_sites.servers, three_sites.urls
     first_round = [site.hits_reached(count) for site in sites]
+    # Round 2 is served once all three know each other in it: the first to begin it
+    # would otherwise take every host, alone, as long as it knows no other.
+    round_2_open = asyncio.Event()
 
-    _end_round_1_late(sites[0], servers[0])  # /p/11, no longer linked in round 2
+    def gate_round_2() -> None:
+        for server in servers:
+            server.opened = round_2_open
+
+    # /p/11, no longer linked in round 2
+    _end_round_1_late(sites[0], servers[0], then=gate_round_2)
     crawl = SharedRevisit(tmp_path, three_sites.seeds, redis_url)
     try:
         for _ in range(3):
@@ -356,6 +376,12 @@ async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditio
             await _or_exit(event, crawl.processes)
         # Before round 2 (a second away): /p/3 no longer links to /p/11.
         bodies[0]["/p/3"] = html("page 3", ["/p/10"])
+        client = redis.Redis.from_url(redis_url)
+        try:
+            await members_following(client, round_crawl_id("fresh", 2), 3)
+        finally:
+            client.close()
+        round_2_open.set()
         await crawl.round_begun(3)
         hits = [site.paths() for site in sites]
         stats = await crawl.stats_of_round_2()
@@ -380,7 +406,7 @@ async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditio
             assert record["status"] == 304 and record["changed"] is False
             assert record["title"] == first[url]["title"]  # carried from round 1
             assert record["revisit_interval_s"] == 1.2
-    assert crawl.writers(2) >= 2  # round 2 was shared (round 1 may be over before all start)
+    assert crawl.writers(2) >= 2  # round 2 was shared
     for figures in stats:  # of the whole crawl's round 2, in each process
         assert figures["gone"] == 1
         assert figures["previous_pages"] == len(urls)
