@@ -64,6 +64,7 @@ from crawler.sinks import WriteFailed, open_sinks
 from crawler.state import (
     MAX_PAGES_PER_HOST,
     CheckedClaims,
+    RecentKeys,
     trap_check,
     warn_sitemaps_dropped,
 )
@@ -504,6 +505,7 @@ class RedisStore:
         self._lease_ms = round(settings.lease_s * 1000)
         self._check_and_join()
         self.bloom = BloomFilter(settings.expected_urls, settings.fp_rate / 10)
+        self._recent = RecentKeys()  # in front of it, as in one process
         self._layout = SharedBloomLayout(
             self._prefix[:-2], settings.expected_urls, settings.fp_rate
         )
@@ -728,7 +730,7 @@ class RedisStore:
         keys = visit_keys(links)
         # A URL this process saw is not new anywhere. Added here, before Redis is asked,
         # as LocalStore claims first: a trap is then checked and counted once.
-        maybe_new = self.bloom.add_many(keys)
+        maybe_new = self._recent.add_many(keys, self.bloom)
         is_trap = self._is_trap if done is not None else None  # a seed is no trap
         depth, referrer = (done.depth + 1, done.url) if done else (0, None)
         ask = [
