@@ -624,3 +624,44 @@ async def test_a_third_crawl_refers_to_the_first_capture_through_the_second_craw
         assert headers.get_header("WARC-Refers-To") == original.get_header("WARC-Record-ID")
         assert headers.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
     assert {r["status"] for r in read_records(runs[2])} == {304}
+
+
+async def test_queued_urls_are_looked_up_in_the_history_in_batches(tmp_path: Path) -> None:
+    """A page's commit queues a URL or two: the history answers them a batch at a time,
+    and each as it would alone, whether queued long before it is taken or just now."""
+    from crawler.history import open_history
+
+    previous = tmp_path / "previous.jsonl"
+    records = [
+        {
+            "url": f"http://example.com/p/{n}",
+            "status": 200,
+            "depth": 1,
+            "fetched_at": "2026-11-24T10:00:00.000+00:00",
+            "content_digest": f"sha1:{n:032d}",
+            "etag": f'"{n}"',
+            "title": f"page {n}",
+            "links": [f"http://example.com/p/{n + 1}"],
+        }
+        for n in range(200)
+    ]
+    previous.write_text("".join(json.dumps(r) + "\n" for r in records))
+    history = open_history(str(previous), [])
+    queries: list[str] = []
+    history._db.set_trace_callback(queries.append)
+    try:
+        urls = [r["url"] for r in records] + ["http://example.com/new"]
+        for url in urls[:150]:
+            history.prefetch([url])  # as commits queue them, one at a time
+        taken = {url: await history.take(url) for url in urls[:100]}
+        for url in urls[150:]:
+            history.prefetch([url])
+        taken |= {url: await history.take(url) for url in urls[100:]}
+    finally:
+        history.close()
+    selects = [q for q in queries if q.lstrip().startswith("SELECT")]
+    assert len(selects) <= 200 // 64 + 2, len(selects)
+    assert taken["http://example.com/new"] is None
+    for n, record in enumerate(records):
+        row = taken[record["url"]]
+        assert row is not None and row.etag == f'"{n}"' and row.fields()["title"] == f"page {n}"
