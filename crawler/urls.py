@@ -39,7 +39,7 @@ from urllib.parse import unquote
 _C0_AND_SPACE = "".join(map(chr, range(0x21)))
 _TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-_DEFAULT_PORTS = {"http": "80", "https": "443"}
+DEFAULT_PORTS = {"http": "80", "https": "443"}  # the schemes a crawl follows
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
 
@@ -247,7 +247,7 @@ def _canonical_authority(authority: str, scheme: str) -> str | None:
         if int(port) > 65535:
             return None
         port = str(int(port))
-    if port and port != _DEFAULT_PORTS[scheme]:
+    if port and port != DEFAULT_PORTS[scheme]:
         canonical_host = f"{canonical_host}:{port}"
     user, _, password = userinfo.partition(":")  # the first ":" ends the user name
     user = _escape(user, _USERINFO_ESCAPED)
@@ -287,7 +287,7 @@ class _Base:
         match = _SCHEME.match(reference)
         if match:
             scheme = match.group(1).lower()
-            if scheme not in _DEFAULT_PORTS:
+            if scheme not in DEFAULT_PORTS:
                 return None
             rest = reference[match.end() :]
             if scheme != self.scheme or rest.startswith(_TWO_SLASHES):
@@ -385,7 +385,7 @@ def _clean(reference: str) -> str:
 def _canonical_absolute(url: str) -> str | None:
     url = _clean(url)
     match = _SCHEME.match(url)
-    if match is None or match.group(1).lower() not in _DEFAULT_PORTS:
+    if match is None or match.group(1).lower() not in DEFAULT_PORTS:
         return None
     return _absolute(match.group(1).lower(), url[match.end() :])
 

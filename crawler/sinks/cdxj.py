@@ -37,6 +37,7 @@ from crawler.fetch import Exchange
 from crawler.page import Page
 from crawler.sinks import WriteFailed, write_all
 from crawler.sinks.warc import FILE_NAME, RecordLocation, WarcSink
+from crawler.urls import DEFAULT_PORTS
 
 INDEX_SUFFIX = ".cdxj"
 _WARC_SUFFIX = ".warc.gz"
@@ -57,7 +58,6 @@ _PLAIN_ORIGIN = re.compile(
     re.IGNORECASE,
 )
 _WWW = re.compile(r"www\d*\.")
-_DEFAULT_PORT = {"http": "80", "https": "443"}
 
 
 def index_path(directory: Path, warc_file: str) -> Path:
@@ -105,7 +105,7 @@ def _origin_key(origin: str) -> str:
     scheme, host, port = plain[1].lower(), plain[2].lower(), plain[3]
     host = host.removeprefix(www[0]) if (www := _WWW.match(host)) else host
     key = ",".join(reversed(host.split(".")))
-    return key + (f":{port})" if port and port != _DEFAULT_PORT[scheme] else ")")
+    return key + (f":{port})" if port and port != DEFAULT_PORTS[scheme] else ")")
 
 
 def _surt(url: str) -> str:
