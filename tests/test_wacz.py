@@ -541,9 +541,19 @@ async def test_replaywebpage_itself_replays_the_wacz_in_chromium(
             f'replayBase="/replay/" embed="replayonly" url={url}></replay-web-page>',
         )
 
+    async def service_worker_not_yet_active(request: web.Request) -> web.Response:
+        # The player's frame loads before the service worker that serves it may be active; the
+        # player reloads it three times 100 ms apart, which a loaded machine outlasts. A site
+        # that embeds the player answers here as this does: reload once the worker is ready.
+        return web.Response(
+            content_type="text/html",
+            text="<script>navigator.serviceWorker.ready.then(() => location.reload())</script>",
+        )
+
     # aiohttp's FileResponse answers Range requests, which ReplayWeb.page reads the WACZ by.
     app = web.Application()
     app.router.add_get("/embed", embed)
+    app.router.add_get("/replay/", service_worker_not_yet_active)
     app.router.add_get("/ui.js", file_handler(player / "ui.js"))
     app.router.add_get("/replay/sw.js", file_handler(player / "sw.js"))
     app.router.add_get("/crawl.wacz", file_handler(wacz))
