@@ -83,9 +83,9 @@ def parse_html(tree: LexborHTMLParser) -> ParsedPage:
                     attributes.get("content") or ""
                 )
             elif name == "description" and page.description is None:
-                page.description = " ".join((attributes.get("content") or "").split()) or None
+                page.description = _collapsed(attributes.get("content") or "") or None
     if title_node is not None:
-        page.title = " ".join(title_node.text().split())
+        page.title = _collapsed(title_node.text())
     return page
 
 
@@ -141,6 +141,12 @@ def _set_apart(nodes: list[LexborNode], node: LexborNode) -> bool:
     """Append `node` to `nodes`; False, so that a filter leaves it out."""
     nodes.append(node)
     return False
+
+
+def _collapsed(text: str) -> str:
+    """`text` stripped of HTML's whitespace, each run of it one space, as document.title
+    is: an ideographic or a no-break space is no whitespace there."""
+    return collapse_whitespace(text).strip(" ")
 
 
 def collapse_whitespace(text: str) -> str:

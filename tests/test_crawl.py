@@ -280,6 +280,25 @@ async def test_base_href_is_the_base_of_relative_links(site: Site, tmp_path):
     assert records[1]["title"] == "page"
 
 
+async def test_title_and_description_collapse_only_ascii_whitespace_as_document_title_does(
+    site: Site, tmp_path
+):
+    # document.title strips and collapses ASCII whitespace only: an ideographic space
+    # (U+3000) between Chinese words, or a no-break space, is part of the title.
+    site.page(
+        "/",
+        body=(
+            "<title>\t中文\u3000标题 \r\n\f 第二\u00a0部分\u3000</title>"
+            '<meta name="description" content="\u3000摘要\u3000 \n 内容\u00a0">'
+        ),
+    )
+
+    [record] = await crawl(tmp_path, [site.url + "/"], max_depth=0)
+
+    assert record["title"] == "中文\u3000标题 第二\u00a0部分\u3000"
+    assert record["description"] == "\u3000摘要\u3000 内容\u00a0"
+
+
 async def test_the_head_fields_and_links_in_page_order_come_from_anywhere_in_the_page(
     site: Site, tmp_path
 ):
