@@ -599,7 +599,9 @@ class Crawl:
             page.previous = previous
             if status == NOT_MODIFIED and previous is not None and response.error is None:
                 return self._unchanged_page(request, page, previous)
-            changed = previous.changed_to(status, page.content_digest) if previous else None
+            changed = (
+                previous.changed_to(response.status, page.content_digest) if previous else None
+            )
             page.fields["changed"] = changed
             if (
                 changed is False

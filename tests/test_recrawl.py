@@ -23,6 +23,7 @@ from crawler import Crawler
 from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, by_url, html, read_records
 from tests.nginx_server import Nginx
+from tests.test_crawl import reset_connection
 from tests.test_state import Run
 from tests.test_wacz import assert_index_is_cdxj_indexers, pywb
 from tests.test_warc import read_archive, warc_files
@@ -140,6 +141,23 @@ async def test_a_page_no_link_reaches_any_more_is_counted_gone_not_fetched(
     )
     assert site.count("/c") == 0
     assert stats["recrawl"]["gone"] == 1 and stats["recrawl"]["changed"] == 1
+
+
+async def test_a_previous_page_that_gives_no_response_now_is_changed_null_failed_and_gone(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    site.handle("/b", reset_connection)
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    failed = by_url(second)[site.url + "/b"]
+    assert (failed["status"], failed["error"]) == (None, "connection_error")
+    assert failed["changed"] is None
+    recrawl = stats["recrawl"]
+    assert recrawl["checked"] == len(pages.bodies) - 1 and recrawl["changed"] == 0
+    assert recrawl["failed"] == 1 and recrawl["gone"] == 1
 
 
 async def test_a_server_that_ignores_validators_gives_unchanged_by_digest(
