@@ -41,6 +41,23 @@ HISTORY_FORMAT = 9  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
+# The types of the fields a row is made of, as a crawl writes them (None: null).
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "url": (str,),
+    "status": (int, type(None)),
+    "depth": (int,),
+    "content_digest": (str, type(None)),
+    "fetched_at": (str,),
+    "etag": (str, type(None)),
+    "last_modified": (str, type(None)),
+    "links": (list,),
+    "kind": (str,),
+    "warc_file": (str, type(None)),
+    "warc_offset": (int, type(None)),
+    "warc_length": (int, type(None)),
+    "revisit_interval_s": (int, float, type(None)),
+    "due_at": (str, type(None)),
+}
 # Fields a 304 page takes from the previous record, beside the standard ones.
 CARRIED_FIELDS = ("title", "description", "canonical", "links", "content_type", "bytes")
 CARRIED_EXTRA = ("text", "lang", "nofollow")
@@ -460,7 +477,28 @@ def _lines(source: Source, prev: str) -> Iterator[tuple[int, dict[str, Any]]]:
                     f"--since {prev} was written by an older version of the crawler: "
                     f"its records have no {', '.join(missing)}"
                 )
+            mistyped = _mistyped(record)
+            if mistyped:
+                raise ConfigError(
+                    f"--since {prev}: line {number} is not a crawl's record "
+                    f"(its {mistyped} is {orjson.dumps(record[mistyped]).decode()[:40]})"
+                )
             yield number, record
+
+
+def _mistyped(record: dict[str, Any]) -> str | None:
+    """The first field of `record` that no crawl would have written so, if any: a row
+    made of it would fail, or fail the recrawl later."""
+    for name, types in FIELD_TYPES.items():
+        if name in record and not isinstance(record[name], types):
+            return name
+    if not all(isinstance(link, str) for link in record.get("links", ())):
+        return "links"
+    try:
+        visit_key(record["url"])
+    except ValueError:  # no scheme://host/ before its path
+        return "url"
+    return None
 
 
 def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int, set[str]]:

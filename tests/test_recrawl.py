@@ -352,6 +352,23 @@ async def run_cli(*args: str) -> tuple[int, str]:
             ),
             "cut short",
         ),
+        (
+            lambda p: _write(
+                p / "other.jsonl",
+                json.dumps(
+                    {
+                        "url": "http://a/",
+                        "status": "ok",
+                        "depth": 0,
+                        "content_digest": "sha1:X",
+                        "fetched_at": "2026-11-02T10:00:00.000+00:00",
+                        "links": "http://a/b",
+                    }
+                ).encode()
+                + b"\n",
+            ),
+            "line 1 is not a crawl's record (its status is",
+        ),
         (lambda p: _mkdir(p / "somedir"), "not a crawl's --state"),
     ],
 )
