@@ -76,6 +76,12 @@ class Exchange:
         """A 2xx response: the only kind whose payload may stand for another's."""
         return status_is_2xx(self.status_line)
 
+    @property
+    def not_modified(self) -> bool:
+        """A 304: a conditional request's answer that the payload asked about is unchanged."""
+        parts = self.status_line.split(None, 2)
+        return len(parts) > 1 and parts[1] == b"%d" % NOT_MODIFIED
+
 
 @dataclass(slots=True)
 class Response:

@@ -409,7 +409,16 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
         )
 
     site.handle("/touched", ignores_validators)
-    pages.bodies["/"] = html("Home", ["/a", "/b", "/c", "/touched"])
+    lying = html("Not modified, it says, of another ETag")
+    pages.bodies["/lying"] = lying
+
+    async def not_modified_of_another_etag(request: web.Request) -> web.Response:
+        if "If-None-Match" in request.headers:
+            return web.Response(status=304, headers={"ETag": '"other"'})
+        return web.Response(text=lying, headers={"ETag": '"v1"'}, content_type="text/html")
+
+    site.handle("/lying", not_modified_of_another_etag)
+    pages.bodies["/"] = html("Home", ["/a", "/b", "/c", "/touched", "/lying"])
     warc1, warc2 = tmp_path / "warc1", tmp_path / "warc2"
     await crawl_to(tmp_path / "first.jsonl", [site.url + "/"], warc=str(warc1))
     pages.bodies["/b"] = html("B, new")
@@ -430,6 +439,11 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
     archive = [r for r in read_archive(warc2) if r["type"] in ("response", "revisit")]
     by_uri = {r["uri"]: r for r in archive}
     originals = {r["uri"]: r for r in read_archive(warc1) if r["type"] == "response"}
+    lying_304, _ = [r for r in archive if r["uri"] == site.url + "/lying"]
+    # The 304 not believed is kept, as what it says: a replay of it is the earlier capture.
+    assert_revisit_of(
+        lying_304["headers"], originals[site.url + "/lying"]["headers"], lying_304["uri"], 304
+    )
     for url, record in records.items():
         written = by_uri[url]["headers"]
         if record["changed"]:
