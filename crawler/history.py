@@ -37,7 +37,7 @@ from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 9  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 10  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -527,7 +527,7 @@ def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int
 def page_row(record: dict[str, Any]) -> tuple[Any, ...]:
     """A record's row in the pages table: what a recrawl needs of it."""
     status = record["status"]
-    if status == NOT_MODIFIED and record.get("changed") is False:
+    if status == NOT_MODIFIED and record.get("changed") is False and not record.get("error"):
         status = 200  # a 304 stood for the 200 before it, whose fields it carried on
     kept = _kept(record) if isinstance(status, int) and 200 <= status < 300 else None
     return (

@@ -274,6 +274,21 @@ async def test_a_304_to_a_request_without_validators_is_an_invalid_response(
     assert record["status"] == 304 and record["error"] == "invalid_response"
 
 
+async def test_a_304_unasked_stays_an_error_in_every_later_recrawl(
+    site: Site, tmp_path: Path
+) -> None:
+    async def not_modified(_request: web.Request) -> web.Response:
+        return web.Response(status=304, headers={"ETag": '"e"'})
+
+    site.handle("/", not_modified)
+    since = None
+    for crawl in ("first", "second", "third"):
+        (record,), _ = await crawl_to(tmp_path / f"{crawl}.jsonl", [site.url + "/"], since=since)
+        since = str(tmp_path / f"{crawl}.jsonl")
+        assert record["status"] == 304 and record["error"] == "invalid_response", crawl
+    assert [hit.headers.get("If-None-Match") for hit in site.hits] == [None] * 3
+
+
 async def test_a_304_naming_another_etag_is_not_trusted_and_the_page_is_fetched_whole(
     site: Site, tmp_path: Path
 ) -> None:
