@@ -498,16 +498,23 @@ class Crawl:
         """Fetch `request`, conditionally if the previous crawl had it; None if the
         failure was worth another try and it went back to its host's line."""
         url = request.location or request.url
-        validators = previous.validators() if previous is not None and url == request.url else {}
-        response = await fetcher.fetch(url, self._admit_hop, request.redirects, validators)
+        validators: dict[str, str] = {}
+        validated = None
+        if previous is not None:  # for the URL that gave them: where its redirects ended
+            validators, validated = previous.validators(), previous.final_url
+        response = await fetcher.fetch(
+            url, self._admit_hop, request.redirects, validators, validated
+        )
         if (
             response.status == NOT_MODIFIED
-            and validators
+            and response.error is None  # so it was asked with the validators
             and previous is not None
             and previous.contradicted_by(response.headers.get("ETag"))
         ):
-            unconditional = await fetcher.fetch(url, self._admit_hop, request.redirects)
+            # Asked again of the URL that answered: the redirects there were admitted.
+            unconditional = await fetcher.fetch(response.url, self._admit_hop, response.redirects)
             unconditional.exchanges[:0] = response.exchanges
+            unconditional.hops[:0] = response.hops
             response = unconditional
         request.hops.extend(response.hops)
         if self._retried(request, response, _throttled(response)):
@@ -600,7 +607,9 @@ class Crawl:
             if status == NOT_MODIFIED and previous is not None and response.error is None:
                 return self._unchanged_page(request, page, previous)
             changed = (
-                previous.changed_to(response.status, page.content_digest) if previous else None
+                previous.changed_to(response.status, page.content_digest, page.final_url or "")
+                if previous
+                else None
             )
             page.fields["changed"] = changed
             if (

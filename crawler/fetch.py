@@ -358,14 +358,18 @@ class Fetcher:
         admit: Admit,
         redirects: int = 0,
         validators: Mapping[str, str] | None = None,
+        validated: str | None = None,
     ) -> Response:
         """GET `url`, following redirects that `admit` allows, up to the redirect limit.
 
         `redirects` is how many hops an earlier attempt already followed to reach `url`;
-        `validators` make the request for `url` conditional (not its redirects' targets).
+        `validators` make the request for `validated` conditional, `url` or a hop (those
+        of one URL's response say nothing of another's), and `url`'s if it is None.
         """
+        if validated is None:
+            validated = url
         hops: list[str] = []
-        response = await self.get(url, validators)
+        response = await self.get(url, validators if url == validated else None)
         exchanges = response.exchanges
         while response.status in REDIRECT_STATUSES and response.error is None:
             location = response.headers.get("Location")
@@ -384,7 +388,7 @@ class Fetcher:
                 break
             redirects += 1
             hops.append(target)
-            response = await self.get(target)
+            response = await self.get(target, validators if target == validated else None)
             exchanges.extend(response.exchanges)
         response.redirects, response.hops, response.exchanges = redirects, hops, exchanges
         return response

@@ -37,7 +37,7 @@ from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 10  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 11  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -143,8 +143,17 @@ class Previous:
     def ok(self) -> bool:
         return self.status is not None and 200 <= self.status < 300
 
+    @property
+    def final_url(self) -> str:
+        """Where the previous fetch ended, after redirects: the URL its validators are for
+        (a 2xx's; see _kept)."""
+        if self.record is None or b'"final_url"' not in self.record:
+            return self.url
+        final_url: str = orjson.loads(self.record)["final_url"]
+        return final_url
+
     def validators(self) -> dict[str, str]:
-        """The conditional request's headers: only for a 2xx."""
+        """The conditional request's headers, for `final_url`: only for a 2xx."""
         if not self.ok:
             return {}
         headers = {}
@@ -154,12 +163,13 @@ class Previous:
             headers["If-Modified-Since"] = self.last_modified
         return headers
 
-    def changed_to(self, status: int | None, digest: str | None) -> bool | None:
-        """Whether the page changed since: None if nothing came back now; a status
-        unlike before is a change."""
+    def changed_to(self, status: int | None, digest: str | None, final_url: str) -> bool | None:
+        """Whether the page changed since: None if nothing came back now; a status unlike
+        before is a change, and so is a 2xx page that now redirects, or elsewhere."""
         if status is None:
             return None
-        return status != self.status or digest != self.digest
+        moved = self.ok and final_url != self.final_url
+        return status != self.status or digest != self.digest or moved
 
     def contradicted_by(self, etag: str | None) -> bool:
         """Whether a 304 naming `etag` says "not modified" of something else than the
@@ -181,6 +191,7 @@ class Previous:
         if self.record is None:
             return {}
         fields: dict[str, Any] = orjson.loads(self.record)
+        fields.pop("final_url", None)  # a 304's is the URL that answered it
         links = fields.get("links")
         if links:
             origin = origin_of(self.url)
@@ -553,6 +564,9 @@ def _kept(record: dict[str, Any]) -> bytes:
     (a page's links are mostly its site's: half the bytes, where zlib took 20 us a row)."""
     fields = {name: record[name] for name in CARRIED_FIELDS if name in record}
     fields.update((name, record[name]) for name in CARRIED_EXTRA if name in record)
+    final_url = record.get("final_url")
+    if final_url and final_url != record["url"]:  # redirected: its validators are for this
+        fields["final_url"] = final_url
     if record.get("error"):  # a page parsed in part: parsing the same body again may not be
         fields["error"] = record["error"]
     links = fields.get("links")

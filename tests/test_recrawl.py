@@ -160,6 +160,37 @@ async def test_a_previous_page_that_gives_no_response_now_is_changed_null_failed
     assert recrawl["failed"] == 1 and recrawl["gone"] == 1
 
 
+async def test_a_page_that_now_redirects_is_changed_and_its_validators_go_where_redirects_end(
+    site: Site, tmp_path: Path
+) -> None:
+    same = html("Same")
+    pages = Validating(
+        site, {"/": html("Home", ["/moved", "/redirects", "/elsewhere"]), "/moved": same}
+    )
+    for path in ("/moved/", "/target", "/old-target", "/new-target"):
+        pages.bodies[path] = same if path == "/moved/" else html("Target")
+        site.handle(path, pages.serve)
+    site.redirect("/redirects", "/target", 301)
+    site.redirect("/elsewhere", "/old-target", 301)
+    first, _ = await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    site.redirect("/moved", "/moved/", 301)  # the same bytes, at another URL
+    site.redirect("/elsewhere", "/new-target", 301)
+    site.hits.clear()
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    records = by_url(second)
+    assert records[site.url + "/moved"]["changed"] is True
+    assert records[site.url + "/elsewhere"]["changed"] is True
+    redirected = records[site.url + "/redirects"]
+    assert (redirected["status"], redirected["changed"]) == (304, False)
+    assert redirected["title"] == "Target"
+    asked = {hit.path: hit.headers.get("If-None-Match") for hit in site.hits}
+    assert asked["/target"] == by_url(first)[site.url + "/redirects"]["etag"]
+    assert asked["/redirects"] is None and asked["/elsewhere"] is None
+    assert pages.not_modified == ["/", "/target"]
+
+
 async def test_a_server_that_ignores_validators_gives_unchanged_by_digest(
     site: Site, tmp_path: Path
 ) -> None:
