@@ -37,7 +37,7 @@ from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 11  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 12  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -357,7 +357,7 @@ def open_history(prev: str, warc_dirs: Sequence[str]) -> History:
     usable crawl (then nothing is written). `warc_dirs`: where its WARC files may be."""
     source = _source(Path(prev))
     stamp = f"{HISTORY_FORMAT}:{source.jsonl.resolve()}:{source.length}:{_mtime(source.jsonl)}"
-    if not _index_matches(source.index, stamp):
+    if not _index_matches(source.index, stamp, warc_dirs):
         _build(source, stamp, warc_dirs, prev)
     return History(source.index)
 
@@ -420,18 +420,23 @@ def _mtime(path: Path) -> int:
     return path.stat().st_mtime_ns
 
 
-def _index_matches(index: Path, stamp: str) -> bool:
+def _index_matches(index: Path, stamp: str, warc_dirs: Sequence[str]) -> bool:
+    """Whether `index` was built from the same output, and knows the captures of its
+    WARC files if `warc_dirs` now hold them (an index built without them has none)."""
     if not index.exists():
         return False
     try:
         db = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
         try:
-            row = db.execute("SELECT value FROM meta WHERE name = 'source'").fetchone()
+            meta = dict(db.execute("SELECT name, value FROM meta"))
         finally:
             db.close()
     except sqlite3.Error:
         return False
-    return row is not None and row[0] == stamp
+    if meta.get("source") != stamp:
+        return False
+    files = orjson.loads(meta["warc_files"])
+    return meta["warc"] != "" or _warc_directory(files, warc_dirs) is None
 
 
 def _build(source: Source, stamp: str, warc_dirs: Sequence[str], prev: str) -> None:
@@ -452,7 +457,12 @@ def _build(source: Source, stamp: str, warc_dirs: Sequence[str], prev: str) -> N
             warc_dir = _index_captures(db, warc_files, warc_dirs, prev)
             db.executemany(
                 "INSERT INTO meta VALUES (?, ?)",
-                [("source", stamp), ("pages", str(pages)), ("warc", warc_dir)],
+                [
+                    ("source", stamp),
+                    ("pages", str(pages)),
+                    ("warc", warc_dir),
+                    ("warc_files", orjson.dumps(sorted(warc_files)).decode()),
+                ],
             )
             db.execute("COMMIT")
         finally:
@@ -587,11 +597,7 @@ def _index_captures(
 ) -> str:
     """Note the record heads of the WARC files the records name; the directory they
     were found in, or "" if none holds them all (then nothing is revisited)."""
-    if not files:
-        return ""
-    directory = next(
-        (Path(d) for d in warc_dirs if all((Path(d) / f).is_file() for f in files)), None
-    )
+    directory = _warc_directory(files, warc_dirs)
     if directory is None:
         return ""
     from crawler.sinks.warc import read_record_heads
@@ -610,6 +616,14 @@ def _index_captures(
             raise ConfigError(f"--since {prev}: WARC file {path} is cut short")
     db.executemany("INSERT OR REPLACE INTO captures VALUES (?,?,?,?,?)", rows)
     return str(directory)
+
+
+def _warc_directory(files: Iterable[str], warc_dirs: Sequence[str]) -> Path | None:
+    """The first of `warc_dirs` that holds all the WARC `files`; None if there are none."""
+    files = list(files)
+    if not files:
+        return None
+    return next((Path(d) for d in warc_dirs if all((Path(d) / f).is_file() for f in files)), None)
 
 
 def _capture_rows(file: str, offset: int, fields: dict[bytes, bytes]) -> Iterable[tuple[Any, ...]]:

@@ -644,6 +644,27 @@ async def test_prev_may_be_a_state_directory_and_its_index_is_built_once(
     assert index.stat().st_mtime_ns == built
 
 
+async def test_an_index_built_without_the_previous_warc_files_is_rebuilt_once_they_are_given(
+    site: Site, tmp_path: Path
+) -> None:
+    tree_site(site)
+    warc1, warc2 = tmp_path / "warc1", tmp_path / "warc2"
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"], warc=str(warc1))
+    since = str(tmp_path / "first.jsonl")
+    await crawl_to(tmp_path / "trial.jsonl", [site.url + "/"], since=since)  # no WARC files
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        since=since,
+        since_warc=str(warc1),
+        warc=str(warc2),
+    )
+    assert {r["status"] for r in second} == {304}
+    archived = [r for r in read_archive(warc2) if r["type"] in ("response", "revisit")]
+    pages = [r for r in archived if not r["uri"].endswith("/robots.txt")]
+    assert {r["type"] for r in pages} == {"revisit"} and len(pages) == len(second)
+
+
 async def test_fetch_gone_tells_a_deleted_page_from_one_merely_unlinked(
     site: Site, tmp_path: Path
 ) -> None:
