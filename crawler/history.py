@@ -258,6 +258,10 @@ class History:
         meta = dict(self._db.execute("SELECT name, value FROM meta"))
         self.pages = int(meta["pages"])
         self.has_warc = meta["warc"] != ""
+        # The WARC files its records name, if no directory given held them all
+        self.unfound_warc_files: list[str] = (
+            [] if self.has_warc else orjson.loads(meta["warc_files"])
+        )
         self._cache: dict[str, Previous | None] = {}
         self._pending: dict[str, None] = {}  # queued URLs to look up in the next batch
         # --revisit: hosts whose sitemap <lastmod> was last found wrong on some page
@@ -359,7 +363,17 @@ def open_history(prev: str, warc_dirs: Sequence[str]) -> History:
     stamp = f"{HISTORY_FORMAT}:{source.jsonl.resolve()}:{source.length}:{_mtime(source.jsonl)}"
     if not _index_matches(source.index, stamp, warc_dirs):
         _build(source, stamp, warc_dirs, prev)
-    return History(source.index)
+    history = History(source.index)
+    if warc_dirs and history.unfound_warc_files:
+        log.warning(
+            "--since %s: its WARC files (such as %s) are in none of %s: nothing archived now "
+            "can refer to them, so 304s are archived as bare 304s, which replay empty, "
+            "and unchanged pages whole",
+            prev,
+            history.unfound_warc_files[0],
+            ", ".join(warc_dirs),
+        )
+    return history
 
 
 def _source(prev: Path) -> Source:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import random
 import signal
@@ -663,6 +664,23 @@ async def test_an_index_built_without_the_previous_warc_files_is_rebuilt_once_th
     archived = [r for r in read_archive(warc2) if r["type"] in ("response", "revisit")]
     pages = [r for r in archived if not r["uri"].endswith("/robots.txt")]
     assert {r["type"] for r in pages} == {"revisit"} and len(pages) == len(second)
+
+
+async def test_a_recrawl_that_archives_without_the_previous_warc_files_says_so(
+    site: Site, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"], warc=str(tmp_path / "warc1"))
+    with caplog.at_level(logging.WARNING, logger="crawler"):
+        await crawl_to(
+            tmp_path / "second.jsonl",
+            [site.url + "/"],
+            since=str(tmp_path / "first.jsonl"),
+            since_warc=str(tmp_path / "no-such-dir"),
+            warc=str(tmp_path / "warc2"),
+        )
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "crawl-" in warning and "no-such-dir" in warning and "replay empty" in warning
 
 
 async def test_fetch_gone_tells_a_deleted_page_from_one_merely_unlinked(
