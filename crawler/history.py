@@ -37,7 +37,7 @@ from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 12  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 13  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -60,7 +60,9 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 # Fields a 304 page takes from the previous record, beside the standard ones.
 CARRIED_FIELDS = ("title", "description", "canonical", "links", "content_type", "bytes")
-CARRIED_EXTRA = ("text", "lang", "nofollow")
+# --text's and --extract's, if the previous crawl had them (near_duplicate_of is found
+# again from the simhash, among this crawl's pages).
+CARRIED_EXTRA = ("text", "lang", "nofollow", "main_text", "markdown", "metadata", "simhash")
 _BATCH = 500  # keys a query asks for at once (SQLite allows 32,766 parameters)
 _INSERT_BATCH = 10_000
 _CACHE_MAX = 100_000  # prefetched rows kept for queued URLs; past it, looked up when fetched

@@ -130,6 +130,31 @@ async def test_a_recrawl_asks_conditionally_and_goes_on_through_pages_that_did_n
     assert stats["bytes"] == sum(r["bytes"] for r in second if r["status"] != 304)
 
 
+async def test_a_304_page_keeps_the_main_content_extract_found_and_its_near_duplicates(
+    site: Site, tmp_path: Path
+) -> None:
+    article = "<article><h1>News</h1>" + "<p>What happened today, told at length.</p>" * 20
+    Validating(
+        site,
+        {
+            "/": html("Home", ["/copy"], body=article + "</article>"),
+            "/copy": html("Copy", body=article + "</article>"),
+        },
+    )
+    first, _ = await crawl_to(tmp_path / "first.jsonl", [site.url + "/"], extract=True)
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        since=str(tmp_path / "first.jsonl"),
+        extract=True,
+    )
+    assert {r["status"] for r in second} == {304}
+    extracted = ("main_text", "markdown", "metadata", "simhash", "near_duplicate_of")
+    for before, after in zip(first, second, strict=True):
+        assert {f: before.get(f) for f in extracted} == {f: after.get(f) for f in extracted}
+    assert by_url(second)[site.url + "/copy"]["near_duplicate_of"] == site.url + "/"
+
+
 async def test_a_page_no_link_reaches_any_more_is_counted_gone_not_fetched(
     site: Site, tmp_path: Path
 ) -> None:
