@@ -669,6 +669,8 @@ class Crawl:
         one, and the pages under it are reached through its links as before."""
         page = self._new_page(
             request,
+            # where its redirects ended, whose validators it keeps (a 2xx's is known)
+            final_url=previous.final_url if previous.ok else None,
             status=previous.status,
             fetched_at=previous.fetched_at,
             etag=previous.etag,
