@@ -458,6 +458,18 @@ async def test_a_bad_prev_is_one_line_exit_2_and_nothing_written(
     assert sorted(tmp_path.rglob("*")) == before
 
 
+async def test_a_recrawl_may_not_write_over_the_crawl_it_reads(site: Site, tmp_path: Path) -> None:
+    tree_site(site)
+    prev = tmp_path / "crawl.jsonl"
+    await crawl_to(prev, [site.url + "/"])
+    kept = prev.read_bytes()
+    seeds = _write(tmp_path / "seeds.txt", f"{site.url}/\n".encode())
+    code, err = await run_cli(str(seeds), "-o", str(prev), "--since", str(prev), "--quiet")
+    assert code == 2
+    assert err.count("\n") == 1 and "same file" in err, err
+    assert prev.read_bytes() == kept
+
+
 def _write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
