@@ -715,7 +715,11 @@ class Crawl:
     ) -> list[str]:
         """Give `page` the previous record's content fields; the links to follow."""
         fields = previous.fields() if fields is None else fields
-        fields.pop("error", None)  # the page's own error, if any, is this fetch's
+        # The page's own error, if any, is this fetch's; but the body it stands for
+        # (a 304's, or one not due) was read with its markup bounded, and says so, so
+        # that the next crawl parses that body again rather than carry these fields.
+        if fields.pop("error", None) == ErrorKind.HTML_TOO_COMPLEX and page.error is None:
+            page.error = ErrorKind.HTML_TOO_COMPLEX
         page.content_digest = previous.digest
         page.content_type = fields.pop("content_type", None)
         page.bytes = fields.pop("bytes", None)

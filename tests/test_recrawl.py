@@ -310,6 +310,31 @@ async def test_a_page_parsed_in_part_before_is_parsed_again_and_says_so_again(
     assert stats["recrawl"]["unchanged_same_digest"] == 3
 
 
+async def test_a_304_of_a_page_parsed_in_part_says_so_too_and_the_next_crawl_parses_it_again(
+    site: Site, tmp_path: Path
+) -> None:
+    nested = "<div>" * 100_000 + "x" + "</div>" * 100_000
+    body = f"<title>Deep</title>{nested}<a href=/under>u</a>"
+    validating = True
+    site.page("/", "Home", ["/nested"])
+
+    async def deep(request: web.Request) -> web.Response:
+        if validating and request.headers.get("If-None-Match") == '"v1"':
+            return web.Response(status=304, headers={"ETag": '"v1"'})
+        return web.Response(text=body, headers={"ETag": '"v1"'}, content_type="text/html")
+
+    site.handle("/nested", deep)
+    site.page("/under", "Under")
+    since = None
+    for crawl in ("first", "second", "third"):
+        validating = crawl != "third"  # then a server that ignores validators
+        records, _ = await crawl_to(tmp_path / f"{crawl}.jsonl", [site.url + "/"], since=since)
+        since = str(tmp_path / f"{crawl}.jsonl")
+        page = by_url(records)[site.url + "/nested"]
+        assert page["error"] == "html_too_complex", crawl
+        assert page["status"] == (304 if crawl == "second" else 200)
+
+
 async def test_a_last_modified_in_the_future_is_never_sent_back(site: Site, tmp_path: Path) -> None:
     site.page("/", "Home", headers={"Last-Modified": "Fri, 01 Jan 2100 00:00:00 GMT"})
     await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
