@@ -149,9 +149,9 @@ class Previous:
     def final_url(self) -> str:
         """Where the previous fetch ended, after redirects: the URL its validators are for
         (a 2xx's; see _kept)."""
-        if self.record is None or b'"final_url"' not in self.record:
+        if self.record is None or b'"final_url":' not in self.record:  # as a key, if at all
             return self.url
-        final_url: str = orjson.loads(self.record)["final_url"]
+        final_url: str = orjson.loads(self.record).get("final_url", self.url)
         return final_url
 
     def validators(self) -> dict[str, str]:

@@ -155,6 +155,17 @@ async def test_a_304_page_keeps_the_main_content_extract_found_and_its_near_dupl
     assert by_url(second)[site.url + "/copy"]["near_duplicate_of"] == site.url + "/"
 
 
+async def test_a_page_titled_as_a_field_of_the_history_is_read_as_its_title(
+    site: Site, tmp_path: Path
+) -> None:
+    Validating(site, {"/": html("final_url")})
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    (record,), _ = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    assert (record["status"], record["error"], record["title"]) == (304, None, "final_url")
+
+
 async def test_a_page_no_link_reaches_any_more_is_counted_gone_not_fetched(
     site: Site, tmp_path: Path
 ) -> None:
