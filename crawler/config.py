@@ -132,6 +132,15 @@ class Settings:
             raise ConfigError(
                 "--since and --state name the same directory; a recrawl needs a new --state DIR"
             )
+        if (
+            self.since is not None
+            and self.output is not None
+            and _same_path(self.since, self.output)
+        ):
+            raise ConfigError(
+                "--since and --output name the same file: the recrawl would write over the "
+                "crawl it reads; give it a new --output FILE"
+            )
         if not self.revisit_min_interval <= self.revisit_max_interval:
             raise ConfigError("--revisit-min-interval must not be above --revisit-max-interval")
         if self.wacz is not None:

@@ -498,16 +498,23 @@ class Crawl:
         """Fetch `request`, conditionally if the previous crawl had it; None if the
         failure was worth another try and it went back to its host's line."""
         url = request.location or request.url
-        validators = previous.validators() if previous is not None and url == request.url else {}
-        response = await fetcher.fetch(url, self._admit_hop, request.redirects, validators)
+        validators: dict[str, str] = {}
+        validated = None
+        if previous is not None:  # for the URL that gave them: where its redirects ended
+            validators, validated = previous.validators(), previous.final_url
+        response = await fetcher.fetch(
+            url, self._admit_hop, request.redirects, validators, validated
+        )
         if (
             response.status == NOT_MODIFIED
-            and validators
+            and response.error is None  # so it was asked with the validators
             and previous is not None
             and previous.contradicted_by(response.headers.get("ETag"))
         ):
-            unconditional = await fetcher.fetch(url, self._admit_hop, request.redirects)
+            # Asked again of the URL that answered: the redirects there were admitted.
+            unconditional = await fetcher.fetch(response.url, self._admit_hop, response.redirects)
             unconditional.exchanges[:0] = response.exchanges
+            unconditional.hops[:0] = response.hops
             response = unconditional
         request.hops.extend(response.hops)
         if self._retried(request, response, _throttled(response)):
@@ -599,7 +606,11 @@ class Crawl:
             page.previous = previous
             if status == NOT_MODIFIED and previous is not None and response.error is None:
                 return self._unchanged_page(request, page, previous)
-            changed = previous.changed_to(status, page.content_digest) if previous else None
+            changed = (
+                previous.changed_to(response.status, page.content_digest, page.final_url or "")
+                if previous
+                else None
+            )
             page.fields["changed"] = changed
             if (
                 changed is False
@@ -658,6 +669,8 @@ class Crawl:
         one, and the pages under it are reached through its links as before."""
         page = self._new_page(
             request,
+            # where its redirects ended, whose validators it keeps (a 2xx's is known)
+            final_url=previous.final_url if previous.ok else None,
             status=previous.status,
             fetched_at=previous.fetched_at,
             etag=previous.etag,
@@ -702,7 +715,11 @@ class Crawl:
     ) -> list[str]:
         """Give `page` the previous record's content fields; the links to follow."""
         fields = previous.fields() if fields is None else fields
-        fields.pop("error", None)  # the page's own error, if any, is this fetch's
+        # The page's own error, if any, is this fetch's; but the body it stands for
+        # (a 304's, or one not due) was read with its markup bounded, and says so, so
+        # that the next crawl parses that body again rather than carry these fields.
+        if fields.pop("error", None) == ErrorKind.HTML_TOO_COMPLEX and page.error is None:
+            page.error = ErrorKind.HTML_TOO_COMPLEX
         page.content_digest = previous.digest
         page.content_type = fields.pop("content_type", None)
         page.bytes = fields.pop("bytes", None)

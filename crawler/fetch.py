@@ -76,6 +76,12 @@ class Exchange:
         """A 2xx response: the only kind whose payload may stand for another's."""
         return status_is_2xx(self.status_line)
 
+    @property
+    def not_modified(self) -> bool:
+        """A 304: a conditional request's answer that the payload asked about is unchanged."""
+        parts = self.status_line.split(None, 2)
+        return len(parts) > 1 and parts[1] == b"%d" % NOT_MODIFIED
+
 
 @dataclass(slots=True)
 class Response:
@@ -352,14 +358,18 @@ class Fetcher:
         admit: Admit,
         redirects: int = 0,
         validators: Mapping[str, str] | None = None,
+        validated: str | None = None,
     ) -> Response:
         """GET `url`, following redirects that `admit` allows, up to the redirect limit.
 
         `redirects` is how many hops an earlier attempt already followed to reach `url`;
-        `validators` make the request for `url` conditional (not its redirects' targets).
+        `validators` make the request for `validated` conditional, `url` or a hop (those
+        of one URL's response say nothing of another's), and `url`'s if it is None.
         """
+        if validated is None:
+            validated = url
         hops: list[str] = []
-        response = await self.get(url, validators)
+        response = await self.get(url, validators if url == validated else None)
         exchanges = response.exchanges
         while response.status in REDIRECT_STATUSES and response.error is None:
             location = response.headers.get("Location")
@@ -378,7 +388,7 @@ class Fetcher:
                 break
             redirects += 1
             hops.append(target)
-            response = await self.get(target)
+            response = await self.get(target, validators if target == validated else None)
             exchanges.extend(response.exchanges)
         response.redirects, response.hops, response.exchanges = redirects, hops, exchanges
         return response

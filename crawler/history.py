@@ -37,13 +37,32 @@ from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 9  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 13  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
+# The types of the fields a row is made of, as a crawl writes them (None: null).
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "url": (str,),
+    "status": (int, type(None)),
+    "depth": (int,),
+    "content_digest": (str, type(None)),
+    "fetched_at": (str,),
+    "etag": (str, type(None)),
+    "last_modified": (str, type(None)),
+    "links": (list,),
+    "kind": (str,),
+    "warc_file": (str, type(None)),
+    "warc_offset": (int, type(None)),
+    "warc_length": (int, type(None)),
+    "revisit_interval_s": (int, float, type(None)),
+    "due_at": (str, type(None)),
+}
 # Fields a 304 page takes from the previous record, beside the standard ones.
 CARRIED_FIELDS = ("title", "description", "canonical", "links", "content_type", "bytes")
-CARRIED_EXTRA = ("text", "lang", "nofollow")
+# --text's and --extract's, if the previous crawl had them (near_duplicate_of is found
+# again from the simhash, among this crawl's pages).
+CARRIED_EXTRA = ("text", "lang", "nofollow", "main_text", "markdown", "metadata", "simhash")
 _BATCH = 500  # keys a query asks for at once (SQLite allows 32,766 parameters)
 _INSERT_BATCH = 10_000
 _CACHE_MAX = 100_000  # prefetched rows kept for queued URLs; past it, looked up when fetched
@@ -126,8 +145,17 @@ class Previous:
     def ok(self) -> bool:
         return self.status is not None and 200 <= self.status < 300
 
+    @property
+    def final_url(self) -> str:
+        """Where the previous fetch ended, after redirects: the URL its validators are for
+        (a 2xx's; see _kept)."""
+        if self.record is None or b'"final_url":' not in self.record:  # as a key, if at all
+            return self.url
+        final_url: str = orjson.loads(self.record).get("final_url", self.url)
+        return final_url
+
     def validators(self) -> dict[str, str]:
-        """The conditional request's headers: only for a 2xx."""
+        """The conditional request's headers, for `final_url`: only for a 2xx."""
         if not self.ok:
             return {}
         headers = {}
@@ -137,12 +165,13 @@ class Previous:
             headers["If-Modified-Since"] = self.last_modified
         return headers
 
-    def changed_to(self, status: int | None, digest: str | None) -> bool | None:
-        """Whether the page changed since: None if nothing came back now; a status
-        unlike before is a change."""
+    def changed_to(self, status: int | None, digest: str | None, final_url: str) -> bool | None:
+        """Whether the page changed since: None if nothing came back now; a status unlike
+        before is a change, and so is a 2xx page that now redirects, or elsewhere."""
         if status is None:
             return None
-        return status != self.status or digest != self.digest
+        moved = self.ok and final_url != self.final_url
+        return status != self.status or digest != self.digest or moved
 
     def contradicted_by(self, etag: str | None) -> bool:
         """Whether a 304 naming `etag` says "not modified" of something else than the
@@ -164,6 +193,7 @@ class Previous:
         if self.record is None:
             return {}
         fields: dict[str, Any] = orjson.loads(self.record)
+        fields.pop("final_url", None)  # a 304's is the URL that answered it
         links = fields.get("links")
         if links:
             origin = origin_of(self.url)
@@ -230,6 +260,10 @@ class History:
         meta = dict(self._db.execute("SELECT name, value FROM meta"))
         self.pages = int(meta["pages"])
         self.has_warc = meta["warc"] != ""
+        # The WARC files its records name, if no directory given held them all
+        self.unfound_warc_files: list[str] = (
+            [] if self.has_warc else orjson.loads(meta["warc_files"])
+        )
         self._cache: dict[str, Previous | None] = {}
         self._pending: dict[str, None] = {}  # queued URLs to look up in the next batch
         # --revisit: hosts whose sitemap <lastmod> was last found wrong on some page
@@ -329,9 +363,19 @@ def open_history(prev: str, warc_dirs: Sequence[str]) -> History:
     usable crawl (then nothing is written). `warc_dirs`: where its WARC files may be."""
     source = _source(Path(prev))
     stamp = f"{HISTORY_FORMAT}:{source.jsonl.resolve()}:{source.length}:{_mtime(source.jsonl)}"
-    if not _index_matches(source.index, stamp):
+    if not _index_matches(source.index, stamp, warc_dirs):
         _build(source, stamp, warc_dirs, prev)
-    return History(source.index)
+    history = History(source.index)
+    if warc_dirs and history.unfound_warc_files:
+        log.warning(
+            "--since %s: its WARC files (such as %s) are in none of %s: nothing archived now "
+            "can refer to them, so 304s are archived as bare 304s, which replay empty, "
+            "and unchanged pages whole",
+            prev,
+            history.unfound_warc_files[0],
+            ", ".join(warc_dirs),
+        )
+    return history
 
 
 def _source(prev: Path) -> Source:
@@ -392,18 +436,23 @@ def _mtime(path: Path) -> int:
     return path.stat().st_mtime_ns
 
 
-def _index_matches(index: Path, stamp: str) -> bool:
+def _index_matches(index: Path, stamp: str, warc_dirs: Sequence[str]) -> bool:
+    """Whether `index` was built from the same output, and knows the captures of its
+    WARC files if `warc_dirs` now hold them (an index built without them has none)."""
     if not index.exists():
         return False
     try:
         db = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
         try:
-            row = db.execute("SELECT value FROM meta WHERE name = 'source'").fetchone()
+            meta = dict(db.execute("SELECT name, value FROM meta"))
         finally:
             db.close()
     except sqlite3.Error:
         return False
-    return row is not None and row[0] == stamp
+    if meta.get("source") != stamp:
+        return False
+    files = orjson.loads(meta["warc_files"])
+    return meta["warc"] != "" or _warc_directory(files, warc_dirs) is None
 
 
 def _build(source: Source, stamp: str, warc_dirs: Sequence[str], prev: str) -> None:
@@ -424,7 +473,12 @@ def _build(source: Source, stamp: str, warc_dirs: Sequence[str], prev: str) -> N
             warc_dir = _index_captures(db, warc_files, warc_dirs, prev)
             db.executemany(
                 "INSERT INTO meta VALUES (?, ?)",
-                [("source", stamp), ("pages", str(pages)), ("warc", warc_dir)],
+                [
+                    ("source", stamp),
+                    ("pages", str(pages)),
+                    ("warc", warc_dir),
+                    ("warc_files", orjson.dumps(sorted(warc_files)).decode()),
+                ],
             )
             db.execute("COMMIT")
         finally:
@@ -460,7 +514,28 @@ def _lines(source: Source, prev: str) -> Iterator[tuple[int, dict[str, Any]]]:
                     f"--since {prev} was written by an older version of the crawler: "
                     f"its records have no {', '.join(missing)}"
                 )
+            mistyped = _mistyped(record)
+            if mistyped:
+                raise ConfigError(
+                    f"--since {prev}: line {number} is not a crawl's record "
+                    f"(its {mistyped} is {orjson.dumps(record[mistyped]).decode()[:40]})"
+                )
             yield number, record
+
+
+def _mistyped(record: dict[str, Any]) -> str | None:
+    """The first field of `record` that no crawl would have written so, if any: a row
+    made of it would fail, or fail the recrawl later."""
+    for name, types in FIELD_TYPES.items():
+        if name in record and not isinstance(record[name], types):
+            return name
+    if not all(isinstance(link, str) for link in record.get("links", ())):
+        return "links"
+    try:
+        visit_key(record["url"])
+    except ValueError:  # no scheme://host/ before its path
+        return "url"
+    return None
 
 
 def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int, set[str]]:
@@ -489,7 +564,7 @@ def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int
 def page_row(record: dict[str, Any]) -> tuple[Any, ...]:
     """A record's row in the pages table: what a recrawl needs of it."""
     status = record["status"]
-    if status == NOT_MODIFIED and record.get("changed") is False:
+    if status == NOT_MODIFIED and record.get("changed") is False and not record.get("error"):
         status = 200  # a 304 stood for the 200 before it, whose fields it carried on
     kept = _kept(record) if isinstance(status, int) and 200 <= status < 300 else None
     return (
@@ -515,6 +590,9 @@ def _kept(record: dict[str, Any]) -> bytes:
     (a page's links are mostly its site's: half the bytes, where zlib took 20 us a row)."""
     fields = {name: record[name] for name in CARRIED_FIELDS if name in record}
     fields.update((name, record[name]) for name in CARRIED_EXTRA if name in record)
+    final_url = record.get("final_url")
+    if final_url and final_url != record["url"]:  # redirected: its validators are for this
+        fields["final_url"] = final_url
     if record.get("error"):  # a page parsed in part: parsing the same body again may not be
         fields["error"] = record["error"]
     links = fields.get("links")
@@ -535,11 +613,7 @@ def _index_captures(
 ) -> str:
     """Note the record heads of the WARC files the records name; the directory they
     were found in, or "" if none holds them all (then nothing is revisited)."""
-    if not files:
-        return ""
-    directory = next(
-        (Path(d) for d in warc_dirs if all((Path(d) / f).is_file() for f in files)), None
-    )
+    directory = _warc_directory(files, warc_dirs)
     if directory is None:
         return ""
     from crawler.sinks.warc import read_record_heads
@@ -558,6 +632,14 @@ def _index_captures(
             raise ConfigError(f"--since {prev}: WARC file {path} is cut short")
     db.executemany("INSERT OR REPLACE INTO captures VALUES (?,?,?,?,?)", rows)
     return str(directory)
+
+
+def _warc_directory(files: Iterable[str], warc_dirs: Sequence[str]) -> Path | None:
+    """The first of `warc_dirs` that holds all the WARC `files`; None if there are none."""
+    files = list(files)
+    if not files:
+        return None
+    return next((Path(d) for d in warc_dirs if all((Path(d) / f).is_file() for f in files)), None)
 
 
 def _capture_rows(file: str, offset: int, fields: dict[bytes, bytes]) -> Iterable[tuple[Any, ...]]:

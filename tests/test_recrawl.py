@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import random
 import signal
@@ -23,6 +24,7 @@ from crawler import Crawler
 from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, by_url, html, read_records
 from tests.nginx_server import Nginx
+from tests.test_crawl import reset_connection
 from tests.test_state import Run
 from tests.test_wacz import assert_index_is_cdxj_indexers, pywb
 from tests.test_warc import read_archive, warc_files
@@ -128,6 +130,42 @@ async def test_a_recrawl_asks_conditionally_and_goes_on_through_pages_that_did_n
     assert stats["bytes"] == sum(r["bytes"] for r in second if r["status"] != 304)
 
 
+async def test_a_304_page_keeps_the_main_content_extract_found_and_its_near_duplicates(
+    site: Site, tmp_path: Path
+) -> None:
+    article = "<article><h1>News</h1>" + "<p>What happened today, told at length.</p>" * 20
+    Validating(
+        site,
+        {
+            "/": html("Home", ["/copy"], body=article + "</article>"),
+            "/copy": html("Copy", body=article + "</article>"),
+        },
+    )
+    first, _ = await crawl_to(tmp_path / "first.jsonl", [site.url + "/"], extract=True)
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        since=str(tmp_path / "first.jsonl"),
+        extract=True,
+    )
+    assert {r["status"] for r in second} == {304}
+    extracted = ("main_text", "markdown", "metadata", "simhash", "near_duplicate_of")
+    for before, after in zip(first, second, strict=True):
+        assert {f: before.get(f) for f in extracted} == {f: after.get(f) for f in extracted}
+    assert by_url(second)[site.url + "/copy"]["near_duplicate_of"] == site.url + "/"
+
+
+async def test_a_page_titled_as_a_field_of_the_history_is_read_as_its_title(
+    site: Site, tmp_path: Path
+) -> None:
+    Validating(site, {"/": html("final_url")})
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    (record,), _ = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    assert (record["status"], record["error"], record["title"]) == (304, None, "final_url")
+
+
 async def test_a_page_no_link_reaches_any_more_is_counted_gone_not_fetched(
     site: Site, tmp_path: Path
 ) -> None:
@@ -140,6 +178,54 @@ async def test_a_page_no_link_reaches_any_more_is_counted_gone_not_fetched(
     )
     assert site.count("/c") == 0
     assert stats["recrawl"]["gone"] == 1 and stats["recrawl"]["changed"] == 1
+
+
+async def test_a_previous_page_that_gives_no_response_now_is_changed_null_failed_and_gone(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    site.handle("/b", reset_connection)
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    failed = by_url(second)[site.url + "/b"]
+    assert (failed["status"], failed["error"]) == (None, "connection_error")
+    assert failed["changed"] is None
+    recrawl = stats["recrawl"]
+    assert recrawl["checked"] == len(pages.bodies) - 1 and recrawl["changed"] == 0
+    assert recrawl["failed"] == 1 and recrawl["gone"] == 1
+
+
+async def test_a_page_that_now_redirects_is_changed_and_its_validators_go_where_redirects_end(
+    site: Site, tmp_path: Path
+) -> None:
+    same = html("Same")
+    pages = Validating(
+        site, {"/": html("Home", ["/moved", "/redirects", "/elsewhere"]), "/moved": same}
+    )
+    for path in ("/moved/", "/target", "/old-target", "/new-target"):
+        pages.bodies[path] = same if path == "/moved/" else html("Target")
+        site.handle(path, pages.serve)
+    site.redirect("/redirects", "/target", 301)
+    site.redirect("/elsewhere", "/old-target", 301)
+    first, _ = await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    site.redirect("/moved", "/moved/", 301)  # the same bytes, at another URL
+    site.redirect("/elsewhere", "/new-target", 301)
+    site.hits.clear()
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    records = by_url(second)
+    assert records[site.url + "/moved"]["changed"] is True
+    assert records[site.url + "/elsewhere"]["changed"] is True
+    redirected = records[site.url + "/redirects"]
+    assert (redirected["status"], redirected["changed"]) == (304, False)
+    assert redirected["title"] == "Target"
+    asked = {hit.path: hit.headers.get("If-None-Match") for hit in site.hits}
+    assert asked["/target"] == by_url(first)[site.url + "/redirects"]["etag"]
+    assert asked["/redirects"] is None and asked["/elsewhere"] is None
+    assert pages.not_modified == ["/", "/target"]
 
 
 async def test_a_server_that_ignores_validators_gives_unchanged_by_digest(
@@ -235,6 +321,31 @@ async def test_a_page_parsed_in_part_before_is_parsed_again_and_says_so_again(
     assert stats["recrawl"]["unchanged_same_digest"] == 3
 
 
+async def test_a_304_of_a_page_parsed_in_part_says_so_too_and_the_next_crawl_parses_it_again(
+    site: Site, tmp_path: Path
+) -> None:
+    nested = "<div>" * 100_000 + "x" + "</div>" * 100_000
+    body = f"<title>Deep</title>{nested}<a href=/under>u</a>"
+    validating = True
+    site.page("/", "Home", ["/nested"])
+
+    async def deep(request: web.Request) -> web.Response:
+        if validating and request.headers.get("If-None-Match") == '"v1"':
+            return web.Response(status=304, headers={"ETag": '"v1"'})
+        return web.Response(text=body, headers={"ETag": '"v1"'}, content_type="text/html")
+
+    site.handle("/nested", deep)
+    site.page("/under", "Under")
+    since = None
+    for crawl in ("first", "second", "third"):
+        validating = crawl != "third"  # then a server that ignores validators
+        records, _ = await crawl_to(tmp_path / f"{crawl}.jsonl", [site.url + "/"], since=since)
+        since = str(tmp_path / f"{crawl}.jsonl")
+        page = by_url(records)[site.url + "/nested"]
+        assert page["error"] == "html_too_complex", crawl
+        assert page["status"] == (304 if crawl == "second" else 200)
+
+
 async def test_a_last_modified_in_the_future_is_never_sent_back(site: Site, tmp_path: Path) -> None:
     site.page("/", "Home", headers={"Last-Modified": "Fri, 01 Jan 2100 00:00:00 GMT"})
     await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
@@ -254,6 +365,21 @@ async def test_a_304_to_a_request_without_validators_is_an_invalid_response(
     site.handle("/", not_modified)
     (record,), _ = await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
     assert record["status"] == 304 and record["error"] == "invalid_response"
+
+
+async def test_a_304_unasked_stays_an_error_in_every_later_recrawl(
+    site: Site, tmp_path: Path
+) -> None:
+    async def not_modified(_request: web.Request) -> web.Response:
+        return web.Response(status=304, headers={"ETag": '"e"'})
+
+    site.handle("/", not_modified)
+    since = None
+    for crawl in ("first", "second", "third"):
+        (record,), _ = await crawl_to(tmp_path / f"{crawl}.jsonl", [site.url + "/"], since=since)
+        since = str(tmp_path / f"{crawl}.jsonl")
+        assert record["status"] == 304 and record["error"] == "invalid_response", crawl
+    assert [hit.headers.get("If-None-Match") for hit in site.hits] == [None] * 3
 
 
 async def test_a_304_naming_another_etag_is_not_trusted_and_the_page_is_fetched_whole(
@@ -334,6 +460,23 @@ async def run_cli(*args: str) -> tuple[int, str]:
             ),
             "cut short",
         ),
+        (
+            lambda p: _write(
+                p / "other.jsonl",
+                json.dumps(
+                    {
+                        "url": "http://a/",
+                        "status": "ok",
+                        "depth": 0,
+                        "content_digest": "sha1:X",
+                        "fetched_at": "2026-11-02T10:00:00.000+00:00",
+                        "links": "http://a/b",
+                    }
+                ).encode()
+                + b"\n",
+            ),
+            "line 1 is not a crawl's record (its status is",
+        ),
         (lambda p: _mkdir(p / "somedir"), "not a crawl's --state"),
     ],
 )
@@ -349,6 +492,18 @@ async def test_a_bad_prev_is_one_line_exit_2_and_nothing_written(
     assert code == 2
     assert err.count("\n") == 1 and says in err, err
     assert sorted(tmp_path.rglob("*")) == before
+
+
+async def test_a_recrawl_may_not_write_over_the_crawl_it_reads(site: Site, tmp_path: Path) -> None:
+    tree_site(site)
+    prev = tmp_path / "crawl.jsonl"
+    await crawl_to(prev, [site.url + "/"])
+    kept = prev.read_bytes()
+    seeds = _write(tmp_path / "seeds.txt", f"{site.url}/\n".encode())
+    code, err = await run_cli(str(seeds), "-o", str(prev), "--since", str(prev), "--quiet")
+    assert code == 2
+    assert err.count("\n") == 1 and "same file" in err, err
+    assert prev.read_bytes() == kept
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -374,7 +529,16 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
         )
 
     site.handle("/touched", ignores_validators)
-    pages.bodies["/"] = html("Home", ["/a", "/b", "/c", "/touched"])
+    lying = html("Not modified, it says, of another ETag")
+    pages.bodies["/lying"] = lying
+
+    async def not_modified_of_another_etag(request: web.Request) -> web.Response:
+        if "If-None-Match" in request.headers:
+            return web.Response(status=304, headers={"ETag": '"other"'})
+        return web.Response(text=lying, headers={"ETag": '"v1"'}, content_type="text/html")
+
+    site.handle("/lying", not_modified_of_another_etag)
+    pages.bodies["/"] = html("Home", ["/a", "/b", "/c", "/touched", "/lying"])
     warc1, warc2 = tmp_path / "warc1", tmp_path / "warc2"
     await crawl_to(tmp_path / "first.jsonl", [site.url + "/"], warc=str(warc1))
     pages.bodies["/b"] = html("B, new")
@@ -395,6 +559,11 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
     archive = [r for r in read_archive(warc2) if r["type"] in ("response", "revisit")]
     by_uri = {r["uri"]: r for r in archive}
     originals = {r["uri"]: r for r in read_archive(warc1) if r["type"] == "response"}
+    lying_304, _ = [r for r in archive if r["uri"] == site.url + "/lying"]
+    # The 304 not believed is kept, as what it says: a replay of it is the earlier capture.
+    assert_revisit_of(
+        lying_304["headers"], originals[site.url + "/lying"]["headers"], lying_304["uri"], 304
+    )
     for url, record in records.items():
         written = by_uri[url]["headers"]
         if record["changed"]:
@@ -547,6 +716,44 @@ async def test_prev_may_be_a_state_directory_and_its_index_is_built_once(
     third, _ = await crawl_to(tmp_path / "third.jsonl", [site.url + "/"], since=str(state))
     assert {r["changed"] for r in third} == {False}
     assert index.stat().st_mtime_ns == built
+
+
+async def test_an_index_built_without_the_previous_warc_files_is_rebuilt_once_they_are_given(
+    site: Site, tmp_path: Path
+) -> None:
+    tree_site(site)
+    warc1, warc2 = tmp_path / "warc1", tmp_path / "warc2"
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"], warc=str(warc1))
+    since = str(tmp_path / "first.jsonl")
+    await crawl_to(tmp_path / "trial.jsonl", [site.url + "/"], since=since)  # no WARC files
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        since=since,
+        since_warc=str(warc1),
+        warc=str(warc2),
+    )
+    assert {r["status"] for r in second} == {304}
+    archived = [r for r in read_archive(warc2) if r["type"] in ("response", "revisit")]
+    pages = [r for r in archived if not r["uri"].endswith("/robots.txt")]
+    assert {r["type"] for r in pages} == {"revisit"} and len(pages) == len(second)
+
+
+async def test_a_recrawl_that_archives_without_the_previous_warc_files_says_so(
+    site: Site, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"], warc=str(tmp_path / "warc1"))
+    with caplog.at_level(logging.WARNING, logger="crawler"):
+        await crawl_to(
+            tmp_path / "second.jsonl",
+            [site.url + "/"],
+            since=str(tmp_path / "first.jsonl"),
+            since_warc=str(tmp_path / "no-such-dir"),
+            warc=str(tmp_path / "warc2"),
+        )
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "crawl-" in warning and "no-such-dir" in warning and "replay empty" in warning
 
 
 async def test_fetch_gone_tells_a_deleted_page_from_one_merely_unlinked(

@@ -101,6 +101,33 @@ async def _run_until(command: list[str], event: asyncio.Event) -> int:
     return process.returncode or 0
 
 
+async def test_a_redirected_page_carried_over_not_due_is_asked_where_its_redirects_ended(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = Validating(site, {"/": html("Home", ["/moved"]), "/target": html("Target")})
+    site.redirect("/moved", "/target", 301)
+    rounds = {"revisit": str(tmp_path / "fresh"), "revisit_interval": 3600.0}
+    await crawl_to(tmp_path / "round-1.jsonl", [site.url + "/"], **rounds)
+    carried, _ = await crawl_to(
+        tmp_path / "round-2.jsonl",
+        [site.url + "/"],
+        since=str(tmp_path / "round-1.jsonl"),
+        **rounds,
+    )
+    assert all(r["not_due"] for r in carried)
+    site.hits.clear()
+    later, _ = await crawl_to(
+        tmp_path / "later.jsonl", [site.url + "/"], since=str(tmp_path / "round-2.jsonl")
+    )
+    moved = by_url(later)[site.url + "/moved"]
+    assert (moved["status"], moved["changed"], moved["final_url"]) == (
+        304,
+        False,
+        site.url + "/target",
+    )
+    assert pages.not_modified == ["/", "/target"]
+
+
 async def test_kill_9_in_a_round_then_the_same_command_goes_on_with_each_page_once(
     site: Site, tmp_path: Path
 ) -> None:

@@ -238,16 +238,20 @@ class WarcSink:
         response = page.response
         if response is None or not response.exchanges:  # nothing was fetched
             return
-        not_modified = None
+        not_modified = None  # what a 304 to this crawl's conditional request stands for
         previous = page.previous
         if previous is not None and previous.ok and previous.capture and previous.digest:
             capture = previous.capture
             self._first_captures.setdefault(previous.digest, capture)
-            if page.status == NOT_MODIFIED and page.fields.get("changed") is False:
-                not_modified = NotModified(previous.digest, capture)
+            not_modified = NotModified(previous.digest, capture)
         *earlier_exchanges, last = response.exchanges
-        self.write_exchanges(earlier_exchanges)
-        location = self.write_exchange(last, not_modified)
+        for exchange in earlier_exchanges:
+            # A 304 not believed (it named another ETag) is archived as what it said, a
+            # revisit: stored as a 304, pywb would replay it, empty, in place of the
+            # page fetched after it in the same second.
+            self.write_exchange(exchange, not_modified if exchange.not_modified else None)
+        unchanged = page.status == NOT_MODIFIED and page.fields.get("changed") is False
+        location = self.write_exchange(last, not_modified if unchanged else None)
         page.fields["warc_file"] = location.file
         page.fields["warc_offset"] = location.offset
         page.fields["warc_length"] = location.length
