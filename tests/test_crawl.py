@@ -195,6 +195,22 @@ async def test_a_gbk_page_with_only_a_meta_charset_decodes(site: Site, tmp_path)
     assert records[1]["title"] == "ok"
 
 
+async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
+    """Python has codecs no browser has (utf-7, utf-32, EBCDIC's cp037), and some that are
+    not text codecs at all (base64, zlib, rot13, hex): a page naming one is read as a
+    browser reads it, by its <meta charset>."""
+    page = html("中文 +AGEA-", head='<meta charset="gbk">').encode("gbk")
+    labels = ["utf-7", "utf-32", "cp037", "base64", "zlib", "rot13", "hex"]
+    for label in labels:
+        site.page(f"/{label}", body=page, content_type=f"text/html; charset={label}")
+
+    records = by_url(await crawl(tmp_path, [f"{site.url}/{label}" for label in labels]))
+
+    for label in labels:
+        record = records[f"{site.url}/{label}"]
+        assert (record["error"], record["title"]) == (None, "中文 +AGEA-"), label
+
+
 async def test_a_body_over_max_bytes_is_cut_and_streamed(site: Site, tmp_path):
     sent = []
 
