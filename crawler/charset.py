@@ -61,9 +61,10 @@ _LABEL_GROUPS = {
     "cp1256": "cp1256 windows-1256 x-cp1256",
     "cp1257": "cp1257 windows-1257 x-cp1257",
     "cp1258": "cp1258 windows-1258 x-cp1258",
-    # GBK and gb2312 are decoded as GB18030, their superset.
-    "gb18030": "chinese csgb2312 csiso58gb231280 gb2312 gb_2312 gb_2312-80 gbk iso-ir-58 x-gbk "
-    "gb18030",
+    # GBK and gb2312 are decoded as GB18030, their superset (_DECODED_AS), but a link's
+    # query on such a page is encoded in GBK, as browsers do (crawler.urls).
+    "gbk": "chinese csgb2312 csiso58gb231280 gb2312 gb_2312 gb_2312-80 gbk iso-ir-58 x-gbk",
+    "gb18030": "gb18030",
     "big5hkscs": "big5 big5-hkscs cn-big5 csbig5 x-x-big5",
     "euc-jp": "cseucpkdfmtjapanese euc-jp x-euc-jp",
     "iso2022-jp": "csiso2022jp iso-2022-jp",
@@ -73,6 +74,7 @@ _LABEL_GROUPS = {
     "utf-16-le": "csunicode iso-10646-ucs-2 ucs-2 unicode unicodefeff utf-16 utf-16le",
     "utf-16-be": "unicodefffe utf-16be",
 }
+_DECODED_AS = {"gbk": "gb18030"}
 _ASCII_WHITESPACE = "\t\n\f\r "
 _DECODERS = {label: name for name, labels in _LABEL_GROUPS.items() for label in labels.split()}
 
@@ -82,7 +84,8 @@ _ATTRIBUTE = re.compile(rb"""([^\s/>=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]*))?"""
 
 
 def decoder_for(label: str | bytes | None) -> str | None:
-    """The Python codec for an encoding label, or None if the label is unknown."""
+    """The Python codec for an encoding label ("gbk" for GBK's, decoded as "gb18030"), or
+    None if the label is unknown."""
     if not label:
         return None
     if isinstance(label, bytes):
@@ -141,7 +144,14 @@ def _is_utf8(data: bytes) -> bool:
 
 
 def decode_html(body: bytes, content_type: str | None) -> str:
+    return decode_html_as(body, content_type)[0]
+
+
+def decode_html_as(body: bytes, content_type: str | None) -> tuple[str, str]:
+    """The body's text, and its encoding (the name decoder_for gives), which a link's
+    query is encoded in."""
     for bom, codec in _BOMS:
         if body.startswith(bom):
-            return body[len(bom) :].decode(codec, "replace")
-    return body.decode(declared_encoding(body, content_type), "replace")
+            return body[len(bom) :].decode(codec, "replace"), codec
+    encoding = declared_encoding(body, content_type)
+    return body.decode(_DECODED_AS.get(encoding, encoding), "replace"), encoding

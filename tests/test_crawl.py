@@ -195,6 +195,33 @@ async def test_a_gbk_page_with_only_a_meta_charset_decodes(site: Site, tmp_path)
     assert records[1]["title"] == "ok"
 
 
+async def test_a_gbk_pages_links_are_requested_as_a_browser_requests_them(site: Site, tmp_path):
+    """A browser encodes a link's query in the page's encoding (HTML's "encoding-parse a
+    URL"), and its path in UTF-8: a GBK site's search links carry GBK, which its server
+    decodes. A character GBK lacks is sent as an escaped character reference."""
+    links = ["/search?q=中文&page=2", "/新闻/列表.html?类别=体育", "/tag?t=𠀀"]
+    page = html("首页", links).encode("gb18030")
+    site.page("/", body=page, content_type="text/html; charset=gbk")
+    requested: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        requested.append(request.raw_path)
+        return web.Response(text="ok", content_type="text/html")
+
+    for path in ("/search", "/新闻/列表.html", "/tag"):
+        site.handle(path, record)
+
+    records = await crawl(tmp_path, [site.url + "/"])
+
+    expected = [
+        "/search?q=%D6%D0%CE%C4&page=2",
+        "/%E6%96%B0%E9%97%BB/%E5%88%97%E8%A1%A8.html?%C0%E0%B1%F0=%CC%E5%D3%FD",
+        "/tag?t=%26%23131072%3B",
+    ]
+    assert records[0]["links"] == [site.url + path for path in expected]
+    assert sorted(requested) == sorted(expected)
+
+
 async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
     """Python has codecs no browser has (utf-7, utf-32, EBCDIC's cp037), and some that are
     not text codecs at all (base64, zlib, rot13, hex): a page naming one is read as a
