@@ -5,7 +5,9 @@ charset of Content-Type, then a prescan of the first 1024 bytes for
 <meta charset> or <meta http-equiv="Content-Type">, then UTF-8. Labels map to
 decoders as the WHATWG Encoding Standard says, so "gb2312" decodes as GBK (with
 the GB18030 decoder, its superset) and "iso-8859-1" as windows-1252, which is
-what those pages really are. Undecodable bytes become U+FFFD, never an error.
+what those pages really are. Undecodable bytes become U+FFFD, never an error; bytes
+WHATWG's decoders read and Python's do not (GBK's 0x80 for the euro sign, the code
+points windows-1252 and its siblings leave undefined) are read as browsers read them.
 """
 
 from __future__ import annotations
@@ -75,6 +77,33 @@ _LABEL_GROUPS = {
     "utf-16-be": "unicodefffe utf-16be",
 }
 _DECODED_AS = {"gbk": "gb18030"}
+
+
+def _gb18030_errors(error: UnicodeError) -> tuple[str, int]:
+    """WHATWG's gb18030 decoder reads a lone 0x80 as the euro sign, as Windows' GBK (code
+    page 936) writes it; Python's decoder has no byte for it."""
+    assert isinstance(error, UnicodeDecodeError)
+    if error.object[error.start] == 0x80:
+        return "\u20ac", error.start + 1
+    return "\ufffd", error.end
+
+
+def _windows_errors(error: UnicodeError) -> tuple[str, int]:
+    """WHATWG's windows-874 and windows-125x decoders read a byte from 0x80 to 0x9F that
+    their code page leaves undefined as the C1 control of its value, and windows-1255's
+    0xCA as U+05BA; Python's decoders have no character for them."""
+    assert isinstance(error, UnicodeDecodeError)
+    byte = error.object[error.start]
+    if 0x80 <= byte < 0xA0:
+        return chr(byte), error.start + 1
+    return ("\u05ba" if byte == 0xCA else "\ufffd"), error.start + 1
+
+
+# Registered once, under names of our own: how the decoders above handle their errors.
+codecs.register_error("crawler-gb18030", _gb18030_errors)
+codecs.register_error("crawler-windows", _windows_errors)
+_ERRORS = {"gb18030": "crawler-gb18030", "gbk": "crawler-gb18030", "cp874": "crawler-windows"}
+_ERRORS.update((f"cp{page}", "crawler-windows") for page in range(1250, 1259))
 _ASCII_WHITESPACE = "\t\n\f\r "
 _DECODERS = {label: name for name, labels in _LABEL_GROUPS.items() for label in labels.split()}
 
@@ -154,4 +183,5 @@ def decode_html_as(body: bytes, content_type: str | None) -> tuple[str, str]:
         if body.startswith(bom):
             return body[len(bom) :].decode(codec, "replace"), codec
     encoding = declared_encoding(body, content_type)
-    return body.decode(_DECODED_AS.get(encoding, encoding), "replace"), encoding
+    codec = _DECODED_AS.get(encoding, encoding)
+    return body.decode(codec, _ERRORS.get(encoding, "replace")), encoding

@@ -222,6 +222,26 @@ async def test_a_gbk_pages_links_are_requested_as_a_browser_requests_them(site: 
     assert sorted(requested) == sorted(expected)
 
 
+async def test_bytes_a_browser_reads_in_gbk_and_windows_1252_are_no_replacement_characters(
+    site: Site, tmp_path
+):
+    """Windows' GBK writes the euro sign as the one byte 0x80, which WHATWG's GB18030
+    decoder reads (Python's does not); windows-1252 leaves 0x81 undefined, and browsers
+    read it as U+0081."""
+    gbk = html("价格：€100", head='<meta charset="gbk">').encode("gb18030")
+    site.page("/gbk", body=gbk.replace("€".encode("gb18030"), b"\x80"), content_type="text/html")
+    site.page(
+        "/1252",
+        body=b"<title>caf\xe9 \x80\x81</title>",
+        content_type="text/html; charset=windows-1252",
+    )
+
+    records = by_url(await crawl(tmp_path, [site.url + "/gbk", site.url + "/1252"]))
+
+    assert records[site.url + "/gbk"]["title"] == "价格：€100"
+    assert records[site.url + "/1252"]["title"] == "café €\x81"
+
+
 async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
     """Python has codecs no browser has (utf-7, utf-32, EBCDIC's cp037), and some that are
     not text codecs at all (base64, zlib, rot13, hex): a page naming one is read as a
