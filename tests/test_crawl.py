@@ -242,6 +242,39 @@ async def test_bytes_a_browser_reads_in_gbk_and_windows_1252_are_no_replacement_
     assert records[site.url + "/1252"]["title"] == "café €\x81"
 
 
+UNDECLARED = {
+    "gbk": "<title>经济运行总体回升向好</title><p>国家统计局今天发布数据显示，经济回升向好。",
+    "big5": "<title>經濟運行總體回升向好</title><p>國家統計局今天發布數據顯示，經濟回升向好。",
+    "shift_jis": "<title>経済は緩やかに回復</title><p>日本の経済は今年、緩やかに回復しました。",
+    "euc_jp": "<title>経済は緩やかに回復</title><p>日本の経済は今年、緩やかに回復しました。",
+    "euc_kr": "<title>경제가 회복세를 보였다</title><p>올해 국내 경제는 회복세를 보였습니다.",
+    "cp1252": "<title>Café crème brûlée</title><p>Déjà vu à Noël, où est la gare?",
+}
+
+
+async def test_a_page_that_declares_no_encoding_is_read_in_the_one_its_bytes_say(
+    site: Site, tmp_path
+):
+    """With no charset and no <meta charset>, browsers guess from the bytes (Firefox's
+    chardetng, Chrome's CED): a GBK page is Chinese to them, not U+FFFD. A page that is
+    UTF-8 but for a stray byte stays UTF-8."""
+    for encoding, page in UNDECLARED.items():
+        site.page(f"/{encoding}", body=page.encode(encoding), content_type="text/html")
+    mostly_utf8 = (
+        "<title>中文标题</title><p>国家统计局今天发布数据显示</p><p>caf".encode() + b"\xe9"
+    )
+    site.page("/mostly-utf8", body=mostly_utf8, content_type="text/html")
+
+    records = by_url(
+        await crawl(tmp_path, [f"{site.url}/{e}" for e in [*UNDECLARED, "mostly-utf8"]])
+    )
+
+    for encoding, page in UNDECLARED.items():
+        title = page.partition("<title>")[2].partition("</title>")[0]
+        assert records[f"{site.url}/{encoding}"]["title"] == title, encoding
+    assert records[f"{site.url}/mostly-utf8"]["title"] == "中文标题"
+
+
 async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
     """Python has codecs no browser has (utf-7, utf-32, EBCDIC's cp037), and some that are
     not text codecs at all (base64, zlib, rot13, hex): a page naming one is read as a
