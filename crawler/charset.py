@@ -101,6 +101,25 @@ def _windows_errors(error: UnicodeError) -> tuple[str, int]:
     return ("\u05ba" if byte == 0xCA else "\ufffd"), error.start + 1
 
 
+# Where WHATWG's gb18030 decoder (GB18030-2022's mappings) differs from Python's, which
+# gives private-use code points for 19 characters that Unicode has since encoded
+# (vertical punctuation, ideographs), and swaps ḿ and U+E7C7. Each code point on the left
+# comes from one byte sequence only, so translating the text is exact.
+_GB18030_2022 = {
+    0xE5E5: 0x3000,  # A3A0
+    **{0xE78D + i: 0xFE10 + j for i, j in enumerate([0, 2, 1, 3, 4, 5, 6, 7, 8, 9])},
+    0xE7C7: 0x1E3F,  # A8BC
+    0x1E3F: 0xE7C7,  # 8135F437
+    0xE81E: 0x9FB4,
+    0xE826: 0x9FB5,
+    0xE82B: 0x9FB6,
+    0xE82C: 0x9FB7,
+    0xE832: 0x9FB8,
+    0xE843: 0x9FB9,
+    0xE854: 0x9FBA,
+    0xE864: 0x9FBB,
+}
+_GB18030_DIFFERENT = tuple(map(chr, _GB18030_2022))
 # Registered once, under names of our own: how the decoders above handle their errors.
 codecs.register_error("crawler-gb18030", _gb18030_errors)
 codecs.register_error("crawler-windows", _windows_errors)
@@ -256,4 +275,9 @@ def decode_html_as(body: bytes, content_type: str | None) -> tuple[str, str]:
             return body[len(bom) :].decode(codec, "replace"), codec
     encoding = declared_encoding(body, content_type)
     codec = _DECODED_AS.get(encoding, encoding)
-    return body.decode(codec, _ERRORS.get(encoding, "replace")), encoding
+    text = body.decode(codec, _ERRORS.get(encoding, "replace"))
+    # One search for each character (16 us for 14,000 characters, a regular expression's
+    # class took 50): translate, which costs a millisecond a page, is rarely needed.
+    if codec == "gb18030" and any(map(text.__contains__, _GB18030_DIFFERENT)):
+        text = text.translate(_GB18030_2022)
+    return text, encoding

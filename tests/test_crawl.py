@@ -275,6 +275,22 @@ async def test_a_page_that_declares_no_encoding_is_read_in_the_one_its_bytes_say
     assert records[f"{site.url}/mostly-utf8"]["title"] == "中文标题"
 
 
+async def test_gb2312_pages_decode_as_whatwg_gb18030_with_the_characters_of_gb18030_2022(
+    site: Site, tmp_path
+):
+    """Browsers decode gb2312 and GBK as GB18030, with the mappings of GB18030-2022: 19
+    two-byte codes that Python's codec reads as private-use code points are characters
+    (vertical punctuation, ideographs), A3A0 is the ideographic space, and A8BC and
+    8135F437 are ḿ and U+E7C7, the other way round from Python's."""
+    codes = "a6d9 a6da a6f3 fe59 fea0 a3a0 a8bc 8135f437"
+    body = b'<meta charset="gb2312"><p>' + bytes.fromhex(codes.replace(" ", "")) + b"</p>"
+    site.page("/", body=body, content_type="text/html")
+
+    [record] = await crawl(tmp_path, [site.url + "/"], text=True)
+
+    assert record["text"] == "\ufe10\ufe12\ufe19\u9fb4\u9fbb\u3000\u1e3f\ue7c7"
+
+
 async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
     """Python has codecs no browser has (utf-7, utf-32, EBCDIC's cp037), and some that are
     not text codecs at all (base64, zlib, rot13, hex): a page naming one is read as a
