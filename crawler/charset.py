@@ -101,6 +101,28 @@ def _windows_errors(error: UnicodeError) -> tuple[str, int]:
     return ("\u05ba" if byte == 0xCA else "\ufffd"), error.start + 1
 
 
+# WHATWG's Big5 has A3C0 to A3E1, which Python's Big5-HKSCS leaves undefined: the control
+# pictures U+2400 to U+241F, U+2421, and the euro sign.
+_BIG5_A3C0 = "".join(map(chr, range(0x2400, 0x2420))) + "\u2421\u20ac"
+
+
+def _big5_errors(error: UnicodeError) -> tuple[str, int]:
+    assert isinstance(error, UnicodeDecodeError)
+    code = error.object[error.start : error.start + 2]
+    if len(code) < 2 or not 0x81 <= code[0] <= 0xFE or code[1] < 0x80:
+        # not a lead byte, or one followed by ASCII, which WHATWG reads anew
+        return "\ufffd", error.start + 1
+    if code[0] == 0xA3 and 0xC0 <= code[1] <= 0xE1:
+        return _BIG5_A3C0[code[1] - 0xC0], error.start + 2
+    return "\ufffd", error.start + 2  # and a lead and a byte past ASCII as one character
+
+
+# Where WHATWG's Big5 decoder (Microsoft's code page 950 there) differs from Python's
+# Big5-HKSCS in characters: ～ for A1E3 where Python has ∼, and so on. Each code point on
+# the left comes from one byte sequence only. (A241 and A242, ∕ and ﹨ to browsers, are
+# ／ and ＼ to Python, which A1FE and A240 also are: those two stay as Python reads them.)
+_BIG5_WHATWG = str.maketrans("•､‾∼♁☉¥¢£", "‧﹑¯～⊕⊙￥￠￡")
+_BIG5_DIFFERENT = tuple(map(chr, _BIG5_WHATWG))
 # Where WHATWG's gb18030 decoder (GB18030-2022's mappings) differs from Python's, which
 # gives private-use code points for 19 characters that Unicode has since encoded
 # (vertical punctuation, ideographs), and swaps ḿ and U+E7C7. Each code point on the left
@@ -123,7 +145,13 @@ _GB18030_DIFFERENT = tuple(map(chr, _GB18030_2022))
 # Registered once, under names of our own: how the decoders above handle their errors.
 codecs.register_error("crawler-gb18030", _gb18030_errors)
 codecs.register_error("crawler-windows", _windows_errors)
-_ERRORS = {"gb18030": "crawler-gb18030", "gbk": "crawler-gb18030", "cp874": "crawler-windows"}
+codecs.register_error("crawler-big5", _big5_errors)
+_ERRORS = {
+    "gb18030": "crawler-gb18030",
+    "gbk": "crawler-gb18030",
+    "big5hkscs": "crawler-big5",
+    "cp874": "crawler-windows",
+}
 _ERRORS.update((f"cp{page}", "crawler-windows") for page in range(1250, 1259))
 _ASCII_WHITESPACE = "\t\n\f\r "
 _DECODERS = {label: name for name, labels in _LABEL_GROUPS.items() for label in labels.split()}
@@ -280,4 +308,6 @@ def decode_html_as(body: bytes, content_type: str | None) -> tuple[str, str]:
     # class took 50): translate, which costs a millisecond a page, is rarely needed.
     if codec == "gb18030" and any(map(text.__contains__, _GB18030_DIFFERENT)):
         text = text.translate(_GB18030_2022)
+    elif codec == "big5hkscs" and any(map(text.__contains__, _BIG5_DIFFERENT)):
+        text = text.translate(_BIG5_WHATWG)
     return text, encoding

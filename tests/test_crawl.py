@@ -291,6 +291,20 @@ async def test_gb2312_pages_decode_as_whatwg_gb18030_with_the_characters_of_gb18
     assert record["text"] == "\ufe10\ufe12\ufe19\u9fb4\u9fbb\u3000\u1e3f\ue7c7"
 
 
+async def test_big5_pages_decode_as_whatwg_big5_with_its_euro_and_fullwidth_tilde(
+    site: Site, tmp_path
+):
+    """Browsers' Big5 is Microsoft's: A1E3 is the fullwidth tilde of "10～20" (Python's
+    Big5-HKSCS has the tilde operator), A145 the dot of "約翰‧史密斯", A3E1 the euro sign
+    (undefined to Python)."""
+    body = "<title>10～20 約翰‧史密斯 ￥€</title>".encode("cp950")
+    site.page("/", body=body, content_type="text/html; charset=big5")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "10～20 約翰‧史密斯 ￥€"
+
+
 async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
     """Python has codecs no browser has (utf-7, utf-32, EBCDIC's cp037), and some that are
     not text codecs at all (base64, zlib, rot13, hex): a page naming one is read as a
