@@ -17,7 +17,9 @@ Readability.js):
    that holds three other close candidates, a parent that scores higher, the parent
    of an only child). Its siblings that score nearly as well, or share its class, or
    are paragraphs of prose, come with it, and so does a lead paragraph near it in an
-   element of its own (class `lead`, `intro`, `standfirst`...).
+   element of its own (class `lead`, `intro`, `standfirst`...). On a forum thread the
+   top is one post: the others, elements of its tag and class under ancestors alike,
+   come too, in page order.
 4. That content is written out block by block, as plain text and as Markdown,
    leaving out a block that is mostly links (a list of related stories), a heading
    that repeats the page's title, and a page's machinery labels ("Advertisement").
@@ -400,7 +402,48 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
                 kept.append(sibling)
         elif sibling.tag == "p" and _is_prose(sibling):
             kept.append(sibling)
-    return kept
+    posts = _alike_elsewhere(body, top, kept)
+    return _in_page_order(body, kept + posts) if posts else kept
+
+
+def _alike_elsewhere(body: LexborNode, top: LexborNode, kept: list[LexborNode]) -> list[LexborNode]:
+    """The other posts of a thread (a forum's, a Q&A page's): elements of the top's tag
+    and class, under ancestors of the same tags and classes, that hold a block of text
+    and are not mostly links. The top is the longest post only, and a thread's replies
+    are no siblings of it."""
+    top_class = top.attrs.get("class")
+    if not top_class:
+        return []
+    escaped = top_class.replace("\\", "\\\\").replace('"', '\\"')
+    alike = [
+        node for node in body.css(f'{top.tag}[class="{escaped}"]') if node.mem_id != top.mem_id
+    ]
+    if not alike:
+        return []
+    shape = _shape(top)
+    inside = {node.mem_id for root in kept for node in root.traverse()}
+    found = [
+        node
+        for node in alike
+        if node.mem_id not in inside
+        and _shape(node) == shape
+        and len(node.text(deep=True).strip()) >= _MIN_BLOCK_CHARS
+        and _link_density(node) < 0.5
+        and not _ancestors(node) & inside
+    ]
+    # A post inside another found one (a quoted post) goes with it.
+    outer = {node.mem_id for node in found}
+    return [node for node in found if not _ancestors(node) & outer]
+
+
+def _shape(node: LexborNode) -> list[tuple[str | None, str | None]]:
+    """The tags and classes of the three ancestors of `node`."""
+    return [(ancestor.tag, ancestor.attrs.get("class")) for ancestor in _ancestor_nodes(node)[:3]]
+
+
+def _in_page_order(body: LexborNode, roots: list[LexborNode]) -> list[LexborNode]:
+    wanted = {root.mem_id for root in roots}
+    return [node for node in body.traverse() if node.mem_id in wanted]
 
 
 def _widened(

@@ -203,6 +203,68 @@ async def test_gbk_pages_extract_as_their_utf8_twin_with_and_without_a_charset_h
     assert len(firsts - {None}) == 1
 
 
+def _post(author: str, floor: str, text: str) -> str:
+    """One post of a Discuz! thread, as the forum software writes it."""
+    return (
+        f'<table><tr><td class="pls"><div class="pi"><a href="/u">{author}</a></div>'
+        f'<p>帖子 12</p></td><td class="plc"><div class="pi"><strong>{floor}</strong> '
+        f'发表于 2024-3-5</div><div class="pct"><div class="pcb"><div class="t_fsz"><table>'
+        f'<tr><td class="t_f">{text}</td></tr></table></div></div></div></td></tr></table>'
+    )
+
+
+THREAD_POSTS = [
+    "最近一个月家里的路由器经常掉线，尤其是晚上八点以后，重启和恢复出厂设置都试过了，怎么办？",
+    "晚上掉线多半是信道干扰，邻居家的无线网络太多了。建议登录管理页面，把信道改成一、六或者"
+    "十一，再把五G频段单独开一个名字试试。另外检查一下固件是不是最新版本，老版本问题不少。",
+    "按照楼上的方法把信道改成了十一，又升级了固件，今天晚上一直没有掉线，太感谢了！",
+]
+THREAD = (
+    '<html><head><meta charset="gbk"><title>路由器经常掉线怎么办？ - 某某论坛</title></head>'
+    '<body><div id="hd"><div class="nav"><a href="/">论坛</a> <a href="/g">群组</a></div></div>'
+    '<div id="ct"><div id="postlist">'
+    + "".join(map(_post, ["小明", "老司机", "小明"], ["楼主", "沙发", "板凳"], THREAD_POSTS))
+    + '</div><div id="f_pst"><form><textarea></textarea><button>发表回复</button></form></div>'
+    '</div><div id="ft"><p>Powered by Discuz! 京ICP备00000000号</p></div></body></html>'
+)
+EN_THREAD_POSTS = [
+    "My router drops the connection every evening after eight, on the phone and the laptop. "
+    "I rebooted it and reset it, and the ISP says the line is fine. What could it be?",
+    "Evening drops are usually interference from the neighbours' networks. Set the 2.4 GHz "
+    "channel to 1, 6 or 11, give the 5 GHz band a name of its own, and update the firmware, "
+    "since older firmware had plenty of stability bugs.",
+    "Changed the channel to 11 and updated the firmware, and it has not dropped once tonight.",
+]
+EN_THREAD = (
+    "<html><head><title>Router drops at night - Example Forums</title></head><body>"
+    '<nav><a href="/">Forums</a></nav><main><h1>Router drops at night</h1>'
+    + "".join(
+        f'<article class="post"><div class="author">{who} <span>Posts: 12</span></div>'
+        f'<div class="post-body"><p>{text}</p></div></article>'
+        for who, text in zip(["mike", "netguru", "mike"], EN_THREAD_POSTS, strict=True)
+    )
+    + "<form><textarea></textarea><button>Post reply</button></form></main>"
+    "<footer>Example Forums, 2024</footer></body></html>"
+)
+
+
+async def test_a_forum_threads_main_text_is_every_post_in_order_without_the_posters(
+    site: Site, tmp_path
+):
+    """The longest post scores best, but a thread's content is the question and its
+    answers: the posts alike to it (its tag and class, under ancestors alike) come with
+    it, in page order; the posters' names, the floors and the reply form do not."""
+    site.page("/thread", body=THREAD.encode("gbk"), content_type="text/html")
+    site.page("/en-thread", body=EN_THREAD)
+
+    records = by_url(
+        await crawl(tmp_path, [site.url + "/thread", site.url + "/en-thread"], extract=True)
+    )
+
+    assert records[site.url + "/thread"]["main_text"] == "\n".join(THREAD_POSTS)
+    assert records[site.url + "/en-thread"]["main_text"] == "\n".join(EN_THREAD_POSTS)
+
+
 HUGE = "<html><body>" + ("<p>" + "word " * 200 + "</p>\n") * 5000 + "</body></html>"
 NESTED = "<html><body>" + "<div>" * 20000 + "deep text, deep down" + "</div>" * 20000
 
