@@ -108,8 +108,11 @@ def _escape(text: str, escaped: re.Pattern[str]) -> str:
 def _percent_encode(match: re.Match[str]) -> str:
     run = match.group(0)
     try:
-        raw = run.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate is U+FFFD to a browser (a USVString)
+        # A header's bytes that are not UTF-8 (aiohttp reads them with surrogateescape, as
+        # U+DC80 to U+DCFF) are sent as they came, as browsers send a Location's: on a GBK
+        # site, a redirect to /\xcb\xd1 is a request for /%CB%D1.
+        raw = run.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # another lone surrogate is U+FFFD to a browser (a USVString)
         raw = run.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
     return "".join(f"%{byte:02X}" for byte in raw)
 

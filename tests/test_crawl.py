@@ -126,6 +126,31 @@ async def test_a_redirect_loop_ends_at_the_first_url_seen_again(site: Site, tmp_
     assert (loop["status"], loop["final_url"], loop["error"]) == (302, site.url + "/loop1", None)
 
 
+async def test_a_location_in_gbk_bytes_is_followed_with_those_bytes(site: Site, tmp_path):
+    """Old GBK sites redirect with the raw GBK bytes of a path in Location. Browsers
+    request those bytes percent-encoded as they are (WPT's redirect-location-escape:
+    valid UTF-8 as UTF-8, any other byte as %XX), which the server reads back."""
+    site.page("/%CB%D1%CB%F7", "搜索")
+
+    async def redirect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        location = site.url.encode() + "/搜索?q=中".encode("gbk")
+        writer.write(b"HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n" % location)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(redirect, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        [record] = await crawl(tmp_path, [f"http://127.0.0.1:{port}/old"], any_host=True)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+    assert record["final_url"] == site.url + "/%CB%D1%CB%F7?q=%D6%D0"
+    assert (record["status"], record["title"]) == (200, "搜索")
+
+
 async def test_too_many_redirects_is_an_error(site: Site, tmp_path):
     for n in range(5):
         site.redirect(f"/r{n}", f"/r{n + 1}")
