@@ -124,9 +124,10 @@ def _big5_errors(error: UnicodeError) -> tuple[str, int]:
 _BIG5_WHATWG = str.maketrans("•､‾∼♁☉¥¢£", "‧﹑¯～⊕⊙￥￠￡")
 _BIG5_DIFFERENT = tuple(map(chr, _BIG5_WHATWG))
 # Where WHATWG's gb18030 decoder (GB18030-2022's mappings) differs from Python's, which
-# gives private-use code points for 19 characters that Unicode has since encoded
-# (vertical punctuation, ideographs), and swaps ḿ and U+E7C7. Each code point on the left
-# comes from one byte sequence only, so translating the text is exact.
+# gives private-use code points for 18 characters that Unicode has since encoded
+# (vertical punctuation, ideographs) and for A3A0, the ideographic space to browsers, and
+# swaps ḿ and U+E7C7. Each code point on the left comes from one byte sequence only, so
+# translating the text is exact.
 _GB18030_2022 = {
     0xE5E5: 0x3000,  # A3A0
     **{0xE78D + i: 0xFE10 + j for i, j in enumerate([0, 2, 1, 3, 4, 5, 6, 7, 8, 9])},
