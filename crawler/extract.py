@@ -34,13 +34,14 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import quote, urljoin
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from crawler.page import Page
 from crawler.parse import copy_of
 from crawler.simhash import simhash, to_hex
+from crawler.urls import canonicalize
 
 # Never content: their text is no part of what a reader reads.
 _STRIPPED_TAGS = [
@@ -236,6 +237,8 @@ _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]"})
 _WHITESPACE = re.compile(r"\s+")
 # Elements nested deeper are written as their flat text (Python's stack has limits).
 _MAX_DEPTH = 150
+# What a browser leaves unescaped in a fragment (all but controls, space, '"<>`').
+_FRAGMENT_KEPT = "!#$%&'()*+,-./:;=?@[\\]^_{|}~"
 _LIST_ITEM = re.compile(r"(?:> )*\s*(?:-|\d+\.) ")
 
 
@@ -254,7 +257,7 @@ def add_main_content(page: Page, url: str) -> None:
     tree = page.tree
     if tree is None:
         return
-    found = extract(tree, url)
+    found = extract(tree, url, page.encoding)
     fields = page.fields
     fields["main_text"] = found.main_text
     fields["markdown"] = found.markdown
@@ -264,8 +267,9 @@ def add_main_content(page: Page, url: str) -> None:
         fields["simhash"] = to_hex(fingerprint)
 
 
-def extract(tree: LexborHTMLParser, url: str) -> Extracted:
-    """The main content of `tree` (a page of `url`) and its metadata; `tree` is left as it was."""
+def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extracted:
+    """The main content of `tree` (a page of `url`, in `encoding`, a Python codec) and its
+    metadata; `tree` is left as it was."""
     metadata = page_metadata(tree)
     base = url
     base_node = tree.css_first("base[href]")
@@ -290,7 +294,7 @@ def extract(tree: LexborHTMLParser, url: str) -> Extracted:
     lead = _lead(roots)
     if lead is not None:
         roots.insert(0, lead)
-    writer = _Writer(base, _titles(tree, metadata))
+    writer = _Writer(base, _titles(tree, metadata), encoding)
     for root in roots:
         writer.render(root)
     writer.end_block()
@@ -537,9 +541,12 @@ def _class_weight(node: LexborNode) -> float:
 class _Writer:
     """Blocks of text and Markdown, written while walking the kept elements."""
 
-    def __init__(self, base: str, titles: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, base: str, titles: frozenset[str] = frozenset(), encoding: str = "utf-8"
+    ) -> None:
         self.base = base
         self.titles = titles  # a heading that repeats the page's title is left out
+        self.encoding = encoding  # the page's, which a link's query is encoded in
         self.blocks: list[tuple[str, str]] = []  # (plain text, Markdown)
         self._text: list[str] = []
         self._md: list[str] = []
@@ -570,6 +577,18 @@ class _Writer:
             self._text.append(text)
             self._md.append(text.translate(_MD_SPECIAL))
 
+    def _destination(self, reference: str) -> str:
+        """A link's URL as a Markdown link destination: absolute, and percent-encoded as a
+        browser requests it (a space ended the link, and Markdown showed its text), its
+        fragment kept; in <> if it holds a space or a parenthesis, which would end it."""
+        reference, hash_sign, fragment = reference.partition("#")
+        url = canonicalize(reference, self.base, self.encoding)
+        if url is None:  # mailto:, ftp: and the like, as written
+            url = urljoin(self.base, reference)
+        if hash_sign:
+            url += "#" + quote(fragment, safe=_FRAGMENT_KEPT)
+        return f"<{url}>" if any(c in url for c in " ()") else url
+
     def _inline(self, node: LexborNode, tag: str) -> None:
         if tag == "br":
             self._text.append("\n")
@@ -583,12 +602,12 @@ class _Writer:
             if href and not href.startswith(("javascript:", "#")) and inner.strip():
                 label = "".join(self._md[start_md:]).strip()
                 del self._md[start_md:]
-                self._md.append(f"[{label}]({urljoin(self.base, href)})")
+                self._md.append(f"[{label}]({self._destination(href)})")
         elif tag == "img":
             alt = (node.attrs.get("alt") or "").strip()
             src = (node.attrs.get("src") or "").strip()
             if src and not src.startswith("data:"):
-                self._md.append(f"![{alt.translate(_MD_SPECIAL)}]({urljoin(self.base, src)})")
+                self._md.append(f"![{alt.translate(_MD_SPECIAL)}]({self._destination(src)})")
         elif tag in ("b", "strong", "em", "i", "code", "kbd", "samp", "tt"):
             mark = {"b": "**", "strong": "**", "em": "*", "i": "*"}.get(tag, "`")
             start = len(self._md)
@@ -646,7 +665,7 @@ class _Writer:
             cells = []
             for cell in row.iter():
                 if cell.tag in ("td", "th"):
-                    sub = _Writer(self.base)
+                    sub = _Writer(self.base, encoding=self.encoding)
                     sub.render(cell)
                     sub.end_block()
                     cells.append(

@@ -265,6 +265,25 @@ async def test_a_forum_threads_main_text_is_every_post_in_order_without_the_post
     assert records[site.url + "/en-thread"]["main_text"] == "\n".join(EN_THREAD_POSTS)
 
 
+async def test_markdown_links_are_urls_a_markdown_reader_takes_whole(site: Site, tmp_path):
+    """A space in a link's destination ends it, and Markdown shows the brackets as text:
+    destinations are the URLs a browser requests (spaces escaped, the query of a GBK page
+    in GBK, as in the record's links), in <> when a parenthesis would end them early."""
+    prose = "这是一段足够长的正文，用来确认正文被找到，并且其中的链接写成 Markdown 的链接。"
+    links = '<a href="/搜索?q=中文 测试">搜索</a>' + '<a href="/My Report (1).pdf#第 2 页">报告</a>'
+    page = f'<html><head><meta charset="gbk"></head><body><article><p>{prose}{links}</p>'
+    site.page("/", body=(page + "</article></body></html>").encode("gbk"), content_type="text/html")
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    assert record["markdown"] == (
+        prose
+        + f"[搜索]({site.url}/%E6%90%9C%E7%B4%A2?q=%D6%D0%CE%C4%20%B2%E2%CA%D4)"
+        + f"[报告](<{site.url}/My%20Report%20(1).pdf#%E7%AC%AC%202%20%E9%A1%B5>)"
+    )
+    assert f"{site.url}/%E6%90%9C%E7%B4%A2?q=%D6%D0%CE%C4%20%B2%E2%CA%D4" in record["links"]
+
+
 HUGE = "<html><body>" + ("<p>" + "word " * 200 + "</p>\n") * 5000 + "</body></html>"
 NESTED = "<html><body>" + "<div>" * 20000 + "deep text, deep down" + "</div>" * 20000
 
