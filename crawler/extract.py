@@ -179,6 +179,12 @@ _LEADS = ", ".join(
 )
 _COMMAS = (",", "，", "、")  # CJK text has its own commas
 _TITLE_PARTS = re.compile(r"\s+[-|–—:·•»/]+\s+")
+# Chinese titles join their parts without spaces ("标题_新闻中心_某某网", "标题-某某网",
+# "【标题】某某网"): separators that are never inside a word, and "-" beside a CJK character.
+_CJK_CHARACTER = "\u3000-\u9fff\uf900-\ufaff\uff00-\uffef"
+_TIGHT_TITLE_PARTS = re.compile(
+    f"[_|｜－—–【】]+|(?<=[{_CJK_CHARACTER}])-+|-+(?=[{_CJK_CHARACTER}])"
+)
 # Labels of a page's machinery, left inside the content by many sites: never content alone.
 _LABELS = frozenset(
     [
@@ -343,13 +349,16 @@ def _named_boilerplate(node: LexborNode) -> bool:
 
 
 def _titles(tree: LexborHTMLParser, metadata: dict[str, Any]) -> frozenset[str]:
-    """The page's <title>, each part of it between " - ", " | " and the like (the site's
-    name is one), and og:title, casefolded: a heading that is one of them is the headline."""
+    """The page's <title>, each part of it between " - ", " | ", "_" and the like (the
+    site's name is one), and og:title, casefolded: a heading that is one of them is the
+    headline."""
     title = tree.css_first("title")
     found = {title.text() if title is not None else ""}
     found.add(metadata.get("opengraph", {}).get("og:title", ""))
     for value in list(found):
-        found.update(_TITLE_PARTS.split(value))
+        for part in _TITLE_PARTS.split(value):
+            found.add(part)
+            found.update(_TIGHT_TITLE_PARTS.split(part))
     return frozenset(" ".join(value.split()).casefold() for value in found) - {""}
 
 

@@ -284,6 +284,22 @@ async def test_markdown_links_are_urls_a_markdown_reader_takes_whole(site: Site,
     assert f"{site.url}/%E6%90%9C%E7%B4%A2?q=%D6%D0%CE%C4%20%B2%E2%CA%D4" in record["links"]
 
 
+async def test_a_headline_is_left_out_whatever_joins_a_chinese_titles_parts(site: Site, tmp_path):
+    """Chinese sites join a title's parts without spaces: "标题_频道_网站", "标题-网站",
+    "标题｜网站", "【标题】网站". The headline is left out of the main text as it is from
+    "Headline - Site"."""
+    prose = "<p>国家统计局今天发布数据显示，前三季度国内生产总值同比增长，经济总体回升向好。</p>"
+    titles = ["经济回升向好_新闻中心_某某网", "经济回升向好-某某网", "经济回升向好｜某某网"]
+    titles += ["【经济回升向好】某某网", "经济回升向好 - 某某网"]
+    for i, title in enumerate(titles):
+        page = f"<title>{title}</title><article><h1>经济回升向好</h1>{prose}</article>"
+        site.page(f"/{i}", body=page)
+
+    records = await crawl(tmp_path, [f"{site.url}/{i}" for i in range(len(titles))], extract=True)
+
+    assert [r["main_text"] for r in records] == [prose[3:-4]] * len(titles)
+
+
 HUGE = "<html><body>" + ("<p>" + "word " * 200 + "</p>\n") * 5000 + "</body></html>"
 NESTED = "<html><body>" + "<div>" * 20000 + "deep text, deep down" + "</div>" * 20000
 
