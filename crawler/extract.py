@@ -234,8 +234,35 @@ _LABELS = frozenset(
         "pubblicità",
         "condividi",
         "leggi anche",
+        # Chinese, simplified and traditional where they differ.
+        "广告",
+        "廣告",
+        "分享",
+        "分享到",
+        "分享至",
+        "相关阅读",
+        "相關閱讀",
+        "相关新闻",
+        "相關新聞",
+        "相关文章",
+        "相關文章",
+        "推荐阅读",
+        "推薦閱讀",
+        "延伸阅读",
+        "延伸閱讀",
+        "展开全文",
+        "阅读全文",
+        "閱讀全文",
+        "查看更多",
+        "返回搜狐，查看更多",
+        "网友评论",
+        "網友評論",
+        "返回顶部",
+        "返回頂部",
     ]
 )
+# What ends a label ("Share:", "分享到：").
+_LABEL_END = ":.…!：。！"
 # A block's points go to its ancestors up to five levels, a share less at each (as
 # Readability.js does), so that an article cut into many small wrappers still adds up.
 _ANCESTOR_DIVISORS = (1, 2, 6, 9, 12)
@@ -715,7 +742,7 @@ class _Writer:
     def _kept(self, text: str) -> bool:
         if self._prefix.startswith("#"):
             return " ".join(text.split()).casefold() not in self.titles
-        if len(text) < 40 and text.casefold().rstrip(":.…!").strip() in _LABELS:
+        if len(text) < 40 and text.casefold().rstrip(_LABEL_END).strip() in _LABELS:
             return False
         return self._link_chars <= 0.5 * len(text)
 

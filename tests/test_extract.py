@@ -300,6 +300,24 @@ async def test_a_headline_is_left_out_whatever_joins_a_chinese_titles_parts(site
     assert [r["main_text"] for r in records] == [prose[3:-4]] * len(titles)
 
 
+async def test_a_chinese_pages_machinery_labels_are_left_out_as_english_ones_are(
+    site: Site, tmp_path
+):
+    """ "Advertisement", "Share:" and "Related" alone in a block are never content; nor
+    are 广告, 分享到：, 相关阅读, 展开全文 (expand the full text) or Sohu's 返回搜狐，查看更多."""
+    prose = [
+        "国家统计局今天发布数据显示，前三季度国内生产总值同比增长，经济运行总体回升向好。",
+        "分行业看，制造业增加值增长较快，其中高技术制造业增长明显，新能源汽车产量增长较快。",
+    ]
+    labels = ["广告", "展开全文", "分享到：", "相关阅读", '<a href="/">返回搜狐，查看更多</a>']
+    blocks = [prose[0], *labels, prose[1]]
+    site.page("/", body="<article>" + "".join(f"<p>{b}</p>" for b in blocks) + "</article>")
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    assert record["main_text"] == "\n".join(prose)
+
+
 HUGE = "<html><body>" + ("<p>" + "word " * 200 + "</p>\n") * 5000 + "</body></html>"
 NESTED = "<html><body>" + "<div>" * 20000 + "deep text, deep down" + "</div>" * 20000
 
