@@ -626,13 +626,13 @@ class Crawl:
         page.tree = tree
         if bounded:
             page.error = ErrorKind.HTML_TOO_COMPLEX
-        base = response.url
+        base, encoding = response.url, page.encoding
         if parsed.base_href:
-            base = canonicalize(parsed.base_href, base) or base
+            base = canonicalize(parsed.base_href, base, encoding) or base
         page.title = parsed.title
         page.description = parsed.description
         if parsed.canonical_href:
-            page.canonical = canonicalize(parsed.canonical_href, base)
+            page.canonical = canonicalize(parsed.canonical_href, base, encoding)
         if self._extract is not None:
             self._extract(page, response.url)
         if self.settings.text:
@@ -640,7 +640,7 @@ class Crawl:
             seen = self.hooks is not None or self.consumer is not None
             page.fields["text"] = visible_text(tree, keep_tree=seen)
             page.fields["lang"] = language(tree)
-        page.links = canonical_links(parsed.hrefs, base)
+        page.links = canonical_links(parsed.hrefs, base, encoding)
         robots_header = response.headers.get("X-Robots-Tag", "")
         if parsed.nofollow or robots_directives_forbid_following(robots_header):
             page.fields["nofollow"] = True

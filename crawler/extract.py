@@ -17,7 +17,9 @@ Readability.js):
    that holds three other close candidates, a parent that scores higher, the parent
    of an only child). Its siblings that score nearly as well, or share its class, or
    are paragraphs of prose, come with it, and so does a lead paragraph near it in an
-   element of its own (class `lead`, `intro`, `standfirst`...).
+   element of its own (class `lead`, `intro`, `standfirst`...). On a forum thread the
+   top is one post: the others, elements of its tag and class under ancestors alike,
+   come too, in page order.
 4. That content is written out block by block, as plain text and as Markdown,
    leaving out a block that is mostly links (a list of related stories), a heading
    that repeats the page's title, and a page's machinery labels ("Advertisement").
@@ -32,13 +34,14 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import quote, urljoin
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from crawler.page import Page
 from crawler.parse import copy_of
 from crawler.simhash import simhash, to_hex
+from crawler.urls import canonicalize
 
 # Never content: their text is no part of what a reader reads.
 _STRIPPED_TAGS = [
@@ -176,6 +179,12 @@ _LEADS = ", ".join(
 )
 _COMMAS = (",", "，", "、")  # CJK text has its own commas
 _TITLE_PARTS = re.compile(r"\s+[-|–—:·•»/]+\s+")
+# Chinese titles join their parts without spaces ("标题_新闻中心_某某网", "标题-某某网",
+# "【标题】某某网"): separators that are never inside a word, and "-" beside a CJK character.
+_CJK_CHARACTER = "\u3000-\u9fff\uf900-\ufaff\uff00-\uffef"
+_TIGHT_TITLE_PARTS = re.compile(
+    f"[_|｜－—–【】]+|(?<=[{_CJK_CHARACTER}])-+|-+(?=[{_CJK_CHARACTER}])"
+)
 # Labels of a page's machinery, left inside the content by many sites: never content alone.
 _LABELS = frozenset(
     [
@@ -225,8 +234,35 @@ _LABELS = frozenset(
         "pubblicità",
         "condividi",
         "leggi anche",
+        # Chinese, simplified and traditional where they differ.
+        "广告",
+        "廣告",
+        "分享",
+        "分享到",
+        "分享至",
+        "相关阅读",
+        "相關閱讀",
+        "相关新闻",
+        "相關新聞",
+        "相关文章",
+        "相關文章",
+        "推荐阅读",
+        "推薦閱讀",
+        "延伸阅读",
+        "延伸閱讀",
+        "展开全文",
+        "阅读全文",
+        "閱讀全文",
+        "查看更多",
+        "返回搜狐，查看更多",
+        "网友评论",
+        "網友評論",
+        "返回顶部",
+        "返回頂部",
     ]
 )
+# What ends a label ("Share:", "分享到：").
+_LABEL_END = ":.…!：。！"
 # A block's points go to its ancestors up to five levels, a share less at each (as
 # Readability.js does), so that an article cut into many small wrappers still adds up.
 _ANCESTOR_DIVISORS = (1, 2, 6, 9, 12)
@@ -234,6 +270,8 @@ _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]"})
 _WHITESPACE = re.compile(r"\s+")
 # Elements nested deeper are written as their flat text (Python's stack has limits).
 _MAX_DEPTH = 150
+# What a browser leaves unescaped in a fragment (all but controls, space, '"<>`').
+_FRAGMENT_KEPT = "!#$%&'()*+,-./:;=?@[\\]^_{|}~"
 _LIST_ITEM = re.compile(r"(?:> )*\s*(?:-|\d+\.) ")
 
 
@@ -252,7 +290,7 @@ def add_main_content(page: Page, url: str) -> None:
     tree = page.tree
     if tree is None:
         return
-    found = extract(tree, url)
+    found = extract(tree, url, page.encoding)
     fields = page.fields
     fields["main_text"] = found.main_text
     fields["markdown"] = found.markdown
@@ -262,8 +300,9 @@ def add_main_content(page: Page, url: str) -> None:
         fields["simhash"] = to_hex(fingerprint)
 
 
-def extract(tree: LexborHTMLParser, url: str) -> Extracted:
-    """The main content of `tree` (a page of `url`) and its metadata; `tree` is left as it was."""
+def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extracted:
+    """The main content of `tree` (a page of `url`, in `encoding`, a Python codec) and its
+    metadata; `tree` is left as it was."""
     metadata = page_metadata(tree)
     base = url
     base_node = tree.css_first("base[href]")
@@ -288,7 +327,7 @@ def extract(tree: LexborHTMLParser, url: str) -> Extracted:
     lead = _lead(roots)
     if lead is not None:
         roots.insert(0, lead)
-    writer = _Writer(base, _titles(tree, metadata))
+    writer = _Writer(base, _titles(tree, metadata), encoding)
     for root in roots:
         writer.render(root)
     writer.end_block()
@@ -337,13 +376,16 @@ def _named_boilerplate(node: LexborNode) -> bool:
 
 
 def _titles(tree: LexborHTMLParser, metadata: dict[str, Any]) -> frozenset[str]:
-    """The page's <title>, each part of it between " - ", " | " and the like (the site's
-    name is one), and og:title, casefolded: a heading that is one of them is the headline."""
+    """The page's <title>, each part of it between " - ", " | ", "_" and the like (the
+    site's name is one), and og:title, casefolded: a heading that is one of them is the
+    headline."""
     title = tree.css_first("title")
     found = {title.text() if title is not None else ""}
     found.add(metadata.get("opengraph", {}).get("og:title", ""))
     for value in list(found):
-        found.update(_TITLE_PARTS.split(value))
+        for part in _TITLE_PARTS.split(value):
+            found.add(part)
+            found.update(_TIGHT_TITLE_PARTS.split(part))
     return frozenset(" ".join(value.split()).casefold() for value in found) - {""}
 
 
@@ -400,7 +442,48 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
                 kept.append(sibling)
         elif sibling.tag == "p" and _is_prose(sibling):
             kept.append(sibling)
-    return kept
+    posts = _alike_elsewhere(body, top, kept)
+    return _in_page_order(body, kept + posts) if posts else kept
+
+
+def _alike_elsewhere(body: LexborNode, top: LexborNode, kept: list[LexborNode]) -> list[LexborNode]:
+    """The other posts of a thread (a forum's, a Q&A page's): elements of the top's tag
+    and class, under ancestors of the same tags and classes, that hold a block of text
+    and are not mostly links. The top is the longest post only, and a thread's replies
+    are no siblings of it."""
+    top_class = top.attrs.get("class")
+    if not top_class:
+        return []
+    escaped = top_class.replace("\\", "\\\\").replace('"', '\\"')
+    alike = [
+        node for node in body.css(f'{top.tag}[class="{escaped}"]') if node.mem_id != top.mem_id
+    ]
+    if not alike:
+        return []
+    shape = _shape(top)
+    inside = {node.mem_id for root in kept for node in root.traverse()}
+    found = [
+        node
+        for node in alike
+        if node.mem_id not in inside
+        and _shape(node) == shape
+        and len(node.text(deep=True).strip()) >= _MIN_BLOCK_CHARS
+        and _link_density(node) < 0.5
+        and not _ancestors(node) & inside
+    ]
+    # A post inside another found one (a quoted post) goes with it.
+    outer = {node.mem_id for node in found}
+    return [node for node in found if not _ancestors(node) & outer]
+
+
+def _shape(node: LexborNode) -> list[tuple[str | None, str | None]]:
+    """The tags and classes of the three ancestors of `node`."""
+    return [(ancestor.tag, ancestor.attrs.get("class")) for ancestor in _ancestor_nodes(node)[:3]]
+
+
+def _in_page_order(body: LexborNode, roots: list[LexborNode]) -> list[LexborNode]:
+    wanted = {root.mem_id for root in roots}
+    return [node for node in body.traverse() if node.mem_id in wanted]
 
 
 def _widened(
@@ -494,9 +577,12 @@ def _class_weight(node: LexborNode) -> float:
 class _Writer:
     """Blocks of text and Markdown, written while walking the kept elements."""
 
-    def __init__(self, base: str, titles: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, base: str, titles: frozenset[str] = frozenset(), encoding: str = "utf-8"
+    ) -> None:
         self.base = base
         self.titles = titles  # a heading that repeats the page's title is left out
+        self.encoding = encoding  # the page's, which a link's query is encoded in
         self.blocks: list[tuple[str, str]] = []  # (plain text, Markdown)
         self._text: list[str] = []
         self._md: list[str] = []
@@ -527,6 +613,18 @@ class _Writer:
             self._text.append(text)
             self._md.append(text.translate(_MD_SPECIAL))
 
+    def _destination(self, reference: str) -> str:
+        """A link's URL as a Markdown link destination: absolute, and percent-encoded as a
+        browser requests it (a space ended the link, and Markdown showed its text), its
+        fragment kept; in <> if it holds a space or a parenthesis, which would end it."""
+        reference, hash_sign, fragment = reference.partition("#")
+        url = canonicalize(reference, self.base, self.encoding)
+        if url is None:  # mailto:, ftp: and the like, as written
+            url = urljoin(self.base, reference)
+        if hash_sign:
+            url += "#" + quote(fragment, safe=_FRAGMENT_KEPT)
+        return f"<{url}>" if any(c in url for c in " ()") else url
+
     def _inline(self, node: LexborNode, tag: str) -> None:
         if tag == "br":
             self._text.append("\n")
@@ -540,12 +638,12 @@ class _Writer:
             if href and not href.startswith(("javascript:", "#")) and inner.strip():
                 label = "".join(self._md[start_md:]).strip()
                 del self._md[start_md:]
-                self._md.append(f"[{label}]({urljoin(self.base, href)})")
+                self._md.append(f"[{label}]({self._destination(href)})")
         elif tag == "img":
             alt = (node.attrs.get("alt") or "").strip()
             src = (node.attrs.get("src") or "").strip()
             if src and not src.startswith("data:"):
-                self._md.append(f"![{alt.translate(_MD_SPECIAL)}]({urljoin(self.base, src)})")
+                self._md.append(f"![{alt.translate(_MD_SPECIAL)}]({self._destination(src)})")
         elif tag in ("b", "strong", "em", "i", "code", "kbd", "samp", "tt"):
             mark = {"b": "**", "strong": "**", "em": "*", "i": "*"}.get(tag, "`")
             start = len(self._md)
@@ -603,7 +701,7 @@ class _Writer:
             cells = []
             for cell in row.iter():
                 if cell.tag in ("td", "th"):
-                    sub = _Writer(self.base)
+                    sub = _Writer(self.base, encoding=self.encoding)
                     sub.render(cell)
                     sub.end_block()
                     cells.append(
@@ -644,7 +742,7 @@ class _Writer:
     def _kept(self, text: str) -> bool:
         if self._prefix.startswith("#"):
             return " ".join(text.split()).casefold() not in self.titles
-        if len(text) < 40 and text.casefold().rstrip(":.…!").strip() in _LABELS:
+        if len(text) < 40 and text.casefold().rstrip(_LABEL_END).strip() in _LABELS:
             return False
         return self._link_chars <= 0.5 * len(text)
 

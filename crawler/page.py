@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from selectolax.lexbor import LexborHTMLParser
 
-from crawler.charset import decode_html
+from crawler.charset import decode_html_as
 from crawler.errors import ErrorKind
 
 if TYPE_CHECKING:
@@ -103,6 +103,7 @@ class Page:
     capture: Capture | None = field(default=None, repr=False)
     _tree: LexborHTMLParser | None = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
+    _encoding: str | None = field(default=None, repr=False)
 
     @property
     def body(self) -> builtins.bytes:  # `bytes` in here is the field
@@ -116,8 +117,15 @@ class Page:
     def text(self) -> str | None:
         """The HTML body decoded as the title is (BOM, charset, <meta>, UTF-8); None if not HTML."""
         if self._text is None and self.is_html:
-            self._text = decode_html(self.body, self.content_type)
+            self._text, self._encoding = decode_html_as(self.body, self.content_type)
         return self._text
+
+    @property
+    def encoding(self) -> str:
+        """The Python codec the HTML body was decoded with ("utf-8" if not HTML)."""
+        if self._encoding is None:
+            self.text()
+        return self._encoding or "utf-8"
 
     @property
     def tree(self) -> LexborHTMLParser | None:

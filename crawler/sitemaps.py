@@ -178,6 +178,7 @@ def _decoder_for(first_chunk: bytes) -> codecs.IncrementalDecoder | None:
         return None
     try:
         name = codecs.lookup(match.group(1).decode("ascii")).name
+        b" ".decode(name, "replace")  # base64, zlib, rot13, hex: codecs, but not for text
     except LookupError:
         raise _Invalid(f"unknown encoding {match.group(1)!r}") from None
     if name in _EXPAT_ENCODINGS:

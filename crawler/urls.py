@@ -9,7 +9,8 @@ not send either):
 - scheme and host lowercased, IDN hosts in punycode, default ports dropped, an empty
   path becomes "/", dot segments ("..", ".%2e", ...) resolved;
 - characters are percent-encoded as browsers encode them (WHATWG's path, query and
-  userinfo percent-encode sets; non-ASCII as UTF-8), and existing escapes are left
+  userinfo percent-encode sets; non-ASCII as UTF-8, but in the query of a link on a
+  page in a legacy encoding, in that encoding), and existing escapes are left
   exactly as written: "%7e", "%7E" and "~" are three requests to a server, as they are
   from a browser, and a signed URL stays signed.
 
@@ -107,10 +108,57 @@ def _escape(text: str, escaped: re.Pattern[str]) -> str:
 def _percent_encode(match: re.Match[str]) -> str:
     run = match.group(0)
     try:
-        raw = run.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate is U+FFFD to a browser (a USVString)
+        # A header's bytes that are not UTF-8 (aiohttp reads them with surrogateescape, as
+        # U+DC80 to U+DCFF) are sent as they came, as browsers send a Location's: on a GBK
+        # site, a redirect to /\xcb\xd1 is a request for /%CB%D1.
+        raw = run.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # another lone surrogate is U+FFFD to a browser (a USVString)
         raw = run.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
     return "".join(f"%{byte:02X}" for byte in raw)
+
+
+# The encodings whose query is UTF-8: WHATWG URL's "get an output encoding".
+_UTF8_QUERY = frozenset(["utf-8", "utf-16-le", "utf-16-be"])
+_NON_ASCII = re.compile("[^\x00-\x7f]+")
+# A query byte a browser leaves as it is: ASCII, not a control, nor in the special-query
+# percent-encode set. Any other is escaped.
+_QUERY_BYTES_KEPT = frozenset(b for b in range(0x21, 0x7F) if chr(b) not in "\"#<>'")
+
+
+def _query_in(reference: str, encoding: str) -> str:
+    """`reference` with the non-ASCII characters of its query percent-encoded in the
+    page's `encoding`, as a browser encodes a link's query (HTML's "encoding-parse a
+    URL"; the path is UTF-8 whatever the page's encoding). Any other character is left
+    for canonicalization."""
+    if encoding in _UTF8_QUERY or reference.isascii():
+        return reference
+    head, question, query = reference.partition("#")[0].partition("?")
+    if not question or query.isascii():
+        return reference
+    return f"{head}?{_NON_ASCII.sub(lambda run: _escaped_in(run.group(0), encoding), query)}"
+
+
+def _escaped_in(run: str, encoding: str) -> str:
+    """A run of non-ASCII characters of a query, in `encoding` and percent-encoded; one
+    the encoding lacks is "%26%23<code point>%3B" (an HTML character reference, escaped)."""
+    try:
+        raw = _encoded(run, encoding)  # the run at once, for ISO-2022-JP's escape sequences
+    except UnicodeEncodeError:
+        if len(run) == 1:
+            return f"%26%23{ord(run) if not 0xD800 <= ord(run) < 0xE000 else 0xFFFD}%3B"
+        return "".join(_escaped_in(character, encoding) for character in run)
+    kept = _QUERY_BYTES_KEPT
+    return "".join(chr(byte) if byte in kept else f"%{byte:02X}" for byte in raw)
+
+
+def _encoded(text: str, encoding: str) -> bytes:
+    if encoding != "gbk":
+        return text.encode(encoding)
+    # WHATWG's GBK encoder: GB18030's two-byte forms only, and 0x80 for the euro sign.
+    raw = b"".join(b"\x80" if c == "\u20ac" else c.encode("gb18030") for c in text)
+    if len(raw) > 2 * len(text):
+        raise UnicodeEncodeError("gbk", text, 0, len(text), "a four-byte GB18030 form")
+    return raw
 
 
 def _rfc3986_escapes(text: str, chars: str) -> str:
@@ -390,8 +438,10 @@ def _canonical_absolute(url: str) -> str | None:
     return _absolute(match.group(1).lower(), url[match.end() :])
 
 
-def canonicalize(url: str, base: str | None = None) -> str | None:
-    """The canonical form of `url`, resolved against `base`; None if it is not crawlable."""
+def canonicalize(url: str, base: str | None = None, encoding: str = "utf-8") -> str | None:
+    """The canonical form of `url`, resolved against `base`; None if it is not crawlable.
+    `encoding`: the Python codec of the page `url` is found on, which its query is in."""
+    url = _query_in(url, encoding)
     if base is None:
         return _canonical_absolute(url)
     resolver = link_resolver(base)
@@ -410,10 +460,11 @@ def _made_of(text: str, characters: bytes) -> bool:
     return text.isascii() and not text.encode().translate(None, characters)
 
 
-def canonical_links(hrefs: Iterable[str], base: str) -> list[str]:
+def canonical_links(hrefs: Iterable[str], base: str, encoding: str = "utf-8") -> list[str]:
     """Canonical absolute URLs of `hrefs` in page order, each once; uncrawlable ones dropped.
 
     `base` must be canonical already (a fetched URL is): it is not checked again.
+    `encoding` is the page's (a Python codec): non-ASCII in a query is encoded in it.
     """
     hrefs = hrefs if isinstance(hrefs, list) else list(hrefs)
     resolver = _Base(base)
@@ -433,7 +484,7 @@ def canonical_links(hrefs: Iterable[str], base: str) -> list[str]:
         return list(seen)
     canonical = resolver.canonical
     for href in hrefs:
-        url = canonical(href)
+        url = canonical(_query_in(href, encoding))
         if url is not None:
             seen[url] = None
     return list(seen)

@@ -126,6 +126,31 @@ async def test_a_redirect_loop_ends_at_the_first_url_seen_again(site: Site, tmp_
     assert (loop["status"], loop["final_url"], loop["error"]) == (302, site.url + "/loop1", None)
 
 
+async def test_a_location_in_gbk_bytes_is_followed_with_those_bytes(site: Site, tmp_path):
+    """Old GBK sites redirect with the raw GBK bytes of a path in Location. Browsers
+    request those bytes percent-encoded as they are (WPT's redirect-location-escape:
+    valid UTF-8 as UTF-8, any other byte as %XX), which the server reads back."""
+    site.page("/%CB%D1%CB%F7", "搜索")
+
+    async def redirect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        location = site.url.encode() + "/搜索?q=中".encode("gbk")
+        writer.write(b"HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n" % location)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(redirect, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        [record] = await crawl(tmp_path, [f"http://127.0.0.1:{port}/old"], any_host=True)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+    assert record["final_url"] == site.url + "/%CB%D1%CB%F7?q=%D6%D0"
+    assert (record["status"], record["title"]) == (200, "搜索")
+
+
 async def test_too_many_redirects_is_an_error(site: Site, tmp_path):
     for n in range(5):
         site.redirect(f"/r{n}", f"/r{n + 1}")
@@ -193,6 +218,132 @@ async def test_a_gbk_page_with_only_a_meta_charset_decodes(site: Site, tmp_path)
     assert records[0]["title"] == "中文标题"
     assert records[0]["links"] == [site.url + "/%E4%B8%AD%E6%96%87%E9%A1%B5"]
     assert records[1]["title"] == "ok"
+
+
+async def test_a_gbk_pages_links_are_requested_as_a_browser_requests_them(site: Site, tmp_path):
+    """A browser encodes a link's query in the page's encoding (HTML's "encoding-parse a
+    URL"), and its path in UTF-8: a GBK site's search links carry GBK, which its server
+    decodes. A character GBK lacks is sent as an escaped character reference."""
+    links = ["/search?q=中文&page=2", "/新闻/列表.html?类别=体育", "/tag?t=𠀀"]
+    page = html("首页", links).encode("gb18030")
+    site.page("/", body=page, content_type="text/html; charset=gbk")
+    requested: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        requested.append(request.raw_path)
+        return web.Response(text="ok", content_type="text/html")
+
+    for path in ("/search", "/新闻/列表.html", "/tag"):
+        site.handle(path, record)
+
+    records = await crawl(tmp_path, [site.url + "/"])
+
+    expected = [
+        "/search?q=%D6%D0%CE%C4&page=2",
+        "/%E6%96%B0%E9%97%BB/%E5%88%97%E8%A1%A8.html?%C0%E0%B1%F0=%CC%E5%D3%FD",
+        "/tag?t=%26%23131072%3B",
+    ]
+    assert records[0]["links"] == [site.url + path for path in expected]
+    assert sorted(requested) == sorted(expected)
+
+
+async def test_bytes_a_browser_reads_in_gbk_and_windows_1252_are_no_replacement_characters(
+    site: Site, tmp_path
+):
+    """Windows' GBK writes the euro sign as the one byte 0x80, which WHATWG's GB18030
+    decoder reads (Python's does not); windows-1252 leaves 0x81 undefined, and browsers
+    read it as U+0081."""
+    gbk = html("价格：€100", head='<meta charset="gbk">').encode("gb18030")
+    site.page("/gbk", body=gbk.replace("€".encode("gb18030"), b"\x80"), content_type="text/html")
+    site.page(
+        "/1252",
+        body=b"<title>caf\xe9 \x80\x81</title>",
+        content_type="text/html; charset=windows-1252",
+    )
+
+    records = by_url(await crawl(tmp_path, [site.url + "/gbk", site.url + "/1252"]))
+
+    assert records[site.url + "/gbk"]["title"] == "价格：€100"
+    assert records[site.url + "/1252"]["title"] == "café €\x81"
+
+
+UNDECLARED = {
+    "gbk": "<title>经济运行总体回升向好</title><p>国家统计局今天发布数据显示，经济回升向好。",
+    "big5": "<title>經濟運行總體回升向好</title><p>國家統計局今天發布數據顯示，經濟回升向好。",
+    "shift_jis": "<title>経済は緩やかに回復</title><p>日本の経済は今年、緩やかに回復しました。",
+    "euc_jp": "<title>経済は緩やかに回復</title><p>日本の経済は今年、緩やかに回復しました。",
+    "euc_kr": "<title>경제가 회복세를 보였다</title><p>올해 국내 경제는 회복세를 보였습니다.",
+    "cp1252": "<title>Café crème brûlée</title><p>Déjà vu à Noël, où est la gare?",
+}
+
+
+async def test_a_page_that_declares_no_encoding_is_read_in_the_one_its_bytes_say(
+    site: Site, tmp_path
+):
+    """With no charset and no <meta charset>, browsers guess from the bytes (Firefox's
+    chardetng, Chrome's CED): a GBK page is Chinese to them, not U+FFFD. A page that is
+    UTF-8 but for a stray byte stays UTF-8."""
+    for encoding, page in UNDECLARED.items():
+        site.page(f"/{encoding}", body=page.encode(encoding), content_type="text/html")
+    mostly_utf8 = (
+        "<title>中文标题</title><p>国家统计局今天发布数据显示</p><p>caf".encode() + b"\xe9"
+    )
+    site.page("/mostly-utf8", body=mostly_utf8, content_type="text/html")
+
+    records = by_url(
+        await crawl(tmp_path, [f"{site.url}/{e}" for e in [*UNDECLARED, "mostly-utf8"]])
+    )
+
+    for encoding, page in UNDECLARED.items():
+        title = page.partition("<title>")[2].partition("</title>")[0]
+        assert records[f"{site.url}/{encoding}"]["title"] == title, encoding
+    assert records[f"{site.url}/mostly-utf8"]["title"] == "中文标题"
+
+
+async def test_gb2312_pages_decode_as_whatwg_gb18030_with_the_characters_of_gb18030_2022(
+    site: Site, tmp_path
+):
+    """Browsers decode gb2312 and GBK as GB18030, with the mappings of GB18030-2022: 19
+    two-byte codes that Python's codec reads as private-use code points are characters
+    (vertical punctuation, ideographs), A3A0 is the ideographic space, and A8BC and
+    8135F437 are ḿ and U+E7C7, the other way round from Python's."""
+    codes = "a6d9 a6da a6f3 fe59 fea0 a3a0 a8bc 8135f437"
+    body = b'<meta charset="gb2312"><p>' + bytes.fromhex(codes.replace(" ", "")) + b"</p>"
+    site.page("/", body=body, content_type="text/html")
+
+    [record] = await crawl(tmp_path, [site.url + "/"], text=True)
+
+    assert record["text"] == "\ufe10\ufe12\ufe19\u9fb4\u9fbb\u3000\u1e3f\ue7c7"
+
+
+async def test_big5_pages_decode_as_whatwg_big5_with_its_euro_and_fullwidth_tilde(
+    site: Site, tmp_path
+):
+    """Browsers' Big5 is Microsoft's: A1E3 is the fullwidth tilde of "10～20" (Python's
+    Big5-HKSCS has the tilde operator), A145 the dot of "約翰‧史密斯", A3E1 the euro sign
+    (undefined to Python)."""
+    body = "<title>10～20 約翰‧史密斯 ￥€</title>".encode("cp950")
+    site.page("/", body=body, content_type="text/html; charset=big5")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "10～20 約翰‧史密斯 ￥€"
+
+
+async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
+    """Python has codecs no browser has (utf-7, utf-32, EBCDIC's cp037), and some that are
+    not text codecs at all (base64, zlib, rot13, hex): a page naming one is read as a
+    browser reads it, by its <meta charset>."""
+    page = html("中文 +AGEA-", head='<meta charset="gbk">').encode("gbk")
+    labels = ["utf-7", "utf-32", "cp037", "base64", "zlib", "rot13", "hex"]
+    for label in labels:
+        site.page(f"/{label}", body=page, content_type=f"text/html; charset={label}")
+
+    records = by_url(await crawl(tmp_path, [f"{site.url}/{label}" for label in labels]))
+
+    for label in labels:
+        record = records[f"{site.url}/{label}"]
+        assert (record["error"], record["title"]) == (None, "中文 +AGEA-"), label
 
 
 async def test_a_body_over_max_bytes_is_cut_and_streamed(site: Site, tmp_path):

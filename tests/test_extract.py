@@ -203,6 +203,121 @@ async def test_gbk_pages_extract_as_their_utf8_twin_with_and_without_a_charset_h
     assert len(firsts - {None}) == 1
 
 
+def _post(author: str, floor: str, text: str) -> str:
+    """One post of a Discuz! thread, as the forum software writes it."""
+    return (
+        f'<table><tr><td class="pls"><div class="pi"><a href="/u">{author}</a></div>'
+        f'<p>帖子 12</p></td><td class="plc"><div class="pi"><strong>{floor}</strong> '
+        f'发表于 2024-3-5</div><div class="pct"><div class="pcb"><div class="t_fsz"><table>'
+        f'<tr><td class="t_f">{text}</td></tr></table></div></div></div></td></tr></table>'
+    )
+
+
+THREAD_POSTS = [
+    "最近一个月家里的路由器经常掉线，尤其是晚上八点以后，重启和恢复出厂设置都试过了，怎么办？",
+    "晚上掉线多半是信道干扰，邻居家的无线网络太多了。建议登录管理页面，把信道改成一、六或者"
+    "十一，再把五G频段单独开一个名字试试。另外检查一下固件是不是最新版本，老版本问题不少。",
+    "按照楼上的方法把信道改成了十一，又升级了固件，今天晚上一直没有掉线，太感谢了！",
+]
+THREAD = (
+    '<html><head><meta charset="gbk"><title>路由器经常掉线怎么办？ - 某某论坛</title></head>'
+    '<body><div id="hd"><div class="nav"><a href="/">论坛</a> <a href="/g">群组</a></div></div>'
+    '<div id="ct"><div id="postlist">'
+    + "".join(map(_post, ["小明", "老司机", "小明"], ["楼主", "沙发", "板凳"], THREAD_POSTS))
+    + '</div><div id="f_pst"><form><textarea></textarea><button>发表回复</button></form></div>'
+    '</div><div id="ft"><p>Powered by Discuz! 京ICP备00000000号</p></div></body></html>'
+)
+EN_THREAD_POSTS = [
+    "My router drops the connection every evening after eight, on the phone and the laptop. "
+    "I rebooted it and reset it, and the ISP says the line is fine. What could it be?",
+    "Evening drops are usually interference from the neighbours' networks. Set the 2.4 GHz "
+    "channel to 1, 6 or 11, give the 5 GHz band a name of its own, and update the firmware, "
+    "since older firmware had plenty of stability bugs.",
+    "Changed the channel to 11 and updated the firmware, and it has not dropped once tonight.",
+]
+EN_THREAD = (
+    "<html><head><title>Router drops at night - Example Forums</title></head><body>"
+    '<nav><a href="/">Forums</a></nav><main><h1>Router drops at night</h1>'
+    + "".join(
+        f'<article class="post"><div class="author">{who} <span>Posts: 12</span></div>'
+        f'<div class="post-body"><p>{text}</p></div></article>'
+        for who, text in zip(["mike", "netguru", "mike"], EN_THREAD_POSTS, strict=True)
+    )
+    + "<form><textarea></textarea><button>Post reply</button></form></main>"
+    "<footer>Example Forums, 2024</footer></body></html>"
+)
+
+
+async def test_a_forum_threads_main_text_is_every_post_in_order_without_the_posters(
+    site: Site, tmp_path
+):
+    """The longest post scores best, but a thread's content is the question and its
+    answers: the posts alike to it (its tag and class, under ancestors alike) come with
+    it, in page order; the posters' names, the floors and the reply form do not."""
+    site.page("/thread", body=THREAD.encode("gbk"), content_type="text/html")
+    site.page("/en-thread", body=EN_THREAD)
+
+    records = by_url(
+        await crawl(tmp_path, [site.url + "/thread", site.url + "/en-thread"], extract=True)
+    )
+
+    assert records[site.url + "/thread"]["main_text"] == "\n".join(THREAD_POSTS)
+    assert records[site.url + "/en-thread"]["main_text"] == "\n".join(EN_THREAD_POSTS)
+
+
+async def test_markdown_links_are_urls_a_markdown_reader_takes_whole(site: Site, tmp_path):
+    """A space in a link's destination ends it, and Markdown shows the brackets as text:
+    destinations are the URLs a browser requests (spaces escaped, the query of a GBK page
+    in GBK, as in the record's links), in <> when a parenthesis would end them early."""
+    prose = "这是一段足够长的正文，用来确认正文被找到，并且其中的链接写成 Markdown 的链接。"
+    links = '<a href="/搜索?q=中文 测试">搜索</a>' + '<a href="/My Report (1).pdf#第 2 页">报告</a>'
+    page = f'<html><head><meta charset="gbk"></head><body><article><p>{prose}{links}</p>'
+    site.page("/", body=(page + "</article></body></html>").encode("gbk"), content_type="text/html")
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    assert record["markdown"] == (
+        prose
+        + f"[搜索]({site.url}/%E6%90%9C%E7%B4%A2?q=%D6%D0%CE%C4%20%B2%E2%CA%D4)"
+        + f"[报告](<{site.url}/My%20Report%20(1).pdf#%E7%AC%AC%202%20%E9%A1%B5>)"
+    )
+    assert f"{site.url}/%E6%90%9C%E7%B4%A2?q=%D6%D0%CE%C4%20%B2%E2%CA%D4" in record["links"]
+
+
+async def test_a_headline_is_left_out_whatever_joins_a_chinese_titles_parts(site: Site, tmp_path):
+    """Chinese sites join a title's parts without spaces: "标题_频道_网站", "标题-网站",
+    "标题｜网站", "【标题】网站". The headline is left out of the main text as it is from
+    "Headline - Site"."""
+    prose = "<p>国家统计局今天发布数据显示，前三季度国内生产总值同比增长，经济总体回升向好。</p>"
+    titles = ["经济回升向好_新闻中心_某某网", "经济回升向好-某某网", "经济回升向好｜某某网"]
+    titles += ["【经济回升向好】某某网", "经济回升向好 - 某某网"]
+    for i, title in enumerate(titles):
+        page = f"<title>{title}</title><article><h1>经济回升向好</h1>{prose}</article>"
+        site.page(f"/{i}", body=page)
+
+    records = await crawl(tmp_path, [f"{site.url}/{i}" for i in range(len(titles))], extract=True)
+
+    assert [r["main_text"] for r in records] == [prose[3:-4]] * len(titles)
+
+
+async def test_a_chinese_pages_machinery_labels_are_left_out_as_english_ones_are(
+    site: Site, tmp_path
+):
+    """ "Advertisement", "Share:" and "Related" alone in a block are never content; nor
+    are 广告, 分享到：, 相关阅读, 展开全文 (expand the full text) or Sohu's 返回搜狐，查看更多."""
+    prose = [
+        "国家统计局今天发布数据显示，前三季度国内生产总值同比增长，经济运行总体回升向好。",
+        "分行业看，制造业增加值增长较快，其中高技术制造业增长明显，新能源汽车产量增长较快。",
+    ]
+    labels = ["广告", "展开全文", "分享到：", "相关阅读", '<a href="/">返回搜狐，查看更多</a>']
+    blocks = [prose[0], *labels, prose[1]]
+    site.page("/", body="<article>" + "".join(f"<p>{b}</p>" for b in blocks) + "</article>")
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    assert record["main_text"] == "\n".join(prose)
+
+
 HUGE = "<html><body>" + ("<p>" + "word " * 200 + "</p>\n") * 5000 + "</body></html>"
 NESTED = "<html><body>" + "<div>" * 20000 + "deep text, deep down" + "</div>" * 20000
 

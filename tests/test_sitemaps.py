@@ -115,6 +115,13 @@ async def test_an_unknown_encoding_is_an_invalid_sitemap():
     assert sitemap.error == "sitemap_invalid"
 
 
+async def test_an_encoding_python_has_as_a_codec_but_not_for_text_is_an_invalid_sitemap():
+    for name in ("base64", "zlib", "rot13", "hex"):
+        sitemap = await parse_sitemap(SM, urlset(url("http://h/a")).replace("UTF-8", name).encode())
+
+        assert (sitemap.error, sitemap.pages) == ("sitemap_invalid", []), name
+
+
 async def test_billion_laughs_is_refused_at_the_first_entity_declaration():
     entities = "".join(f'<!ENTITY lol{n} "{f"&lol{n - 1};" * 10}">' for n in range(1, 10))
     body = (

@@ -183,9 +183,8 @@ RELATIVE = vectors(
     ("non-ascii-path", "café/ü", "http://example.com/dir/caf%C3%A9/%C3%BC"),
     ("non-ascii-query", "?q=€", "http://example.com/dir/page.html?q=%E2%82%AC"),
     ("astral-plane", "😀", "http://example.com/dir/%F0%9F%98%80"),
-    # On a GBK page the browser would escape the *query* in GBK (%D6%D0%CE%C4 for 中文) and
-    # the path in UTF-8. The spec asks for UTF-8 throughout: canonicalize() sees decoded text
-    # and not the page's encoding, and one string per URL beats mimicking the page.
+    # Without the page's encoding, UTF-8 throughout; on a GBK page the query is in GBK
+    # (test_a_gbk_pages_links_are_requested_as_a_browser_requests_them).
     (
         "gbk-page-chinese-path-and-query",
         "/新闻/列表.html?类别=体育&页=2",
