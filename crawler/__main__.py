@@ -63,22 +63,34 @@ def _configure_logging() -> None:
 
 
 def _check_output_paths(settings: Settings) -> None:
-    """-o and --stats must be writable, and -o must not overwrite the files the crawl reads."""
-    if settings.stats:
-        _check_writable(settings.stats)
-    output = settings.output
-    if output is None or output == STDOUT:
-        return
-    for label, path in (("seeds file", settings.seeds), ("config file", settings.config)):
-        if (
-            path
-            and path != "-"
-            and os.path.exists(path)
-            and os.path.exists(output)
-            and os.path.samefile(path, output)
-        ):
-            raise ConfigError(f"-o {output} is the {label}; refusing to overwrite it")
-    _check_writable(output)
+    """The files the crawl writes (-o, --stats, --wacz) must be writable, and none may be a
+    file the crawl reads or one of the others: the crawl would write over it."""
+    cookies = settings.cookies if isinstance(settings.cookies, str) else None
+    taken = [
+        ("seeds file", settings.seeds),
+        ("config file", settings.config),
+        ("--cookies file", cookies),
+        ("--since file", settings.since),
+    ]
+    output = settings.output if settings.output != STDOUT else None
+    for flag, path in (("-o", output), ("--stats", settings.stats), ("--wacz", settings.wacz)):
+        if path is None:
+            continue
+        for label, other in taken:
+            if other is not None and other != "-" and _same_file(path, other):
+                raise ConfigError(f"{flag} {path} is the {label}; refusing to overwrite it")
+        _check_writable(path)
+        taken.append((f"{flag} file", path))
+
+
+def _same_file(path: str, other: str) -> bool:
+    """Would writing `path` overwrite the regular file `other` (or the one it will be)?
+    Devices such as /dev/null may be written by two outputs."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        return False
+    if os.path.abspath(path) == os.path.abspath(other):
+        return True
+    return os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
 
 
 def _check_writable(path: str) -> None:
@@ -101,9 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(arguments)
         assert settings.seeds is not None  # load_settings asks for it
         seeds = read_seeds(settings.seeds)
+        _check_output_paths(settings)
         if settings.revisit is not None:
             return _revisit(settings, seeds)
-        _check_output_paths(settings)
         crawler = Crawler(seeds, settings)
         crawler.open()
     except ConfigError as exc:

@@ -156,6 +156,50 @@ def test_output_never_overwrites_the_seeds_file(tmp_path):
     assert seeds.read_text() == "http://127.0.0.1:9/\n"
 
 
+PREVIOUS_RECORD = {
+    "url": "http://127.0.0.1:9/",
+    "final_url": "http://127.0.0.1:9/",
+    "status": 200,
+    "depth": 0,
+    "referrer": None,
+    "fetched_at": "2026-11-25T03:18:52.832+00:00",
+    "content_type": "text/html",
+    "content_digest": "sha1:YY6QBSZNVNWHJKBMTWCBACIGFRAAASJB",
+    "etag": None,
+    "last_modified": None,
+    "links": [],
+    "error": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--stats", "seeds.txt"], "--stats seeds.txt is the seeds file"),
+        (["--config", "crawl.toml", "--stats", "crawl.toml"], "is the config file"),
+        (["--cookies", "cookies.txt", "-o", "cookies.txt"], "is the --cookies file"),
+        (["--since", "previous.jsonl", "-o", "previous.jsonl"], "is the --since file"),
+        (["-o", "previous.jsonl", "--stats", "previous.jsonl"], "is the -o file"),
+        (["-o", "previous.jsonl", "--stats", "./previous.jsonl"], "is the -o file"),
+        (["-o", "x.wacz", "--warc", "warc", "--wacz", "x.wacz"], "is the -o file"),
+    ],
+)
+def test_no_output_overwrites_a_file_the_crawl_reads_or_another_output(tmp_path, flags, named):
+    files = {
+        "seeds.txt": "http://127.0.0.1:9/\n",
+        "crawl.toml": "max_depth = 1\n",
+        "cookies.txt": "# Netscape HTTP Cookie File\n",
+        "previous.jsonl": json.dumps(PREVIOUS_RECORD) + "\n",
+        "x.wacz": "a package\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+
+    assert_one_line_error(run_cli("seeds.txt", *flags, cwd=tmp_path), named)
+    assert {name: (tmp_path / name).read_text() for name in files} == files
+    assert not (tmp_path / "warc").exists()
+
+
 def test_the_example_config_lists_every_key_with_its_default():
     example = tomllib.loads((ROOT / "config.example.toml").read_text())
     text = (ROOT / "config.example.toml").read_text()
