@@ -23,6 +23,7 @@ from crawler.config import (
     print_error,
     read_seeds,
 )
+from crawler.files import check_writable
 from crawler.malloc import keep_freed_memory
 from crawler.observe.progress import Reporter
 from crawler.sinks import OutputClosed
@@ -79,7 +80,7 @@ def _check_output_paths(settings: Settings) -> None:
         for label, other in taken:
             if other is not None and other != "-" and _same_file(path, other):
                 raise ConfigError(f"{flag} {path} is the {label}; refusing to overwrite it")
-        _check_writable(path)
+        check_writable(path)
         taken.append((f"{flag} file", path))
 
 
@@ -91,15 +92,6 @@ def _same_file(path: str, other: str) -> bool:
     if os.path.abspath(path) == os.path.abspath(other):
         return True
     return os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
-
-
-def _check_writable(path: str) -> None:
-    """A file the crawl will write: its directory must exist, and it must not be one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ConfigError(f"cannot write {path}: directory {directory} does not exist")
-    if os.path.isdir(path):
-        raise ConfigError(f"cannot write {path}: it is a directory")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

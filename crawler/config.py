@@ -763,13 +763,15 @@ _BY_NAME = {option.name: option for option in OPTIONS}
 _TOML_ONLY = {"seeds"}  # the positional argument, also settable in the config file
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are ConfigErrors: one line, exit 2, no usage dump."""
+
+    def error(self, message: str) -> NoReturn:
         raise ConfigError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="crawler",
         usage="%(prog)s [options] [SEEDS]",  # the sections below list the options
         description="Crawl from the seed URLs in a file; print one JSON record per page.",

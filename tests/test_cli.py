@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import tomllib
@@ -198,6 +200,30 @@ def test_no_output_overwrites_a_file_the_crawl_reads_or_another_output(tmp_path,
     assert_one_line_error(run_cli("seeds.txt", *flags, cwd=tmp_path), named)
     assert {name: (tmp_path / name).read_text() for name in files} == files
     assert not (tmp_path / "warc").exists()
+
+
+def test_the_stats_file_is_written_through_a_link_and_into_a_fifo_left_in_place(tmp_path):
+    # A rename over the path would put a plain file where the link, a FIFO or, for
+    # root, /dev/null was.
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    target = tmp_path / "stats.json"
+    link = tmp_path / "latest-stats.json"
+    link.symlink_to(target.name)
+    fifo = tmp_path / "stats.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that a writer can open it
+    quick = ("-o", str(tmp_path / "out.jsonl"), "--ignore-robots", "--retries", "0")
+
+    assert run_cli(str(seeds), *quick, "--stats", str(link)).returncode == 0
+    assert run_cli(str(seeds), *quick, "--stats", str(fifo)).returncode == 0
+
+    assert link.is_symlink() and json.loads(target.read_text())["records"] == 1
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    written = os.read(reader, 1 << 16).decode()
+    os.close(reader)
+    last = written[written.rindex('{\n  "records"') :]  # written at the start and at the end
+    assert json.loads(last)["records"] == 1
 
 
 def test_the_example_config_lists_every_key_with_its_default():

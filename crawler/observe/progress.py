@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sys
 from collections.abc import Callable
 from types import TracebackType
 from typing import IO, TYPE_CHECKING
 
 from crawler.config import Settings
+from crawler.files import write_whole
 from crawler.stats import CrawlStats, RecrawlFigures
 
 if TYPE_CHECKING:
@@ -201,10 +201,7 @@ def _size(n: float) -> str:
 
 
 def write_json_atomically(path: str, figures: CrawlStats) -> None:
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(figures, f, indent=2, ensure_ascii=False)
-    os.replace(temporary, path)
+    write_whole(path, json.dumps(figures, indent=2, ensure_ascii=False).encode("utf-8"))
 
 
 class Reporter:

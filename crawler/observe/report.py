@@ -31,7 +31,8 @@ from typing import Any
 import orjson
 
 from crawler.bloom import BloomFilter
-from crawler.config import ConfigError, print_error
+from crawler.config import ConfigError, OneLineParser, print_error
+from crawler.files import check_writable, write_whole
 from crawler.stats import LATENCY_BUCKETS_MS
 
 STATIC = Path(__file__).parent / "static"
@@ -431,7 +432,7 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
 
 
 def _arguments(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="crawler report",
         description="Turn a crawl's JSON lines (and its --stats file) into one HTML report.",
     )
@@ -458,16 +459,9 @@ def _read_stats(path: str) -> dict[str, Any]:
 
 def main(argv: Sequence[str]) -> int:
     """The report subcommand; its exit code."""
-    arguments = _arguments(argv)
     try:
-        if not os.path.isfile(arguments.records):
-            raise ConfigError(f"cannot read {arguments.records}: no such file")
-        if os.path.exists(arguments.output) and os.path.samefile(
-            arguments.output, arguments.records
-        ):
-            raise ConfigError(
-                f"-o {arguments.output} is the records file; refusing to overwrite it"
-            )
+        arguments = _arguments(argv)
+        _check_paths(arguments)
         stats = _read_stats(arguments.stats) if arguments.stats else None
         figures = analyse(arguments.records)
         if not figures.records and figures.bad_lines:
@@ -475,16 +469,27 @@ def main(argv: Sequence[str]) -> int:
                 f"{arguments.records} is not a crawl's JSONL output: "
                 f"none of its {figures.bad_lines:,} lines is a JSON record"
             )
-        document = render(figures, arguments.records, stats)
-        temporary = f"{arguments.output}.tmp"
-        with open(temporary, "w", encoding="utf-8") as f:
-            f.write(document)
-        os.replace(temporary, arguments.output)
+        write_whole(arguments.output, render(figures, arguments.records, stats).encode("utf-8"))
     except ConfigError as exc:
         print_error(str(exc))
         return 2
     except OSError as exc:
-        print_error(f"cannot write {exc.filename or arguments.output}: {exc.strerror}")
+        verb = "write" if exc.filename == arguments.output else "read"
+        print_error(f"cannot {verb} {exc.filename}: {exc.strerror}")
         return 2
     print(f"crawler: report of {figures.records:,} records in {arguments.output}", file=sys.stderr)
     return 0
+
+
+def _check_paths(arguments: argparse.Namespace) -> None:
+    """The records and the stats file can be read, and -o overwrites neither."""
+    if os.path.isdir(arguments.records):
+        raise ConfigError(f"cannot read {arguments.records}: it is a directory")
+    if not os.path.isfile(arguments.records):
+        raise ConfigError(f"cannot read {arguments.records}: no such file")
+    if not arguments.output:
+        raise ConfigError("-o must not be empty")
+    for label, path in (("records file", arguments.records), ("--stats file", arguments.stats)):
+        if path and os.path.exists(arguments.output) and os.path.samefile(arguments.output, path):
+            raise ConfigError(f"-o {arguments.output} is the {label}; refusing to overwrite it")
+    check_writable(arguments.output)
