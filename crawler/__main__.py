@@ -272,7 +272,7 @@ def _run(settings: Settings, crawler: Crawler) -> int:
 
     try:
         event_loop_runner(settings.uvloop)(supervise())
-    except ConfigError as exc:  # the dashboard's address could not be bound
+    except ConfigError as exc:  # bad input found only once the crawl runs
         print_error(str(exc))
         return EXIT_BAD_INPUT
     except Exception as exc:

@@ -12,6 +12,7 @@ only to the sinks the settings name (-o, --state), with no consumer.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
@@ -102,6 +103,7 @@ class Crawler:
         self._crawl: Crawl | None = None
         self._task: asyncio.Task[None] | None = None
         self._outbox: _Outbox | None = None
+        self._dashboard_sockets: list[socket.socket] = []  # until the dashboard takes them
 
     async def __aenter__(self) -> Crawler:
         self.open()
@@ -125,7 +127,15 @@ class Crawler:
         if self._crawl is None:
             # first: a bad PREV leaves nothing written
             history: PreviousCrawl | None = _open_history(self.settings)
-            self._store = open_store(self.settings, self.seeds)
+            if self.settings.dashboard is not None:  # before the store opens -o: a port in use
+                from crawler.observe.dashboard import listen
+
+                self._dashboard_sockets = listen(self.settings.dashboard)
+            try:
+                self._store = open_store(self.settings, self.seeds)
+            except BaseException:
+                self._close_dashboard_sockets()
+                raise
             history = history or self._store.previous_round
             if history is not None:
                 self._store.stats.previous_pages = history.pages
@@ -186,9 +196,15 @@ class Crawler:
                 self.stop()
                 await self._task
         finally:
+            self._close_dashboard_sockets()
             if self._store is not None:
                 self._store.close()
                 self._store = None
+
+    def _close_dashboard_sockets(self) -> None:
+        for sock in self._dashboard_sockets:
+            sock.close()
+        self._dashboard_sockets = []
 
     def run(self) -> CrawlStats:
         """Crawl to the end from code that has no event loop of its own; the figures."""
@@ -220,7 +236,8 @@ class Crawler:
             else:
                 from crawler.observe.dashboard import Dashboard
 
-                async with Dashboard(crawl.stats, self.settings):
+                sockets, self._dashboard_sockets = self._dashboard_sockets, []
+                async with Dashboard(crawl.stats, self.settings, sockets):
                     await crawl.run()
         finally:
             if self._outbox is not None:
