@@ -96,10 +96,19 @@ def _same_file(path: str, other: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
-    if arguments[:1] == ["report"]:  # a seeds file named "report" is ./report
-        from crawler.observe.report import main as report
+    try:
+        if arguments[:1] == ["report"]:  # a seeds file named "report" is ./report
+            from crawler.observe.report import main as report
 
-        return report(arguments[1:])
+            return report(arguments[1:])
+        return _crawl(arguments)
+    except KeyboardInterrupt:
+        # Ctrl-C before the crawl watches for it (seeds typed at a terminal, a large
+        # --since being indexed) ends the command as one during the crawl does.
+        return SIGNAL_EXIT_CODES[signal.SIGINT]
+
+
+def _crawl(arguments: list[str]) -> int:
     _configure_logging()
     try:
         settings = load_settings(arguments)

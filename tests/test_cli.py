@@ -10,6 +10,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import tomllib
 from pathlib import Path
 
@@ -304,6 +305,29 @@ async def test_flags_override_the_config_file(site: Site, tmp_path):
 
     assert code == 0
     assert len(read_records(output)) == 3
+
+
+def test_ctrl_c_while_the_seeds_are_read_exits_130_without_a_traceback(tmp_path):
+    fifo = tmp_path / "seeds.fifo"  # read as a terminal is: until the user is done
+    os.mkfifo(fifo)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "crawler", str(fifo)],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    opened: list[int] = []  # the crawler is reading once its end of the FIFO is open
+    writer = threading.Thread(target=lambda: opened.append(os.open(fifo, os.O_WRONLY)))
+    writer.start()
+    writer.join(timeout=30)
+    assert opened, "the crawler never opened its seeds file"
+
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=30)
+    os.close(opened[0])
+
+    assert process.returncode == 130
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
 
 
 async def test_ctrl_c_drains_flushes_and_exits_130(site: Site, tmp_path):
