@@ -66,6 +66,17 @@ def test_settings_from_toml_reads_and_validates(tmp_path):
         Settings.from_toml(str(config))
 
 
+def test_a_visited_set_larger_than_the_machines_memory_is_refused_before_output_is_opened(
+    tmp_path,
+):
+    output = tmp_path / "pages.jsonl"
+    output.write_text("kept\n")
+    crawler = Crawler(["http://127.0.0.1:9/"], Settings(expected_urls=10**14, output=str(output)))
+    with pytest.raises(ConfigError, match=r"--expected-urls 100,000,000,000,000 .* GiB"):
+        crawler.open()
+    assert output.read_text() == "kept\n"
+
+
 def test_a_bad_seed_is_refused():
     with pytest.raises(ConfigError, match=r"'ftp://example\.com/' is not an absolute http"):
         Crawler(["ftp://example.com/"])

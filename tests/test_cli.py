@@ -124,6 +124,7 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--allow-host", "http://x/"], "--allow-host"),
         (["--no-such-flag"], "--no-such-flag"),
         (["--state", "dir"], "-o"),
+        (["--expected-urls", "100000000000000"], "--expected-urls"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(tmp_path, flags, named):
