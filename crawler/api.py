@@ -95,6 +95,11 @@ class Crawler:
         follow: FollowHook | None = None,
         on_page: PageHook | None = None,
     ) -> None:
+        if settings is not None and not isinstance(settings, Settings):
+            raise ConfigError(
+                f"settings must be a Settings, not {type(settings).__name__} "
+                "(Settings(**values) makes one)"
+            )
         self.settings = settings if settings is not None else Settings()
         self.seeds = _canonical_seeds(seeds)
         self._hooks = Hooks(follow, on_page) if follow or on_page else None
@@ -258,6 +263,8 @@ def _open_history(settings: Settings) -> History | None:
 def _canonical_seeds(seeds: Iterable[str]) -> list[str]:
     if isinstance(seeds, str):
         seeds = [seeds]
+    elif not isinstance(seeds, Iterable):
+        raise ConfigError(f"seeds must be a URL or URLs, not {type(seeds).__name__}")
     canonical = []
     for seed in seeds:
         url = canonicalize(seed) if isinstance(seed, str) else None

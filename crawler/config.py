@@ -15,7 +15,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -104,9 +104,11 @@ class Settings:
     def __post_init__(self) -> None:
         for option in OPTIONS:
             value = getattr(self, option.name)
-            if value is not None or option.kind not in ("path", "str"):
+            if value is not None or option.name not in _UNSET_BY_DEFAULT:
                 checked = _validated(option.name, value, option.name, strict=True)
                 object.__setattr__(self, option.name, checked)
+        if self.seeds is not None:
+            _validated("seeds", self.seeds, "seeds", strict=True)
         if self.fresh and self.state is None:
             raise ConfigError("--fresh only makes sense with --state DIR")
         if self.redis is not None and self.crawl_id is None:
@@ -154,6 +156,10 @@ class Settings:
                 for name, value in self.header
             ),
         )
+
+
+# The settings that may be None (not given); any other is checked even when None.
+_UNSET_BY_DEFAULT = frozenset(f.name for f in fields(Settings) if f.default is None)
 
 
 def _check_wacz(settings: Settings) -> None:

@@ -54,6 +54,17 @@ def test_settings_refuse_a_value_of_the_wrong_type():
         Settings(max_depth="3")
     with pytest.raises(ConfigError, match="--fresh only makes sense with --state"):
         Settings(fresh=True)
+    with pytest.raises(ConfigError, match="user_agent must be a string"):
+        Settings(user_agent=None)  # only settings that are None by default may be None
+    with pytest.raises(ConfigError, match="seeds must be a string"):
+        Settings(seeds=5)
+
+
+def test_a_crawler_refuses_settings_and_seeds_of_the_wrong_type_by_name():
+    with pytest.raises(ConfigError, match=r"settings must be a Settings, not dict"):
+        Crawler(["http://127.0.0.1:9/"], {"max_depth": 1})
+    with pytest.raises(ConfigError, match=r"seeds must be a URL or URLs, not NoneType"):
+        Crawler(None)
 
 
 def test_settings_from_toml_reads_and_validates(tmp_path):
