@@ -116,6 +116,7 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
     ("flags", "named"),
     [
         (["--concurrency", "0"], "--concurrency"),
+        (["--concurrency", "100000000"], "--concurrency must be <= 100,000"),
         (["--max-depth", "-1"], "--max-depth"),
         (["--timeout", "abc"], "--timeout"),
         (["--fp-rate", "2"], "--fp-rate"),
