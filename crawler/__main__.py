@@ -25,7 +25,7 @@ from crawler.config import (
 )
 from crawler.files import check_writable
 from crawler.malloc import keep_freed_memory
-from crawler.observe.progress import Reporter
+from crawler.observe.progress import Reporter, silence
 from crawler.sinks import OutputClosed
 
 if TYPE_CHECKING:
@@ -53,6 +53,12 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     @stream.setter
     def stream(self, _value: Any) -> None:
         pass
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if isinstance(sys.exc_info()[1], BrokenPipeError):  # stderr's reader went away
+            silence(sys.stderr)
+        else:
+            super().handleError(record)
 
 
 def _configure_logging() -> None:

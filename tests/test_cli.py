@@ -424,6 +424,23 @@ async def test_quiet_silences_the_summary(site: Site, tmp_path):
     assert err == ""
 
 
+async def test_a_crawl_whose_stderr_reader_went_away_goes_on_and_exits_0(site: Site, tmp_path):
+    site.page("/", "home", ["/a"])
+    site.page("/a", "a")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"not a url\n{site.url}/\n")  # a warning, then the summary
+    output = tmp_path / "out.jsonl"
+    read_end, write_end = os.pipe()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "crawler", str(seeds), "-o", str(output), stderr=write_end
+    )
+    os.close(write_end)
+    os.close(read_end)  # as `2>&1 | head -1` does: every write to stderr now fails
+
+    assert await process.wait() == 0
+    assert [record["title"] for record in read_records(output)] == ["home", "a"]
+
+
 async def test_a_reader_that_stops_reading_ends_the_crawl_quietly(site: Site, tmp_path):
     site.page("/", "home", [f"/{n}" for n in range(200)])
     for n in range(200):

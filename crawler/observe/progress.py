@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from types import TracebackType
@@ -204,6 +205,14 @@ def write_json_atomically(path: str, figures: CrawlStats) -> None:
     write_whole(path, json.dumps(figures, indent=2, ensure_ascii=False).encode("utf-8"))
 
 
+def silence(stream: IO[str]) -> None:
+    """`stream`'s reader went away (`2>&1 | head`): what is still written to it, and
+    Python's flush at exit, go to /dev/null, so that the crawl goes on and ends as it would."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+
+
 class Reporter:
     """Runs beside the crawl: progress on stderr and the --stats file."""
 
@@ -242,7 +251,7 @@ class Reporter:
                     live.show(self._figures(False))
                 elif not self._settings.quiet and now >= next_plain:
                     line = status_line(self._figures(False), self._settings.max_pages)
-                    print(f"crawler: {line}", file=self._stream)
+                    self._say(f"crawler: {line}")
                     next_plain = now + PLAIN_EVERY_S
                 if now >= next_stats:
                     self._write_stats()
@@ -261,17 +270,20 @@ class Reporter:
             try:
                 write_json_atomically(self._settings.stats, figures or self._figures(True))
             except OSError as exc:
-                print(
-                    f"crawler: warning: cannot write {self._settings.stats}: {exc.strerror}",
-                    file=self._stream,
-                )
+                self._say(f"crawler: warning: cannot write {self._settings.stats}: {exc.strerror}")
 
     def finish(self) -> None:
         """The crawl is over: final stats file and summary."""
         figures = self._figures(True)
         self._write_stats(figures)
         if not self._settings.quiet:
-            print(summary_table(figures), file=self._stream)
+            self._say(summary_table(figures))
+
+    def _say(self, text: str) -> None:
+        try:
+            print(text, file=self._stream, flush=True)
+        except BrokenPipeError:
+            silence(self._stream)
 
 
 def render_status(figures: CrawlStats, max_pages: int, width: int) -> RenderableType:
