@@ -100,8 +100,28 @@ def _same_file(path: str, other: str) -> bool:
     return os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
 
 
+def _fill_closed_standard_streams() -> None:
+    """Put /dev/null on fds 0-2 if the crawler was started without them (`>&-`): a file
+    the crawl opens would otherwise get that number, and what is meant for stdout or
+    stderr would be written into it (records into a WARC file). Python leaves
+    sys.stdout None for a closed fd 1, and records are not sent there."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+    if sys.stdin is None:
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (for the process's life)
+    if sys.stderr is None:  # else print(file=sys.stderr) would write to stdout
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
+    _fill_closed_standard_streams()
     try:
         if arguments[:1] == ["report"]:  # a seeds file named "report" is ./report
             from crawler.observe.report import main as report
@@ -119,6 +139,8 @@ def _crawl(arguments: list[str]) -> int:
     try:
         settings = load_settings(arguments)
         assert settings.seeds is not None  # load_settings asks for it
+        if settings.output == STDOUT and sys.stdout is None:
+            raise ConfigError("stdout is closed; write the records with -o FILE")
         seeds = read_seeds(settings.seeds)
         _check_output_paths(settings)
         if settings.revisit is not None:

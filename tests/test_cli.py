@@ -441,6 +441,50 @@ async def test_a_crawl_whose_stderr_reader_went_away_goes_on_and_exits_0(site: S
     assert [record["title"] for record in read_records(output)] == ["home", "a"]
 
 
+def test_records_for_a_closed_stdout_are_refused_not_written_into_the_warc_file(tmp_path):
+    # Started without fd 1 (`>&-`), the crawl's first file took its number: the JSON
+    # lines went into the WARC file, and the command exited 0.
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "crawler", str(seeds), "--warc", str(tmp_path / "warc")],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: os.close(1),
+        timeout=60,
+    )
+    assert_one_line_error(result, "stdout is closed", "-o FILE")
+    assert not (tmp_path / "warc").exists()
+
+
+def test_a_closed_stdin_is_an_empty_seeds_file(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "crawler", "-"],
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: os.close(0),
+        timeout=60,
+    )
+    assert_one_line_error(result, "seeds file stdin is empty")
+
+
+async def test_a_crawl_without_stderr_keeps_its_summary_out_of_the_records(site: Site):
+    site.page("/", "home")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "crawler",
+        "-",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        preexec_fn=lambda: os.close(2),
+    )
+    out, _ = await process.communicate(f"{site.url}/\n".encode())
+
+    assert process.returncode == 0
+    assert [json.loads(line)["title"] for line in out.decode().splitlines()] == ["home"]
+
+
 async def test_a_reader_that_stops_reading_ends_the_crawl_quietly(site: Site, tmp_path):
     site.page("/", "home", [f"/{n}" for n in range(200)])
     for n in range(200):

@@ -216,10 +216,11 @@ def silence(stream: IO[str]) -> None:
 class Reporter:
     """Runs beside the crawl: progress on stderr and the --stats file."""
 
-    def __init__(self, figures: Figures, settings: Settings, stream: IO[str] = sys.stderr) -> None:
+    def __init__(self, figures: Figures, settings: Settings, stream: IO[str] | None = None) -> None:
+        """`stream`: stderr as it is now, if not given (the CLI may have replaced it)."""
         self._figures = figures
         self._settings = settings
-        self._stream = stream
+        self._stream = stream if stream is not None else sys.stderr
         self._task: asyncio.Task[None] | None = None
         self._live: LiveStatus | None = None
 
