@@ -1032,7 +1032,14 @@ def meant_url(text: str) -> str | None:
     """
     from crawler.urls import canonicalize
 
-    return canonicalize(f"https://{text}") if "://" not in text else None
+    if "://" in text or _OTHER_SCHEME.match(text):
+        return None
+    return canonicalize(f"https://{text}")
+
+
+# `mailto:a@b`, `tel:+1...`, `javascript:...` have a scheme, one that is not http(s);
+# `example.com:8080/` has a port.
+_OTHER_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(?![0-9])")
 
 
 def _read_file(path: str) -> bytes:

@@ -94,6 +94,18 @@ def test_a_seed_without_a_scheme_suggests_the_https_url_and_is_still_an_error(tm
     assert error.startswith("crawler: error:") and "no valid http(s) URL" in error
 
 
+def test_a_seed_with_another_scheme_is_not_said_to_have_none(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("mailto:a@example.com\nexample.com:8080/a\n")
+    result = run_cli("seeds.txt", cwd=tmp_path)
+    assert result.stderr.strip().splitlines()[:2] == [
+        "crawler: warning: seeds.txt:1: skipped, not an absolute http(s) URL: "
+        "'mailto:a@example.com'",
+        "crawler: warning: seeds.txt:2: skipped, 'example.com:8080/a' has no scheme; "
+        "did you mean https://example.com:8080/a?",
+    ]
+
+
 def test_a_seed_without_a_scheme_is_refused_by_the_api_with_the_same_suggestion():
     with pytest.raises(ConfigError, match=r"did you mean https://example\.com/a\?"):
         Crawler(["example.com/a"])
