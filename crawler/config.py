@@ -922,7 +922,8 @@ def read_config_file(path: str) -> dict[str, Any]:
 
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            # A byte order mark, as Windows editors write, is no TOML but means no harm.
+            data = tomllib.loads(f.read().decode("utf-8").removeprefix("\ufeff"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except OSError as exc:
@@ -1004,6 +1005,8 @@ def read_seeds(path: str) -> list[str]:
     seeds = []
     lines = data.splitlines()
     for number, raw in enumerate(lines, 1):
+        if raw.lstrip().startswith(b"#"):  # a comment, in whatever encoding it was typed
+            continue
         try:
             line = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
         except UnicodeDecodeError:

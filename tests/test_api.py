@@ -77,6 +77,12 @@ def test_settings_from_toml_reads_and_validates(tmp_path):
         Settings.from_toml(str(config))
 
 
+def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path):
+    config = tmp_path / "crawl.toml"
+    config.write_bytes("\ufeffmax_depth = 2\n".encode())  # as Windows editors save UTF-8
+    assert Settings.from_toml(str(config)).max_depth == 2
+
+
 def test_a_visited_set_larger_than_the_machines_memory_is_refused_before_output_is_opened(
     tmp_path,
 ):

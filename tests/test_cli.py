@@ -94,6 +94,15 @@ def test_a_seed_without_a_scheme_suggests_the_https_url_and_is_still_an_error(tm
     assert error.startswith("crawler: error:") and "no valid http(s) URL" in error
 
 
+def test_a_comment_in_another_encoding_is_skipped_without_a_warning(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes("# 中文注释\nhttp://127.0.0.1:9/\n".encode("gbk"))
+    result = run_cli(
+        "seeds.txt", "-o", "out.jsonl", "--quiet", "--ignore-robots", "--retries", "0", cwd=tmp_path
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+
+
 def test_a_seed_with_another_scheme_is_not_said_to_have_none(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("mailto:a@example.com\nexample.com:8080/a\n")
