@@ -100,6 +100,9 @@ class Crawler:
                 f"settings must be a Settings, not {type(settings).__name__} "
                 "(Settings(**values) makes one)"
             )
+        for name, hook in (("follow", follow), ("on_page", on_page)):
+            if hook is not None and not callable(hook):
+                raise ConfigError(f"{name} must be a function, not {type(hook).__name__}")
         self.settings = settings if settings is not None else Settings()
         self.seeds = _canonical_seeds(seeds)
         self._hooks = Hooks(follow, on_page) if follow or on_page else None

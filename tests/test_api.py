@@ -175,6 +175,25 @@ async def test_a_hook_that_raises_marks_the_page_and_the_crawl_goes_on(site, cap
     assert len(failures) == 1 and "ZeroDivisionError" in failures[0].exc_text
 
 
+async def test_a_hook_that_awaits_something_cancelled_fails_that_page_not_the_crawl(site):
+    chain_site(site, 5)
+
+    async def on_page(page: Page) -> None:
+        cancelled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        cancelled.cancel()  # as a request the hook shares with other code may be
+        await cancelled
+
+    async with Crawler([f"{site.url}/"], TEST_SETTINGS, on_page=on_page) as crawler:
+        records = [page.record() async for page in crawler]
+    assert len(records) == 6
+    assert {r["error"] for r in records} == {"hook_failed"}
+
+
+def test_a_hook_that_is_not_a_function_is_refused_up_front():
+    with pytest.raises(ConfigError, match="on_page must be a function, not dict"):
+        Crawler(["http://127.0.0.1:9/"], on_page={"a": 1})
+
+
 @pytest.mark.parametrize("is_async", [False, True])
 async def test_a_follow_hook_that_raises_costs_that_link_not_the_pages_others(
     site, caplog, is_async
