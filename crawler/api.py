@@ -216,6 +216,11 @@ class Crawler:
 
     def run(self) -> CrawlStats:
         """Crawl to the end from code that has no event loop of its own; the figures."""
+        if _loop_running():  # asyncio.run() would refuse, and leave a coroutine never awaited
+            raise RuntimeError(
+                "Crawler.run() is for code without an event loop; "
+                "in a coroutine, use `async with crawler: await crawler.crawl()`"
+            )
 
         async def whole() -> None:
             async with self:
@@ -252,6 +257,14 @@ class Crawler:
                 self._outbox.put(None)
         if crawl.failure is not None:
             raise crawl.failure
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _open_history(settings: Settings) -> History | None:

@@ -300,6 +300,12 @@ async def test_run_crawls_to_the_end_without_a_loop_of_its_own(site):
     assert stats["records"] == 6 and len(site.hits) == 6
 
 
+async def test_run_from_a_coroutine_says_what_to_use_instead():
+    crawler = Crawler(["http://127.0.0.1:9/"])
+    with pytest.raises(RuntimeError, match=r"await crawler\.crawl\(\)"):
+        crawler.run()
+
+
 def test_the_package_ships_py_typed():
     assert Path(crawler_package.__file__).with_name("py.typed").exists()
 
