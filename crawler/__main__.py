@@ -80,13 +80,18 @@ def _check_output_paths(settings: Settings) -> None:
         ("--since file", settings.since),
     ]
     output = settings.output if settings.output != STDOUT else None
-    for flag, path in (("-o", output), ("--stats", settings.stats), ("--wacz", settings.wacz)):
+    written = (
+        ("-o", output, False),
+        ("--stats", settings.stats, True),
+        ("--wacz", settings.wacz, True),
+    )
+    for flag, path, replaced in written:
         if path is None:
             continue
         for label, other in taken:
             if other is not None and other != "-" and _same_file(path, other):
                 raise ConfigError(f"{flag} {path} is the {label}; refusing to overwrite it")
-        check_writable(path)
+        check_writable(path, replaced)
         taken.append((f"{flag} file", path))
 
 

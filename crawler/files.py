@@ -8,13 +8,19 @@ import os
 from crawler.config import ConfigError
 
 
-def check_writable(path: str) -> None:
-    """A file to be written: its directory must exist, and it must not be one."""
+def check_writable(path: str, replaced: bool = False) -> None:
+    """A file to be written: its directory must exist, it must not be one, and we must
+    be allowed to write the file itself or, if it is new or `replaced` (written whole
+    beside it and renamed over it, as write_whole does), its directory."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise ConfigError(f"cannot write {path}: directory {directory} does not exist")
     if os.path.isdir(path):
         raise ConfigError(f"cannot write {path}: it is a directory")
+    target = os.path.realpath(path)
+    in_place = os.path.exists(target) and not (replaced and os.path.isfile(target))
+    if not os.access(target if in_place else os.path.dirname(target), os.W_OK):
+        raise ConfigError(f"cannot write {path}: permission denied")
 
 
 def write_whole(path: str, data: bytes) -> None:

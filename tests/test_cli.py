@@ -6,10 +6,12 @@ import asyncio
 import json
 import os
 import shlex
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import tomllib
 from pathlib import Path
@@ -224,6 +226,32 @@ def test_no_output_overwrites_a_file_the_crawl_reads_or_another_output(tmp_path,
     assert_one_line_error(run_cli("seeds.txt", *flags, cwd=tmp_path), named)
     assert {name: (tmp_path / name).read_text() for name in files} == files
     assert not (tmp_path / "warc").exists()
+
+
+def test_stats_into_a_directory_the_user_may_not_write_is_refused_up_front():
+    # Root may write anywhere: as root, the crawler runs as nobody (setpriv).
+    unprivileged = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("needs setpriv to run the crawler as a user other than root")
+    prefix = unprivileged if os.geteuid() == 0 else []
+    work = Path(tempfile.mkdtemp())  # not tmp_path: its parent is root's alone
+    try:
+        work.chmod(0o777)
+        (work / "seeds.txt").write_text("http://127.0.0.1:9/\n")
+        (work / "locked").mkdir(mode=0o555)
+        (work / "locked").chmod(0o555)
+        flags = ["-o", "out.jsonl", "--stats", "locked/stats.json"]
+        result = subprocess.run(
+            [*prefix, sys.executable, "-m", "crawler", "seeds.txt", *flags],
+            capture_output=True,
+            text=True,
+            cwd=work,
+            timeout=60,
+        )
+        assert_one_line_error(result, "cannot write locked/stats.json: permission denied")
+        assert not (work / "out.jsonl").exists()
+    finally:
+        shutil.rmtree(work)
 
 
 def test_the_stats_file_is_written_through_a_link_and_into_a_fifo_left_in_place(tmp_path):

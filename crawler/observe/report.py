@@ -492,4 +492,4 @@ def _check_paths(arguments: argparse.Namespace) -> None:
     for label, path in (("records file", arguments.records), ("--stats file", arguments.stats)):
         if path and os.path.exists(arguments.output) and os.path.samefile(arguments.output, path):
             raise ConfigError(f"-o {arguments.output} is the {label}; refusing to overwrite it")
-    check_writable(arguments.output)
+    check_writable(arguments.output, replaced=True)
