@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from yarl import URL
+
 from crawler import __version__
 from crawler.urls import canonicalize, is_host_pattern
 
@@ -321,6 +323,10 @@ def proxy_problem(url: str) -> str | None:
     host_port = rest.rpartition("@")[2].rstrip("/")
     if not host_port or "/" in host_port or "?" in host_port or "#" in host_port:
         return "must be scheme://[user:password@]host[:port], with no path"
+    try:
+        URL(url)
+    except ValueError as exc:  # a port that is no number or out of range, a broken [IPv6]
+        return f"has an invalid host or port ({exc})"
     return None
 
 
