@@ -203,6 +203,21 @@ async def test_a_cookies_txt_logs_the_crawl_in_with_only_the_cookies_that_apply(
     assert sent == {"session": "s1", "http_only": "h1"}
 
 
+async def test_a_cookies_txt_with_a_bom_and_an_expiry_past_year_9999_is_read(site: Site, tmp_path):
+    login_site(site)
+    cookies = tmp_path / "cookies.txt"
+    cookies.write_bytes(
+        b"\xef\xbb\xbf# Netscape HTTP Cookie File\r\n"  # as some exporters save it
+        b"127.0.0.1\tFALSE\t/\tFALSE\t99999999999999999999\tsession\ts1\r\n"
+    )
+
+    records = await crawl(tmp_path, [f"{site.url}/private"], cookies=str(cookies))
+
+    assert records[0]["status"] == 200
+    (hit,) = site.hits
+    assert hit.headers["Cookie"] == "session=s1"
+
+
 @pytest.mark.parametrize(
     ("content", "named"),
     [
