@@ -272,6 +272,14 @@ def _headers(headers: Sequence[tuple[str, str]]) -> str | None:
     return None
 
 
+def _user_agent_problem(value: str) -> str | None:
+    if not value.strip():
+        return "must not be empty"
+    if _BAD_VALUE_CHARS.search(value):  # it is a header value too
+        return "has a control character (CR, LF, ...)"
+    return None
+
+
 def _same_path(a: str, b: str) -> bool:
     return os.path.abspath(a) == os.path.abspath(b)
 
@@ -553,7 +561,7 @@ OPTIONS: tuple[Option, ...] = (
         "user_agent",
         "str",
         "User-Agent header, also matched against robots.txt",
-        lambda v: None if v.strip() else "must not be empty",
+        _user_agent_problem,
         metavar="UA",
         group="politeness",
     ),

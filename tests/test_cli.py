@@ -149,6 +149,7 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--no-such-flag"], "--no-such-flag"),
         (["--state", "dir"], "-o"),
         (["--expected-urls", "100000000000000"], "--expected-urls"),
+        (["--user-agent", "bot\r\nX-Injected: 1"], "--user-agent has a control character"),
         (["--proxy", "http://user:secret@proxy:99999"], "--proxy has an invalid host or port"),
         (["--proxy", "http://[::1"], "--proxy has an invalid host or port"),
     ],
