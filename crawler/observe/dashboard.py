@@ -130,10 +130,10 @@ class Dashboard:
         app.router.add_get("/events", self._events)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_static("/static", STATIC)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         for sock in self._sockets:
-            await web.SockSite(self._runner, sock, shutdown_timeout=1.0).start()
+            await web.SockSite(self._runner, sock).start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
         if not is_loopback(self._host):
