@@ -998,6 +998,8 @@ def _revisit_settings(settings: Settings) -> Settings:
 def make_directory(path: str, flag: str) -> Path:
     """The directory an option names, made if need be; ConfigError if it cannot be."""
     directory = Path(path)
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"cannot use {flag} {directory}: it is a file, not a directory")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -131,6 +131,15 @@ def test_stats_into_a_missing_directory_is_refused_up_front(tmp_path):
     assert not (tmp_path / "out.jsonl").exists()
 
 
+@pytest.mark.parametrize("flag", ["--warc", "--revisit"])
+def test_a_file_where_a_directory_is_wanted_is_named_as_such(tmp_path, flag):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    result = run_cli(str(seeds), flag, str(seeds))
+    assert_one_line_error(result, f"cannot use {flag} {seeds}: it is a file, not a directory")
+    assert seeds.read_text() == "http://127.0.0.1:9/\n"
+
+
 def test_a_directory_as_seeds_file_is_an_error(tmp_path):
     assert_one_line_error(run_cli(str(tmp_path)), "directory")
 
