@@ -187,6 +187,34 @@ def test_a_report_written_through_a_link_or_into_a_fifo_leaves_them_in_place(
     os.close(reader)
 
 
+def test_records_with_fields_of_the_wrong_type_are_skipped_and_said(tmp_path: Path) -> None:
+    records = tmp_path / "pages.jsonl"
+    records.write_text(
+        '{"url": "http://a.test/", "status": 200, "depth": 0}\n'
+        '{"url": "http://a.test/x", "status": "404", "depth": 1}\n'
+        '{"url": "http://a.test/y", "status": 200, "links": [["nested"]]}\n'
+    )
+    result = report(str(records), "-o", str(tmp_path / "r.html"))
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "2 lines that are not JSON records were skipped" in page
+    assert 'data-figure="records">1<' in page
+
+
+def test_a_stats_file_with_fields_of_the_wrong_type_is_one_line_and_exit_2(
+    tmp_path: Path,
+) -> None:
+    records = tmp_path / "pages.jsonl"
+    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+    stats = tmp_path / "stats.json"
+    stats.write_text('{"records": 1, "elapsed_s": "long"}')
+    result = report(str(records), "--stats", str(stats), "-o", str(tmp_path / "r.html"))
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines() == [
+        f"crawler: error: --stats {stats} is not a stats file (its elapsed_s is not a crawl's)"
+    ]
+
+
 def test_a_line_cut_short_is_skipped_and_said(tmp_path: Path) -> None:
     records = tmp_path / "pages.jsonl"
     records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n{"url": "http://a.te')

@@ -176,10 +176,71 @@ def read_records(path: str, figures: Figures) -> Iterator[dict[str, Any]]:
             except orjson.JSONDecodeError:
                 figures.bad_lines += line.strip() != b""
                 continue
-            if isinstance(record, dict):
+            if _is_record(record):
                 yield record
             else:
                 figures.bad_lines += 1
+
+
+Number = (int, float)
+# The fields the report reads, with the types a crawl writes them in (each may be null).
+RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "url": str,
+    "final_url": str,
+    "status": int,
+    "depth": int,
+    "referrer": str,
+    "fetched_at": str,
+    "elapsed_ms": Number,
+    "content_type": str,
+    "bytes": int,
+    "content_digest": str,
+    "error": str,
+    "lang": str,
+    "links": list,
+}
+# The same for the --stats file (a dict's values, for "dropped" and "visited").
+STATS_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "records": int,
+    "elapsed_s": Number,
+    "pages_per_s": Number,
+    "retries": int,
+    "dropped": dict,
+    "visited": dict,
+}
+
+
+def _mistyped_field(
+    values: dict[str, Any], types: dict[str, type | tuple[type, ...]]
+) -> str | None:
+    """The first of `types`' fields whose value in `values` is of another type, or None."""
+    for name, kind in types.items():
+        value = values.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+            return name
+    return None
+
+
+def _mistyped_stats_field(stats: dict[str, Any]) -> str | None:
+    wrong = _mistyped_field(stats, STATS_FIELDS)
+    if wrong is None and not all(map(_is_count, (stats.get("dropped") or {}).values())):
+        wrong = "dropped"
+    if wrong is None and not _is_count((stats.get("visited") or {}).get("urls", 0)):
+        wrong = "visited"
+    return wrong
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_record(record: Any) -> bool:
+    """A JSON object with the types a crawl's record has where the report reads it."""
+    return (
+        isinstance(record, dict)
+        and _mistyped_field(record, RECORD_FIELDS) is None
+        and all(isinstance(link, str) for link in record.get("links") or ())
+    )
 
 
 def analyse(path: str) -> Figures:
@@ -454,6 +515,9 @@ def _read_stats(path: str) -> dict[str, Any]:
         raise ConfigError(f"--stats {path} is not a stats file (not JSON)") from None
     if not isinstance(stats, dict) or "records" not in stats:
         raise ConfigError(f"--stats {path} is not a stats file (no records count)")
+    wrong = _mistyped_stats_field(stats)
+    if wrong is not None:
+        raise ConfigError(f"--stats {path} is not a stats file (its {wrong} is not a crawl's)")
     return stats
 
 
