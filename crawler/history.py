@@ -44,6 +44,35 @@ NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
 # Fields a 304 page takes from the previous record, beside the standard ones.
 CARRIED_FIELDS = ("title", "description", "canonical", "links", "content_type", "bytes")
 CARRIED_EXTRA = ("text", "lang", "nofollow")
+# The types a crawl writes the fields a recrawl reads in; each but url may be null.
+FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "url": str,
+    "final_url": str,
+    "status": int,
+    "depth": int,
+    "fetched_at": str,
+    "content_digest": str,
+    "etag": str,
+    "last_modified": str,
+    "title": str,
+    "description": str,
+    "canonical": str,
+    "links": list,
+    "content_type": str,
+    "bytes": int,
+    "text": str,
+    "lang": str,
+    "nofollow": bool,
+    "error": str,
+    "kind": str,
+    "changed": bool,
+    "warc_file": str,
+    "warc_offset": int,
+    "warc_length": int,
+    "revisit_interval_s": (int, float),
+    "due_at": str,
+    "lastmod_right": bool,
+}
 _BATCH = 500  # keys a query asks for at once (SQLite allows 32,766 parameters)
 _INSERT_BATCH = 10_000
 _CACHE_MAX = 100_000  # prefetched rows kept for queued URLs; past it, looked up when fetched
@@ -460,7 +489,29 @@ def _lines(source: Source, prev: str) -> Iterator[tuple[int, dict[str, Any]]]:
                     f"--since {prev} was written by an older version of the crawler: "
                     f"its records have no {', '.join(missing)}"
                 )
+            wrong = _mistyped_field(record)
+            if wrong is not None:
+                raise ConfigError(
+                    f"--since {prev}: line {number} is not a crawl's record "
+                    f"(its {wrong} is not of the type a crawl writes)"
+                )
             yield number, record
+
+
+def _mistyped_field(record: dict[str, Any]) -> str | None:
+    """The first field a recrawl reads whose value is not of the type a crawl writes it in
+    (a wrong one ended the recrawl in a traceback, or went on into the new records)."""
+    for name, kind in FIELD_TYPES.items():
+        value = record.get(name)
+        if value is None:
+            if name == "url":
+                return name
+            continue
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
+            return name
+    if not all(isinstance(link, str) for link in record.get("links") or ()):
+        return "links"
+    return None
 
 
 def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int, set[str]]:
