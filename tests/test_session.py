@@ -264,6 +264,25 @@ async def test_with_state_the_cookie_jar_comes_back_on_resume(site: Site, tmp_pa
     assert records[f"{site.url}/private"]["status"] == 200
 
 
+async def test_a_damaged_cookie_jar_in_the_state_is_left_behind_and_the_crawl_resumes(
+    site: Site, tmp_path
+):
+    login_site(site)
+    seeds = seeds_file(tmp_path, f"{site.url}/login")
+    output, state = tmp_path / "pages.jsonl", tmp_path / "state"
+    args = [str(seeds), "-o", str(output), "--state", str(state), "--quiet"]
+    code, _, err = await run_cli_async(*args, "--max-pages", "1")
+    assert code == 0, err
+    (state / "cookies.json").write_bytes(b"r\x00\x00\x00\x00.")  # no JSON; a broken pickle
+
+    code, _, err = await run_cli_async(*args, "--max-pages", "5")
+
+    assert code == 0, err
+    assert "cannot restore the cookies" in err and "Traceback" not in err
+    records = by_url(read_records(output))
+    assert records[f"{site.url}/private"]["status"] == 403  # resumed, without the login
+
+
 # Proxies
 
 
