@@ -17,9 +17,8 @@ def check_writable(path: str, replaced: bool = False) -> None:
         raise ConfigError(f"cannot write {path}: directory {directory} does not exist")
     if os.path.isdir(path):
         raise ConfigError(f"cannot write {path}: it is a directory")
-    target = os.path.realpath(path)
-    in_place = os.path.exists(target) and not (replaced and os.path.isfile(target))
-    if not os.access(target if in_place else os.path.dirname(target), os.W_OK):
+    in_place = os.path.exists(path) and not (replaced and os.path.isfile(path))
+    if not os.access(path if in_place else os.path.dirname(os.path.realpath(path)), os.W_OK):
         raise ConfigError(f"cannot write {path}: permission denied")
 
 
@@ -28,11 +27,12 @@ def write_whole(path: str, data: bytes) -> None:
     reader sees the old file or the new one. A symbolic link is followed (its file is
     replaced, the link stays); what is not a regular file, such as /dev/null or a FIFO, is
     written in place, since a rename would put a plain file where the device was."""
-    target = os.path.realpath(path)
-    if os.path.exists(target) and not os.path.isfile(target):
-        with open(target, "wb") as f:
+    if os.path.exists(path) and not os.path.isfile(path):
+        # Opened by its own name: /dev/stdout's real path is no path ("pipe:[123]").
+        with open(path, "wb") as f:
             f.write(data)
         return
+    target = os.path.realpath(path)
     temporary = f"{target}.tmp"
     try:
         with open(temporary, "wb") as f:

@@ -215,6 +215,22 @@ def test_a_stats_file_with_fields_of_the_wrong_type_is_one_line_and_exit_2(
     ]
 
 
+def test_a_report_to_dev_stdout_goes_down_the_pipe_and_ends_quietly_when_it_closes(
+    tmp_path: Path,
+) -> None:
+    records = tmp_path / "pages.jsonl"
+    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+
+    result = report(str(records), "-o", "/dev/stdout")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(b"<!doctype html>")
+
+    pipeline = f"{' '.join(CLI)} report {records} -o /dev/stdout | head -1; exit ${{PIPESTATUS[0]}}"
+    closed = subprocess.run(["bash", "-c", pipeline], capture_output=True)
+    assert closed.returncode == 0 and b"error" not in closed.stderr
+    assert os.path.islink("/dev/stdout")
+
+
 def test_a_line_cut_short_is_skipped_and_said(tmp_path: Path) -> None:
     records = tmp_path / "pages.jsonl"
     records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n{"url": "http://a.te')

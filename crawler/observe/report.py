@@ -33,6 +33,7 @@ import orjson
 from crawler.bloom import BloomFilter
 from crawler.config import ConfigError, OneLineParser, print_error
 from crawler.files import check_writable, write_whole
+from crawler.observe.progress import silence
 from crawler.stats import LATENCY_BUCKETS_MS
 
 STATIC = Path(__file__).parent / "static"
@@ -537,6 +538,9 @@ def main(argv: Sequence[str]) -> int:
     except ConfigError as exc:
         print_error(str(exc))
         return 2
+    except BrokenPipeError:  # -o /dev/stdout, and its reader stopped reading (`| head`)
+        silence(sys.stderr)
+        return 0
     except OSError as exc:
         verb = "write" if exc.filename == arguments.output else "read"
         print_error(f"cannot {verb} {exc.filename}: {exc.strerror}")
