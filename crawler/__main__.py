@@ -23,8 +23,9 @@ from crawler.config import (
     print_error,
     read_seeds,
 )
+from crawler.files import check_writable
 from crawler.malloc import keep_freed_memory
-from crawler.observe.progress import Reporter
+from crawler.observe.progress import Reporter, silence
 from crawler.sinks import OutputClosed
 
 if TYPE_CHECKING:
@@ -53,6 +54,12 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def stream(self, _value: Any) -> None:
         pass
 
+    def handleError(self, record: logging.LogRecord) -> None:
+        if isinstance(sys.exc_info()[1], BrokenPipeError):  # stderr's reader went away
+            silence(sys.stderr)
+        else:
+            super().handleError(record)
+
 
 def _configure_logging() -> None:
     handler = _StderrHandler()
@@ -63,47 +70,86 @@ def _configure_logging() -> None:
 
 
 def _check_output_paths(settings: Settings) -> None:
-    """-o and --stats must be writable, and -o must not overwrite the files the crawl reads."""
-    if settings.stats:
-        _check_writable(settings.stats)
-    output = settings.output
-    if output is None or output == STDOUT:
-        return
-    for label, path in (("seeds file", settings.seeds), ("config file", settings.config)):
-        if (
-            path
-            and path != "-"
-            and os.path.exists(path)
-            and os.path.exists(output)
-            and os.path.samefile(path, output)
-        ):
-            raise ConfigError(f"-o {output} is the {label}; refusing to overwrite it")
-    _check_writable(output)
+    """The files the crawl writes (-o, --stats, --wacz) must be writable, and none may be a
+    file the crawl reads or one of the others: the crawl would write over it."""
+    cookies = settings.cookies if isinstance(settings.cookies, str) else None
+    taken = [
+        ("seeds file", settings.seeds),
+        ("config file", settings.config),
+        ("--cookies file", cookies),
+        ("--since file", settings.since),
+    ]
+    output = settings.output if settings.output != STDOUT else None
+    written = (
+        ("-o", output, False),
+        ("--stats", settings.stats, True),
+        ("--wacz", settings.wacz, True),
+    )
+    for flag, path, replaced in written:
+        if path is None:
+            continue
+        for label, other in taken:
+            if other is not None and other != "-" and _same_file(path, other):
+                raise ConfigError(f"{flag} {path} is the {label}; refusing to overwrite it")
+        check_writable(path, replaced)
+        taken.append((f"{flag} file", path))
 
 
-def _check_writable(path: str) -> None:
-    """A file the crawl will write: its directory must exist, and it must not be one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ConfigError(f"cannot write {path}: directory {directory} does not exist")
-    if os.path.isdir(path):
-        raise ConfigError(f"cannot write {path}: it is a directory")
+def _same_file(path: str, other: str) -> bool:
+    """Would writing `path` overwrite the regular file `other` (or the one it will be)?
+    Devices such as /dev/null may be written by two outputs."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        return False
+    if os.path.abspath(path) == os.path.abspath(other):
+        return True
+    return os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
+
+
+def _fill_closed_standard_streams() -> None:
+    """Put /dev/null on fds 0-2 if the crawler was started without them (`>&-`): a file
+    the crawl opens would otherwise get that number, and what is meant for stdout or
+    stderr would be written into it (records into a WARC file). Python leaves
+    sys.stdout None for a closed fd 1, and records are not sent there."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+    if sys.stdin is None:
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (for the process's life)
+    if sys.stderr is None:  # else print(file=sys.stderr) would write to stdout
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
-    if arguments[:1] == ["report"]:  # a seeds file named "report" is ./report
-        from crawler.observe.report import main as report
+    _fill_closed_standard_streams()
+    try:
+        if arguments[:1] == ["report"]:  # a seeds file named "report" is ./report
+            from crawler.observe.report import main as report
 
-        return report(arguments[1:])
+            return report(arguments[1:])
+        return _crawl(arguments)
+    except KeyboardInterrupt:
+        # Ctrl-C before the crawl watches for it (seeds typed at a terminal, a large
+        # --since being indexed) ends the command as one during the crawl does.
+        return SIGNAL_EXIT_CODES[signal.SIGINT]
+
+
+def _crawl(arguments: list[str]) -> int:
     _configure_logging()
     try:
         settings = load_settings(arguments)
         assert settings.seeds is not None  # load_settings asks for it
+        if settings.output == STDOUT and sys.stdout is None:
+            raise ConfigError("stdout is closed; write the records with -o FILE")
         seeds = read_seeds(settings.seeds)
+        _check_output_paths(settings)
         if settings.revisit is not None:
             return _revisit(settings, seeds)
-        _check_output_paths(settings)
         crawler = Crawler(seeds, settings)
         crawler.open()
     except ConfigError as exc:
@@ -268,7 +314,7 @@ def _run(settings: Settings, crawler: Crawler) -> int:
 
     try:
         event_loop_runner(settings.uvloop)(supervise())
-    except ConfigError as exc:  # the dashboard's address could not be bound
+    except ConfigError as exc:  # bad input found only once the crawl runs
         print_error(str(exc))
         return EXIT_BAD_INPUT
     except Exception as exc:

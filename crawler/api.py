@@ -12,6 +12,7 @@ only to the sinks the settings name (-o, --state), with no consumer.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
@@ -94,6 +95,14 @@ class Crawler:
         follow: FollowHook | None = None,
         on_page: PageHook | None = None,
     ) -> None:
+        if settings is not None and not isinstance(settings, Settings):
+            raise ConfigError(
+                f"settings must be a Settings, not {type(settings).__name__} "
+                "(Settings(**values) makes one)"
+            )
+        for name, hook in (("follow", follow), ("on_page", on_page)):
+            if hook is not None and not callable(hook):
+                raise ConfigError(f"{name} must be a function, not {type(hook).__name__}")
         self.settings = settings if settings is not None else Settings()
         self.seeds = _canonical_seeds(seeds)
         self._hooks = Hooks(follow, on_page) if follow or on_page else None
@@ -102,6 +111,7 @@ class Crawler:
         self._crawl: Crawl | None = None
         self._task: asyncio.Task[None] | None = None
         self._outbox: _Outbox | None = None
+        self._dashboard_sockets: list[socket.socket] = []  # until the dashboard takes them
 
     async def __aenter__(self) -> Crawler:
         self.open()
@@ -125,7 +135,15 @@ class Crawler:
         if self._crawl is None:
             # first: a bad PREV leaves nothing written
             history: PreviousCrawl | None = _open_history(self.settings)
-            self._store = open_store(self.settings, self.seeds)
+            if self.settings.dashboard is not None:  # before the store opens -o: a port in use
+                from crawler.observe.dashboard import listen
+
+                self._dashboard_sockets = listen(self.settings.dashboard)
+            try:
+                self._store = open_store(self.settings, self.seeds)
+            except BaseException:
+                self._close_dashboard_sockets()
+                raise
             history = history or self._store.previous_round
             if history is not None:
                 self._store.stats.previous_pages = history.pages
@@ -186,12 +204,23 @@ class Crawler:
                 self.stop()
                 await self._task
         finally:
+            self._close_dashboard_sockets()
             if self._store is not None:
                 self._store.close()
                 self._store = None
 
+    def _close_dashboard_sockets(self) -> None:
+        for sock in self._dashboard_sockets:
+            sock.close()
+        self._dashboard_sockets = []
+
     def run(self) -> CrawlStats:
         """Crawl to the end from code that has no event loop of its own; the figures."""
+        if _loop_running():  # asyncio.run() would refuse, and leave a coroutine never awaited
+            raise RuntimeError(
+                "Crawler.run() is for code without an event loop; "
+                "in a coroutine, use `async with crawler: await crawler.crawl()`"
+            )
 
         async def whole() -> None:
             async with self:
@@ -220,13 +249,22 @@ class Crawler:
             else:
                 from crawler.observe.dashboard import Dashboard
 
-                async with Dashboard(crawl.stats, self.settings):
+                sockets, self._dashboard_sockets = self._dashboard_sockets, []
+                async with Dashboard(crawl.stats, self.settings, sockets):
                     await crawl.run()
         finally:
             if self._outbox is not None:
                 self._outbox.put(None)
         if crawl.failure is not None:
             raise crawl.failure
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _open_history(settings: Settings) -> History | None:
@@ -241,6 +279,8 @@ def _open_history(settings: Settings) -> History | None:
 def _canonical_seeds(seeds: Iterable[str]) -> list[str]:
     if isinstance(seeds, str):
         seeds = [seeds]
+    elif not isinstance(seeds, Iterable):
+        raise ConfigError(f"seeds must be a URL or URLs, not {type(seeds).__name__}")
     canonical = []
     for seed in seeds:
         url = canonicalize(seed) if isinstance(seed, str) else None

@@ -15,9 +15,11 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, NoReturn
+
+from yarl import URL
 
 from crawler import __version__
 from crawler.urls import canonicalize, is_host_pattern
@@ -28,6 +30,9 @@ class ConfigError(Exception):
 
 
 STDOUT = "-"  # as -o: the JSON lines go to standard output
+# A worker coroutine is made for each request that may be in flight, before the first
+# request: a million took 1.6 GB and 16 s, a hundred million had the process killed.
+MAX_CONCURRENCY = 100_000
 DEFAULT_USER_AGENT = f"crawler/{__version__} (+https://github.com/crawler-project/crawler#readme)"
 
 
@@ -104,9 +109,11 @@ class Settings:
     def __post_init__(self) -> None:
         for option in OPTIONS:
             value = getattr(self, option.name)
-            if value is not None or option.kind not in ("path", "str"):
+            if value is not None or option.name not in _UNSET_BY_DEFAULT:
                 checked = _validated(option.name, value, option.name, strict=True)
                 object.__setattr__(self, option.name, checked)
+        if self.seeds is not None:
+            _validated("seeds", self.seeds, "seeds", strict=True)
         if self.fresh and self.state is None:
             raise ConfigError("--fresh only makes sense with --state DIR")
         if self.redis is not None and self.crawl_id is None:
@@ -165,6 +172,10 @@ class Settings:
         )
 
 
+# The settings that may be None (not given); any other is checked even when None.
+_UNSET_BY_DEFAULT = frozenset(f.name for f in fields(Settings) if f.default is None)
+
+
 def _check_wacz(settings: Settings) -> None:
     if not str(settings.wacz).endswith(".wacz"):
         raise ConfigError(f"--wacz {settings.wacz}: a WACZ file's name must end in .wacz")
@@ -194,6 +205,10 @@ class Option:
 
 def _at_least(low: float) -> Callable[[Any], str | None]:
     return lambda v: None if v >= low else f"must be >= {low:g}"
+
+
+def _in_range(low: int, high: int) -> Callable[[Any], str | None]:
+    return lambda v: _at_least(low)(v) or (None if v <= high else f"must be <= {high:,}")
 
 
 def _matching(pattern: str, problem: str) -> Callable[[str], str | None]:
@@ -266,6 +281,14 @@ def _headers(headers: Sequence[tuple[str, str]]) -> str | None:
     return None
 
 
+def _user_agent_problem(value: str) -> str | None:
+    if not value.strip():
+        return "must not be empty"
+    if _BAD_VALUE_CHARS.search(value):  # it is a header value too
+        return "has a control character (CR, LF, ...)"
+    return None
+
+
 def _same_path(a: str, b: str) -> bool:
     return os.path.abspath(a) == os.path.abspath(b)
 
@@ -317,6 +340,10 @@ def proxy_problem(url: str) -> str | None:
     host_port = rest.rpartition("@")[2].rstrip("/")
     if not host_port or "/" in host_port or "?" in host_port or "#" in host_port:
         return "must be scheme://[user:password@]host[:port], with no path"
+    try:
+        URL(url)
+    except ValueError as exc:  # a port that is no number or out of range, a broken [IPv6]
+        return f"has an invalid host or port ({exc})"
     return None
 
 
@@ -369,7 +396,7 @@ OPTIONS: tuple[Option, ...] = (
         "concurrency",
         "int",
         "requests in flight at once, over all hosts",
-        _at_least(1),
+        _in_range(1, MAX_CONCURRENCY),
         metavar="N",
         group="politeness",
     ),
@@ -543,7 +570,7 @@ OPTIONS: tuple[Option, ...] = (
         "user_agent",
         "str",
         "User-Agent header, also matched against robots.txt",
-        lambda v: None if v.strip() else "must not be empty",
+        _user_agent_problem,
         metavar="UA",
         group="politeness",
     ),
@@ -772,13 +799,15 @@ _BY_NAME = {option.name: option for option in OPTIONS}
 _TOML_ONLY = {"seeds"}  # the positional argument, also settable in the config file
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are ConfigErrors: one line, exit 2, no usage dump."""
+
+    def error(self, message: str) -> NoReturn:
         raise ConfigError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="crawler",
         usage="%(prog)s [options] [SEEDS]",  # the sections below list the options
         description="Crawl from the seed URLs in a file; print one JSON record per page.",
@@ -916,7 +945,8 @@ def read_config_file(path: str) -> dict[str, Any]:
 
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            # A byte order mark, as Windows editors write, is no TOML but means no harm.
+            data = tomllib.loads(f.read().decode("utf-8").removeprefix("\ufeff"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except OSError as exc:
@@ -977,6 +1007,8 @@ def _revisit_settings(settings: Settings) -> Settings:
 def make_directory(path: str, flag: str) -> Path:
     """The directory an option names, made if need be; ConfigError if it cannot be."""
     directory = Path(path)
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"cannot use {flag} {directory}: it is a file, not a directory")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -998,6 +1030,8 @@ def read_seeds(path: str) -> list[str]:
     seeds = []
     lines = data.splitlines()
     for number, raw in enumerate(lines, 1):
+        if raw.lstrip().startswith(b"#"):  # a comment, in whatever encoding it was typed
+            continue
         try:
             line = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
         except UnicodeDecodeError:
@@ -1026,7 +1060,14 @@ def meant_url(text: str) -> str | None:
     """
     from crawler.urls import canonicalize
 
-    return canonicalize(f"https://{text}") if "://" not in text else None
+    if "://" in text or _OTHER_SCHEME.match(text):
+        return None
+    return canonicalize(f"https://{text}")
+
+
+# `mailto:a@b`, `tel:+1...`, `javascript:...` have a scheme, one that is not http(s);
+# `example.com:8080/` has a port.
+_OTHER_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(?![0-9])")
 
 
 def _read_file(path: str) -> bytes:

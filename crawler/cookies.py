@@ -43,10 +43,15 @@ class FileCookie:
     http_only: bool
 
 
+# 9999-12-31T23:59:59Z: a later expiry (some exporters write milliseconds, or a huge
+# number for "never") is taken as this, which the Expires attribute can still say.
+LAST_EXPIRY = 253402300799
+
+
 def read_cookies_file(path: str) -> list[FileCookie]:
     """The unexpired cookies of a Netscape cookies.txt; ConfigError naming a bad line."""
     try:
-        text = Path(path).read_text("utf-8")
+        text = Path(path).read_text("utf-8-sig")  # a BOM, as some exporters write
     except FileNotFoundError:
         raise ConfigError(f"cookies file not found: {path}") from None
     except IsADirectoryError:
@@ -96,7 +101,7 @@ def _parse_line(line: str) -> FileCookie | str | None:
         include_subdomains=_FLAGS[subdomains.upper()],
         path=path or "/",
         secure=_FLAGS[secure.upper()],
-        expires=int(expires),
+        expires=min(int(expires), LAST_EXPIRY),
         name=name,
         value=value,
         http_only=http_only,

@@ -41,28 +41,44 @@ HISTORY_FORMAT = 13  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
-# The types of the fields a row is made of, as a crawl writes them (None: null).
-FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "url": (str,),
-    "status": (int, type(None)),
-    "depth": (int,),
-    "content_digest": (str, type(None)),
-    "fetched_at": (str,),
-    "etag": (str, type(None)),
-    "last_modified": (str, type(None)),
-    "links": (list,),
-    "kind": (str,),
-    "warc_file": (str, type(None)),
-    "warc_offset": (int, type(None)),
-    "warc_length": (int, type(None)),
-    "revisit_interval_s": (int, float, type(None)),
-    "due_at": (str, type(None)),
-}
 # Fields a 304 page takes from the previous record, beside the standard ones.
 CARRIED_FIELDS = ("title", "description", "canonical", "links", "content_type", "bytes")
 # --text's and --extract's, if the previous crawl had them (near_duplicate_of is found
 # again from the simhash, among this crawl's pages).
 CARRIED_EXTRA = ("text", "lang", "nofollow", "main_text", "markdown", "metadata", "simhash")
+# The types a crawl writes the fields a recrawl reads in; each but url may be null.
+FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "url": str,
+    "final_url": str,
+    "status": int,
+    "depth": int,
+    "fetched_at": str,
+    "content_digest": str,
+    "etag": str,
+    "last_modified": str,
+    "title": str,
+    "description": str,
+    "canonical": str,
+    "links": list,
+    "content_type": str,
+    "bytes": int,
+    "text": str,
+    "lang": str,
+    "nofollow": bool,
+    "main_text": str,
+    "markdown": str,
+    "metadata": dict,
+    "simhash": str,
+    "error": str,
+    "kind": str,
+    "changed": bool,
+    "warc_file": str,
+    "warc_offset": int,
+    "warc_length": int,
+    "revisit_interval_s": (int, float),
+    "due_at": str,
+    "lastmod_right": bool,
+}
 _BATCH = 500  # keys a query asks for at once (SQLite allows 32,766 parameters)
 _INSERT_BATCH = 10_000
 _CACHE_MAX = 100_000  # prefetched rows kept for queued URLs; past it, looked up when fetched
@@ -514,22 +530,30 @@ def _lines(source: Source, prev: str) -> Iterator[tuple[int, dict[str, Any]]]:
                     f"--since {prev} was written by an older version of the crawler: "
                     f"its records have no {', '.join(missing)}"
                 )
-            mistyped = _mistyped(record)
-            if mistyped:
+            wrong = _mistyped_field(record)
+            if wrong is not None:
                 raise ConfigError(
                     f"--since {prev}: line {number} is not a crawl's record "
-                    f"(its {mistyped} is {orjson.dumps(record[mistyped]).decode()[:40]})"
+                    f"(its {wrong} is {orjson.dumps(record[wrong]).decode()[:40]})"
                 )
             yield number, record
 
 
-def _mistyped(record: dict[str, Any]) -> str | None:
-    """The first field of `record` that no crawl would have written so, if any: a row
-    made of it would fail, or fail the recrawl later."""
-    for name, types in FIELD_TYPES.items():
-        if name in record and not isinstance(record[name], types):
+_NEVER_NULL = ("url", "depth", "fetched_at")
+
+
+def _mistyped_field(record: dict[str, Any]) -> str | None:
+    """The first field a recrawl reads whose value is not of the type a crawl writes it in
+    (a wrong one ended the recrawl in a traceback, or went on into the new records)."""
+    for name, kind in FIELD_TYPES.items():
+        value = record.get(name)
+        if value is None:
+            if name in _NEVER_NULL:
+                return name
+            continue
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             return name
-    if not all(isinstance(link, str) for link in record.get("links", ())):
+    if not all(isinstance(link, str) for link in record.get("links") or ()):
         return "links"
     try:
         visit_key(record["url"])

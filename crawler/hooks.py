@@ -11,6 +11,7 @@ traceback.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from inspect import isawaitable
@@ -47,6 +48,10 @@ class Hooks:
                 except Exception:  # costs this link; the hook still decides the others
                     self._failed("follow", page)
                     continue
+                except asyncio.CancelledError:
+                    _raise_if_the_crawl_is_cancelled()
+                    self._failed("follow", page)
+                    continue
                 if verdict:
                     kept.append(url)
             links = kept
@@ -59,6 +64,9 @@ class Hooks:
                     page.fields.update(_extra_fields(fields))
             except Exception:
                 self._failed("on_page", page)
+            except asyncio.CancelledError:
+                _raise_if_the_crawl_is_cancelled()
+                self._failed("on_page", page)
         return links
 
     def _failed(self, hook: str, page: Page) -> None:
@@ -68,6 +76,15 @@ class Hooks:
             log.exception(
                 "the %s hook failed on %s (further failures are not logged)", hook, page.url
             )
+
+
+def _raise_if_the_crawl_is_cancelled() -> None:
+    """A CancelledError out of a hook is the crawl's own only if its task is being
+    cancelled; else something the hook awaited was cancelled, and the hook failed (it
+    used to end the worker, and the crawl with it, without a record or a word)."""
+    task = asyncio.current_task()
+    if task is None or task.cancelling():
+        raise
 
 
 def _extra_fields(fields: Any) -> dict[str, Any]:

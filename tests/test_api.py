@@ -54,6 +54,17 @@ def test_settings_refuse_a_value_of_the_wrong_type():
         Settings(max_depth="3")
     with pytest.raises(ConfigError, match="--fresh only makes sense with --state"):
         Settings(fresh=True)
+    with pytest.raises(ConfigError, match="user_agent must be a string"):
+        Settings(user_agent=None)  # only settings that are None by default may be None
+    with pytest.raises(ConfigError, match="seeds must be a string"):
+        Settings(seeds=5)
+
+
+def test_a_crawler_refuses_settings_and_seeds_of_the_wrong_type_by_name():
+    with pytest.raises(ConfigError, match=r"settings must be a Settings, not dict"):
+        Crawler(["http://127.0.0.1:9/"], {"max_depth": 1})
+    with pytest.raises(ConfigError, match=r"seeds must be a URL or URLs, not NoneType"):
+        Crawler(None)
 
 
 def test_settings_from_toml_reads_and_validates(tmp_path):
@@ -64,6 +75,23 @@ def test_settings_from_toml_reads_and_validates(tmp_path):
     config.write_text("max_depth = -2\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"key 'max_depth' must be >= 0, got -2"):
         Settings.from_toml(str(config))
+
+
+def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path):
+    config = tmp_path / "crawl.toml"
+    config.write_bytes("\ufeffmax_depth = 2\n".encode())  # as Windows editors save UTF-8
+    assert Settings.from_toml(str(config)).max_depth == 2
+
+
+def test_a_visited_set_larger_than_the_machines_memory_is_refused_before_output_is_opened(
+    tmp_path,
+):
+    output = tmp_path / "pages.jsonl"
+    output.write_text("kept\n")
+    crawler = Crawler(["http://127.0.0.1:9/"], Settings(expected_urls=10**14, output=str(output)))
+    with pytest.raises(ConfigError, match=r"--expected-urls 100,000,000,000,000 .* GiB"):
+        crawler.open()
+    assert output.read_text() == "kept\n"
 
 
 def test_a_bad_seed_is_refused():
@@ -145,6 +173,25 @@ async def test_a_hook_that_raises_marks_the_page_and_the_crawl_goes_on(site, cap
     assert all(r["status"] == 200 for r in records)
     failures = [r for r in caplog.records if "on_page hook failed" in r.getMessage()]
     assert len(failures) == 1 and "ZeroDivisionError" in failures[0].exc_text
+
+
+async def test_a_hook_that_awaits_something_cancelled_fails_that_page_not_the_crawl(site):
+    chain_site(site, 5)
+
+    async def on_page(page: Page) -> None:
+        cancelled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        cancelled.cancel()  # as a request the hook shares with other code may be
+        await cancelled
+
+    async with Crawler([f"{site.url}/"], TEST_SETTINGS, on_page=on_page) as crawler:
+        records = [page.record() async for page in crawler]
+    assert len(records) == 6
+    assert {r["error"] for r in records} == {"hook_failed"}
+
+
+def test_a_hook_that_is_not_a_function_is_refused_up_front():
+    with pytest.raises(ConfigError, match="on_page must be a function, not dict"):
+        Crawler(["http://127.0.0.1:9/"], on_page={"a": 1})
 
 
 @pytest.mark.parametrize("is_async", [False, True])
@@ -251,6 +298,12 @@ async def test_run_crawls_to_the_end_without_a_loop_of_its_own(site):
     crawler = Crawler([f"{site.url}/"], TEST_SETTINGS)
     stats = await asyncio.to_thread(crawler.run)
     assert stats["records"] == 6 and len(site.hits) == 6
+
+
+async def test_run_from_a_coroutine_says_what_to_use_instead():
+    crawler = Crawler(["http://127.0.0.1:9/"])
+    with pytest.raises(RuntimeError, match=r"await crawler\.crawl\(\)"):
+        crawler.run()
 
 
 def test_the_package_ships_py_typed():

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
+import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
+import threading
 import tomllib
 from pathlib import Path
 
@@ -91,6 +96,27 @@ def test_a_seed_without_a_scheme_suggests_the_https_url_and_is_still_an_error(tm
     assert error.startswith("crawler: error:") and "no valid http(s) URL" in error
 
 
+def test_a_comment_in_another_encoding_is_skipped_without_a_warning(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes("# 中文注释\nhttp://127.0.0.1:9/\n".encode("gbk"))
+    result = run_cli(
+        "seeds.txt", "-o", "out.jsonl", "--quiet", "--ignore-robots", "--retries", "0", cwd=tmp_path
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+def test_a_seed_with_another_scheme_is_not_said_to_have_none(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("mailto:a@example.com\nexample.com:8080/a\n")
+    result = run_cli("seeds.txt", cwd=tmp_path)
+    assert result.stderr.strip().splitlines()[:2] == [
+        "crawler: warning: seeds.txt:1: skipped, not an absolute http(s) URL: "
+        "'mailto:a@example.com'",
+        "crawler: warning: seeds.txt:2: skipped, 'example.com:8080/a' has no scheme; "
+        "did you mean https://example.com:8080/a?",
+    ]
+
+
 def test_a_seed_without_a_scheme_is_refused_by_the_api_with_the_same_suggestion():
     with pytest.raises(ConfigError, match=r"did you mean https://example\.com/a\?"):
         Crawler(["example.com/a"])
@@ -105,6 +131,15 @@ def test_stats_into_a_missing_directory_is_refused_up_front(tmp_path):
     assert not (tmp_path / "out.jsonl").exists()
 
 
+@pytest.mark.parametrize("flag", ["--warc", "--revisit"])
+def test_a_file_where_a_directory_is_wanted_is_named_as_such(tmp_path, flag):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    result = run_cli(str(seeds), flag, str(seeds))
+    assert_one_line_error(result, f"cannot use {flag} {seeds}: it is a file, not a directory")
+    assert seeds.read_text() == "http://127.0.0.1:9/\n"
+
+
 def test_a_directory_as_seeds_file_is_an_error(tmp_path):
     assert_one_line_error(run_cli(str(tmp_path)), "directory")
 
@@ -113,6 +148,7 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
     ("flags", "named"),
     [
         (["--concurrency", "0"], "--concurrency"),
+        (["--concurrency", "100000000"], "--concurrency must be <= 100,000"),
         (["--max-depth", "-1"], "--max-depth"),
         (["--timeout", "abc"], "--timeout"),
         (["--fp-rate", "2"], "--fp-rate"),
@@ -121,6 +157,10 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--allow-host", "http://x/"], "--allow-host"),
         (["--no-such-flag"], "--no-such-flag"),
         (["--state", "dir"], "-o"),
+        (["--expected-urls", "100000000000000"], "--expected-urls"),
+        (["--user-agent", "bot\r\nX-Injected: 1"], "--user-agent has a control character"),
+        (["--proxy", "http://user:secret@proxy:99999"], "--proxy has an invalid host or port"),
+        (["--proxy", "http://[::1"], "--proxy has an invalid host or port"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(tmp_path, flags, named):
@@ -154,6 +194,100 @@ def test_output_never_overwrites_the_seeds_file(tmp_path):
     seeds.write_text("http://127.0.0.1:9/\n")
     assert_one_line_error(run_cli(str(seeds), "-o", str(seeds)), "seeds file")
     assert seeds.read_text() == "http://127.0.0.1:9/\n"
+
+
+PREVIOUS_RECORD = {
+    "url": "http://127.0.0.1:9/",
+    "final_url": "http://127.0.0.1:9/",
+    "status": 200,
+    "depth": 0,
+    "referrer": None,
+    "fetched_at": "2026-11-25T03:18:52.832+00:00",
+    "content_type": "text/html",
+    "content_digest": "sha1:YY6QBSZNVNWHJKBMTWCBACIGFRAAASJB",
+    "etag": None,
+    "last_modified": None,
+    "links": [],
+    "error": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--stats", "seeds.txt"], "--stats seeds.txt is the seeds file"),
+        (["--config", "crawl.toml", "--stats", "crawl.toml"], "is the config file"),
+        (["--cookies", "cookies.txt", "-o", "cookies.txt"], "is the --cookies file"),
+        (["--since", "previous.jsonl", "-o", "previous.jsonl"], "is the --since file"),
+        (["-o", "previous.jsonl", "--stats", "previous.jsonl"], "is the -o file"),
+        (["-o", "previous.jsonl", "--stats", "./previous.jsonl"], "is the -o file"),
+        (["-o", "x.wacz", "--warc", "warc", "--wacz", "x.wacz"], "is the -o file"),
+    ],
+)
+def test_no_output_overwrites_a_file_the_crawl_reads_or_another_output(tmp_path, flags, named):
+    files = {
+        "seeds.txt": "http://127.0.0.1:9/\n",
+        "crawl.toml": "max_depth = 1\n",
+        "cookies.txt": "# Netscape HTTP Cookie File\n",
+        "previous.jsonl": json.dumps(PREVIOUS_RECORD) + "\n",
+        "x.wacz": "a package\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+
+    assert_one_line_error(run_cli("seeds.txt", *flags, cwd=tmp_path), named)
+    assert {name: (tmp_path / name).read_text() for name in files} == files
+    assert not (tmp_path / "warc").exists()
+
+
+def test_stats_into_a_directory_the_user_may_not_write_is_refused_up_front():
+    # Root may write anywhere: as root, the crawler runs as nobody (setpriv).
+    unprivileged = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("needs setpriv to run the crawler as a user other than root")
+    prefix = unprivileged if os.geteuid() == 0 else []
+    work = Path(tempfile.mkdtemp())  # not tmp_path: its parent is root's alone
+    try:
+        work.chmod(0o777)
+        (work / "seeds.txt").write_text("http://127.0.0.1:9/\n")
+        (work / "locked").mkdir(mode=0o555)
+        (work / "locked").chmod(0o555)
+        flags = ["-o", "out.jsonl", "--stats", "locked/stats.json"]
+        result = subprocess.run(
+            [*prefix, sys.executable, "-m", "crawler", "seeds.txt", *flags],
+            capture_output=True,
+            text=True,
+            cwd=work,
+            timeout=60,
+        )
+        assert_one_line_error(result, "cannot write locked/stats.json: permission denied")
+        assert not (work / "out.jsonl").exists()
+    finally:
+        shutil.rmtree(work)
+
+
+def test_the_stats_file_is_written_through_a_link_and_into_a_fifo_left_in_place(tmp_path):
+    # A rename over the path would put a plain file where the link, a FIFO or, for
+    # root, /dev/null was.
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    target = tmp_path / "stats.json"
+    link = tmp_path / "latest-stats.json"
+    link.symlink_to(target.name)
+    fifo = tmp_path / "stats.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that a writer can open it
+    quick = ("-o", str(tmp_path / "out.jsonl"), "--ignore-robots", "--retries", "0")
+
+    assert run_cli(str(seeds), *quick, "--stats", str(link)).returncode == 0
+    assert run_cli(str(seeds), *quick, "--stats", str(fifo)).returncode == 0
+
+    assert link.is_symlink() and json.loads(target.read_text())["records"] == 1
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    written = os.read(reader, 1 << 16).decode()
+    os.close(reader)
+    last = written[written.rindex('{\n  "records"') :]  # written at the start and at the end
+    assert json.loads(last)["records"] == 1
 
 
 def test_the_example_config_lists_every_key_with_its_default():
@@ -234,6 +368,29 @@ async def test_flags_override_the_config_file(site: Site, tmp_path):
 
     assert code == 0
     assert len(read_records(output)) == 3
+
+
+def test_ctrl_c_while_the_seeds_are_read_exits_130_without_a_traceback(tmp_path):
+    fifo = tmp_path / "seeds.fifo"  # read as a terminal is: until the user is done
+    os.mkfifo(fifo)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "crawler", str(fifo)],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    opened: list[int] = []  # the crawler is reading once its end of the FIFO is open
+    writer = threading.Thread(target=lambda: opened.append(os.open(fifo, os.O_WRONLY)))
+    writer.start()
+    writer.join(timeout=30)
+    assert opened, "the crawler never opened its seeds file"
+
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=30)
+    os.close(opened[0])
+
+    assert process.returncode == 130
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
 
 
 async def test_ctrl_c_drains_flushes_and_exits_130(site: Site, tmp_path):
@@ -326,6 +483,67 @@ async def test_quiet_silences_the_summary(site: Site, tmp_path):
 
     assert code == 0
     assert err == ""
+
+
+async def test_a_crawl_whose_stderr_reader_went_away_goes_on_and_exits_0(site: Site, tmp_path):
+    site.page("/", "home", ["/a"])
+    site.page("/a", "a")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"not a url\n{site.url}/\n")  # a warning, then the summary
+    output = tmp_path / "out.jsonl"
+    read_end, write_end = os.pipe()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "crawler", str(seeds), "-o", str(output), stderr=write_end
+    )
+    os.close(write_end)
+    os.close(read_end)  # as `2>&1 | head -1` does: every write to stderr now fails
+
+    assert await process.wait() == 0
+    assert [record["title"] for record in read_records(output)] == ["home", "a"]
+
+
+def test_records_for_a_closed_stdout_are_refused_not_written_into_the_warc_file(tmp_path):
+    # Started without fd 1 (`>&-`), the crawl's first file took its number: the JSON
+    # lines went into the WARC file, and the command exited 0.
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "crawler", str(seeds), "--warc", str(tmp_path / "warc")],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: os.close(1),
+        timeout=60,
+    )
+    assert_one_line_error(result, "stdout is closed", "-o FILE")
+    assert not (tmp_path / "warc").exists()
+
+
+def test_a_closed_stdin_is_an_empty_seeds_file(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "crawler", "-"],
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: os.close(0),
+        timeout=60,
+    )
+    assert_one_line_error(result, "seeds file stdin is empty")
+
+
+async def test_a_crawl_without_stderr_keeps_its_summary_out_of_the_records(site: Site):
+    site.page("/", "home")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "crawler",
+        "-",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        preexec_fn=lambda: os.close(2),
+    )
+    out, _ = await process.communicate(f"{site.url}/\n".encode())
+
+    assert process.returncode == 0
+    assert [json.loads(line)["title"] for line in out.decode().splitlines()] == ["home"]
 
 
 async def test_a_reader_that_stops_reading_ends_the_crawl_quietly(site: Site, tmp_path):

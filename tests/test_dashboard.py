@@ -246,8 +246,12 @@ def test_a_dashboard_address_that_is_not_host_port_is_refused() -> None:
     assert result.stderr.decode().count("\n") == 1 and "[HOST:]PORT" in result.stderr.decode()
 
 
-async def test_a_busy_dashboard_port_is_one_line_and_exit_2(site: Site, tmp_path: Path) -> None:
+async def test_a_busy_dashboard_port_is_one_line_and_exit_2_and_leaves_the_output_as_it_was(
+    site: Site, tmp_path: Path
+) -> None:
     site.page("/", "home")
+    previous = '{"url": "http://example.com/", "status": 200}\n'
+    (tmp_path / "pages.jsonl").write_text(previous)
     command = crawl_command(tmp_path, site, "--dashboard", str(site.port))
     process = await asyncio.create_subprocess_exec(*command, stderr=asyncio.subprocess.PIPE)
     _, stderr = await process.communicate()
@@ -257,6 +261,8 @@ async def test_a_busy_dashboard_port_is_one_line_and_exit_2(site: Site, tmp_path
         f"crawler: error: --dashboard cannot listen on 127.0.0.1:{site.port}: "
         "address already in use"
     )
+    assert (tmp_path / "pages.jsonl").read_text() == previous
+    assert site.hits == []
 
 
 async def test_the_dashboard_answers_only_to_a_loopback_host_name(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -130,6 +132,103 @@ def test_a_report_never_overwrites_its_records(tmp_path: Path) -> None:
     result = report(str(records), "-o", str(records))
     assert result.returncode == 2 and "refusing to overwrite" in result.stderr.decode()
     assert records.read_text().startswith('{"url"')
+
+
+def test_a_report_never_overwrites_its_stats_file(tmp_path: Path) -> None:
+    records = tmp_path / "pages.jsonl"
+    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+    stats = tmp_path / "stats.json"
+    stats.write_text('{"records": 1}')
+    result = report(str(records), "--stats", str(stats), "-o", str(stats))
+    assert result.stderr.decode().splitlines() == [
+        f"crawler: error: -o {stats} is the --stats file; refusing to overwrite it"
+    ]
+    assert result.returncode == 2 and stats.read_text() == '{"records": 1}'
+
+
+def test_bad_report_arguments_are_one_line_naming_what_the_user_gave(tmp_path: Path) -> None:
+    records = tmp_path / "pages.jsonl"
+    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+    cases = {
+        (): "crawler: error: the following arguments are required: PAGES.jsonl",
+        (str(tmp_path),): f"crawler: error: cannot read {tmp_path}: it is a directory",
+        (str(records), "-o", str(tmp_path)): (
+            f"crawler: error: cannot write {tmp_path}: it is a directory"
+        ),
+        (str(records), "-o", str(tmp_path / "no-dir" / "r.html")): (
+            f"crawler: error: cannot write {tmp_path / 'no-dir' / 'r.html'}: "
+            f"directory {tmp_path / 'no-dir'} does not exist"
+        ),
+        (str(records), "-o", ""): "crawler: error: -o must not be empty",
+    }
+    for args, message in cases.items():
+        result = report(*args)
+        assert (result.returncode, result.stderr.decode().splitlines()) == (2, [message])
+
+
+def test_a_report_written_through_a_link_or_into_a_fifo_leaves_them_in_place(
+    tmp_path: Path,
+) -> None:
+    records = tmp_path / "pages.jsonl"
+    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+    target = tmp_path / "report.html"
+    link = tmp_path / "latest.html"
+    link.symlink_to(target.name)
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that a writer can open it
+
+    assert report(str(records), "-o", str(link)).returncode == 0
+    assert report(str(records), "-o", str(fifo)).returncode == 0
+
+    assert link.is_symlink() and target.read_text().startswith("<!doctype html>")
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert os.read(reader, 1 << 16).startswith(b"<!doctype html>")
+    os.close(reader)
+
+
+def test_records_with_fields_of_the_wrong_type_are_skipped_and_said(tmp_path: Path) -> None:
+    records = tmp_path / "pages.jsonl"
+    records.write_text(
+        '{"url": "http://a.test/", "status": 200, "depth": 0}\n'
+        '{"url": "http://a.test/x", "status": "404", "depth": 1}\n'
+        '{"url": "http://a.test/y", "status": 200, "links": [["nested"]]}\n'
+    )
+    result = report(str(records), "-o", str(tmp_path / "r.html"))
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "2 lines that are not JSON records were skipped" in page
+    assert 'data-figure="records">1<' in page
+
+
+def test_a_stats_file_with_fields_of_the_wrong_type_is_one_line_and_exit_2(
+    tmp_path: Path,
+) -> None:
+    records = tmp_path / "pages.jsonl"
+    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+    stats = tmp_path / "stats.json"
+    stats.write_text('{"records": 1, "elapsed_s": "long"}')
+    result = report(str(records), "--stats", str(stats), "-o", str(tmp_path / "r.html"))
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines() == [
+        f"crawler: error: --stats {stats} is not a stats file (its elapsed_s is not a crawl's)"
+    ]
+
+
+def test_a_report_to_dev_stdout_goes_down_the_pipe_and_ends_quietly_when_it_closes(
+    tmp_path: Path,
+) -> None:
+    records = tmp_path / "pages.jsonl"
+    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+
+    result = report(str(records), "-o", "/dev/stdout")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(b"<!doctype html>")
+
+    pipeline = f"{' '.join(CLI)} report {records} -o /dev/stdout | head -1; exit ${{PIPESTATUS[0]}}"
+    closed = subprocess.run(["bash", "-c", pipeline], capture_output=True)
+    assert closed.returncode == 0 and b"error" not in closed.stderr
+    assert os.path.islink("/dev/stdout")
 
 
 def test_a_line_cut_short_is_skipped_and_said(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from crawler import Crawler
+from crawler import ConfigError, Crawler, Settings
 from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, by_url, html, read_records
 from tests.nginx_server import Nginx
@@ -872,3 +872,31 @@ async def test_queued_urls_are_looked_up_in_the_history_in_batches(tmp_path: Pat
     for n, record in enumerate(records):
         row = taken[record["url"]]
         assert row is not None and row.etag == f'"{n}"' and row.fields()["title"] == f"page {n}"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("status", "200"), ("links", [["nested"]]), ("last_modified", 1), ("url", None)],
+)
+def test_a_previous_record_with_a_field_of_the_wrong_type_is_bad_input(tmp_path, field, value):
+    record = {
+        "url": "http://127.0.0.1:9/",
+        "final_url": "http://127.0.0.1:9/",
+        "status": 200,
+        "depth": 0,
+        "fetched_at": "2026-11-25T03:18:52.832+00:00",
+        "content_digest": "sha1:YY6QBSZNVNWHJKBMTWCBACIGFRAAASJB",
+        "last_modified": "Wed, 25 Nov 2026 03:18:51 GMT",
+        "links": ["http://127.0.0.1:9/a"],
+    }
+    previous = tmp_path / "previous.jsonl"
+    previous.write_text(json.dumps(record) + "\n")
+    crawler = Crawler(["http://127.0.0.1:9/"], Settings(since=str(previous)))
+    crawler.open()  # as written, the record is a crawl's
+    asyncio.run(crawler.close())
+
+    for index in tmp_path.glob("previous.jsonl.*"):
+        index.unlink()
+    previous.write_text(json.dumps({**record, field: value}) + "\n")
+    with pytest.raises(ConfigError, match=rf"line 1 is not a crawl's record \(its {field} "):
+        Crawler(["http://127.0.0.1:9/"], Settings(since=str(previous))).open()

@@ -203,6 +203,21 @@ async def test_a_cookies_txt_logs_the_crawl_in_with_only_the_cookies_that_apply(
     assert sent == {"session": "s1", "http_only": "h1"}
 
 
+async def test_a_cookies_txt_with_a_bom_and_an_expiry_past_year_9999_is_read(site: Site, tmp_path):
+    login_site(site)
+    cookies = tmp_path / "cookies.txt"
+    cookies.write_bytes(
+        b"\xef\xbb\xbf# Netscape HTTP Cookie File\r\n"  # as some exporters save it
+        b"127.0.0.1\tFALSE\t/\tFALSE\t99999999999999999999\tsession\ts1\r\n"
+    )
+
+    records = await crawl(tmp_path, [f"{site.url}/private"], cookies=str(cookies))
+
+    assert records[0]["status"] == 200
+    (hit,) = site.hits
+    assert hit.headers["Cookie"] == "session=s1"
+
+
 @pytest.mark.parametrize(
     ("content", "named"),
     [
@@ -247,6 +262,25 @@ async def test_with_state_the_cookie_jar_comes_back_on_resume(site: Site, tmp_pa
     assert code == 0, err
     records = by_url(read_records(output))
     assert records[f"{site.url}/private"]["status"] == 200
+
+
+async def test_a_damaged_cookie_jar_in_the_state_is_left_behind_and_the_crawl_resumes(
+    site: Site, tmp_path
+):
+    login_site(site)
+    seeds = seeds_file(tmp_path, f"{site.url}/login")
+    output, state = tmp_path / "pages.jsonl", tmp_path / "state"
+    args = [str(seeds), "-o", str(output), "--state", str(state), "--quiet"]
+    code, _, err = await run_cli_async(*args, "--max-pages", "1")
+    assert code == 0, err
+    (state / "cookies.json").write_bytes(b"r\x00\x00\x00\x00.")  # no JSON; a broken pickle
+
+    code, _, err = await run_cli_async(*args, "--max-pages", "5")
+
+    assert code == 0, err
+    assert "cannot restore the cookies" in err and "Traceback" not in err
+    records = by_url(read_records(output))
+    assert records[f"{site.url}/private"]["status"] == 403  # resumed, without the login
 
 
 # Proxies

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
+import socket
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -79,12 +79,40 @@ class Figures:
         return self._figures
 
 
+def listen(address: str) -> list[socket.socket]:
+    """Sockets listening on --dashboard's [HOST:]PORT (one per address HOST has), bound
+    before the crawl opens its files: an address in use is a ConfigError that leaves -o
+    and --state as they were."""
+    host, port = dashboard_address(address)
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, bound in socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        ):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # as asyncio's create_server: one family a socket
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(bound)
+            sock.listen(128)
+            sock.setblocking(False)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        reason = (exc.strerror or str(exc)).lower()
+        raise ConfigError(f"--dashboard cannot listen on {host}:{port}: {reason}") from None
+    return sockets
+
+
 class Dashboard:
     """Serves the dashboard while the crawl runs (an async context manager)."""
 
-    def __init__(self, stats: Stats, settings: Settings) -> None:
+    def __init__(self, stats: Stats, settings: Settings, sockets: list[socket.socket]) -> None:
+        """`sockets`: listen(settings.dashboard)'s, which the dashboard now owns."""
         assert settings.dashboard is not None
-        self._host, self._port = dashboard_address(settings.dashboard)
+        self._host = dashboard_address(settings.dashboard)[0]
+        self._sockets = sockets
         self._loopback_only = not settings.dashboard_public
         self._figures = Figures(stats, settings)
         self._member = stats.member
@@ -102,17 +130,10 @@ class Dashboard:
         app.router.add_get("/events", self._events)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_static("/static", STATIC)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, shutdown_timeout=1.0)
-        try:
-            await site.start()
-        except OSError as exc:
-            await self._runner.cleanup()
-            reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
-            raise ConfigError(
-                f"--dashboard cannot listen on {self._host}:{self._port}: {reason}"
-            ) from None
+        for sock in self._sockets:
+            await web.SockSite(self._runner, sock).start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
         if not is_loopback(self._host):

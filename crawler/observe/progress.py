@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING
 
 from crawler.config import Settings
+from crawler.files import write_whole
 from crawler.stats import CrawlStats, RecrawlFigures
 
 if TYPE_CHECKING:
@@ -201,19 +202,25 @@ def _size(n: float) -> str:
 
 
 def write_json_atomically(path: str, figures: CrawlStats) -> None:
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(figures, f, indent=2, ensure_ascii=False)
-    os.replace(temporary, path)
+    write_whole(path, json.dumps(figures, indent=2, ensure_ascii=False).encode("utf-8"))
+
+
+def silence(stream: IO[str]) -> None:
+    """`stream`'s reader went away (`2>&1 | head`): what is still written to it, and
+    Python's flush at exit, go to /dev/null, so that the crawl goes on and ends as it would."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
 
 
 class Reporter:
     """Runs beside the crawl: progress on stderr and the --stats file."""
 
-    def __init__(self, figures: Figures, settings: Settings, stream: IO[str] = sys.stderr) -> None:
+    def __init__(self, figures: Figures, settings: Settings, stream: IO[str] | None = None) -> None:
+        """`stream`: stderr as it is now, if not given (the CLI may have replaced it)."""
         self._figures = figures
         self._settings = settings
-        self._stream = stream
+        self._stream = stream if stream is not None else sys.stderr
         self._task: asyncio.Task[None] | None = None
         self._live: LiveStatus | None = None
 
@@ -245,7 +252,7 @@ class Reporter:
                     live.show(self._figures(False))
                 elif not self._settings.quiet and now >= next_plain:
                     line = status_line(self._figures(False), self._settings.max_pages)
-                    print(f"crawler: {line}", file=self._stream)
+                    self._say(f"crawler: {line}")
                     next_plain = now + PLAIN_EVERY_S
                 if now >= next_stats:
                     self._write_stats()
@@ -264,17 +271,20 @@ class Reporter:
             try:
                 write_json_atomically(self._settings.stats, figures or self._figures(True))
             except OSError as exc:
-                print(
-                    f"crawler: warning: cannot write {self._settings.stats}: {exc.strerror}",
-                    file=self._stream,
-                )
+                self._say(f"crawler: warning: cannot write {self._settings.stats}: {exc.strerror}")
 
     def finish(self) -> None:
         """The crawl is over: final stats file and summary."""
         figures = self._figures(True)
         self._write_stats(figures)
         if not self._settings.quiet:
-            print(summary_table(figures), file=self._stream)
+            self._say(summary_table(figures))
+
+    def _say(self, text: str) -> None:
+        try:
+            print(text, file=self._stream, flush=True)
+        except BrokenPipeError:
+            silence(self._stream)
 
 
 def render_status(figures: CrawlStats, max_pages: int, width: int) -> RenderableType:

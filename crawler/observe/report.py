@@ -31,7 +31,9 @@ from typing import Any
 import orjson
 
 from crawler.bloom import BloomFilter
-from crawler.config import ConfigError, print_error
+from crawler.config import ConfigError, OneLineParser, print_error
+from crawler.files import check_writable, write_whole
+from crawler.observe.progress import silence
 from crawler.stats import LATENCY_BUCKETS_MS
 
 STATIC = Path(__file__).parent / "static"
@@ -175,10 +177,71 @@ def read_records(path: str, figures: Figures) -> Iterator[dict[str, Any]]:
             except orjson.JSONDecodeError:
                 figures.bad_lines += line.strip() != b""
                 continue
-            if isinstance(record, dict):
+            if _is_record(record):
                 yield record
             else:
                 figures.bad_lines += 1
+
+
+Number = (int, float)
+# The fields the report reads, with the types a crawl writes them in (each may be null).
+RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "url": str,
+    "final_url": str,
+    "status": int,
+    "depth": int,
+    "referrer": str,
+    "fetched_at": str,
+    "elapsed_ms": Number,
+    "content_type": str,
+    "bytes": int,
+    "content_digest": str,
+    "error": str,
+    "lang": str,
+    "links": list,
+}
+# The same for the --stats file (a dict's values, for "dropped" and "visited").
+STATS_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "records": int,
+    "elapsed_s": Number,
+    "pages_per_s": Number,
+    "retries": int,
+    "dropped": dict,
+    "visited": dict,
+}
+
+
+def _mistyped_field(
+    values: dict[str, Any], types: dict[str, type | tuple[type, ...]]
+) -> str | None:
+    """The first of `types`' fields whose value in `values` is of another type, or None."""
+    for name, kind in types.items():
+        value = values.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+            return name
+    return None
+
+
+def _mistyped_stats_field(stats: dict[str, Any]) -> str | None:
+    wrong = _mistyped_field(stats, STATS_FIELDS)
+    if wrong is None and not all(map(_is_count, (stats.get("dropped") or {}).values())):
+        wrong = "dropped"
+    if wrong is None and not _is_count((stats.get("visited") or {}).get("urls", 0)):
+        wrong = "visited"
+    return wrong
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_record(record: Any) -> bool:
+    """A JSON object with the types a crawl's record has where the report reads it."""
+    return (
+        isinstance(record, dict)
+        and _mistyped_field(record, RECORD_FIELDS) is None
+        and all(isinstance(link, str) for link in record.get("links") or ())
+    )
 
 
 def analyse(path: str) -> Figures:
@@ -431,7 +494,7 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
 
 
 def _arguments(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="crawler report",
         description="Turn a crawl's JSON lines (and its --stats file) into one HTML report.",
     )
@@ -453,21 +516,17 @@ def _read_stats(path: str) -> dict[str, Any]:
         raise ConfigError(f"--stats {path} is not a stats file (not JSON)") from None
     if not isinstance(stats, dict) or "records" not in stats:
         raise ConfigError(f"--stats {path} is not a stats file (no records count)")
+    wrong = _mistyped_stats_field(stats)
+    if wrong is not None:
+        raise ConfigError(f"--stats {path} is not a stats file (its {wrong} is not a crawl's)")
     return stats
 
 
 def main(argv: Sequence[str]) -> int:
     """The report subcommand; its exit code."""
-    arguments = _arguments(argv)
     try:
-        if not os.path.isfile(arguments.records):
-            raise ConfigError(f"cannot read {arguments.records}: no such file")
-        if os.path.exists(arguments.output) and os.path.samefile(
-            arguments.output, arguments.records
-        ):
-            raise ConfigError(
-                f"-o {arguments.output} is the records file; refusing to overwrite it"
-            )
+        arguments = _arguments(argv)
+        _check_paths(arguments)
         stats = _read_stats(arguments.stats) if arguments.stats else None
         figures = analyse(arguments.records)
         if not figures.records and figures.bad_lines:
@@ -475,16 +534,30 @@ def main(argv: Sequence[str]) -> int:
                 f"{arguments.records} is not a crawl's JSONL output: "
                 f"none of its {figures.bad_lines:,} lines is a JSON record"
             )
-        document = render(figures, arguments.records, stats)
-        temporary = f"{arguments.output}.tmp"
-        with open(temporary, "w", encoding="utf-8") as f:
-            f.write(document)
-        os.replace(temporary, arguments.output)
+        write_whole(arguments.output, render(figures, arguments.records, stats).encode("utf-8"))
     except ConfigError as exc:
         print_error(str(exc))
         return 2
+    except BrokenPipeError:  # -o /dev/stdout, and its reader stopped reading (`| head`)
+        silence(sys.stderr)
+        return 0
     except OSError as exc:
-        print_error(f"cannot write {exc.filename or arguments.output}: {exc.strerror}")
+        verb = "write" if exc.filename == arguments.output else "read"
+        print_error(f"cannot {verb} {exc.filename}: {exc.strerror}")
         return 2
     print(f"crawler: report of {figures.records:,} records in {arguments.output}", file=sys.stderr)
     return 0
+
+
+def _check_paths(arguments: argparse.Namespace) -> None:
+    """The records and the stats file can be read, and -o overwrites neither."""
+    if os.path.isdir(arguments.records):
+        raise ConfigError(f"cannot read {arguments.records}: it is a directory")
+    if not os.path.isfile(arguments.records):
+        raise ConfigError(f"cannot read {arguments.records}: no such file")
+    if not arguments.output:
+        raise ConfigError("-o must not be empty")
+    for label, path in (("records file", arguments.records), ("--stats file", arguments.stats)):
+        if path and os.path.exists(arguments.output) and os.path.samefile(arguments.output, path):
+            raise ConfigError(f"-o {arguments.output} is the {label}; refusing to overwrite it")
+    check_writable(arguments.output, replaced=True)

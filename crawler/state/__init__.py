@@ -11,12 +11,13 @@ one step, which for a shared crawl is one atomic script in Redis.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from itertools import compress
 from typing import TYPE_CHECKING, Protocol
 
-from crawler.bloom import BloomFilter
-from crawler.config import Settings
+from crawler.bloom import BloomFilter, optimal_bits
+from crawler.config import ConfigError, Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import ROBOTS, SITEMAP, Frontier, Request
 from crawler.page import Page
@@ -98,6 +99,25 @@ class Store(Protocol):
         """Restore `jar` if a resumed crawl saved one; save it with the state from now on."""
 
     def close(self) -> None: ...
+
+
+def visited_set_in_memory(settings: Settings, fp_rate: float) -> BloomFilter:
+    """A Bloom filter sized for --expected-urls, in this process's memory.
+
+    ConfigError if its first slice alone would not fit in the machine's memory: the
+    allocation would fail with a MemoryError, or succeed and have the kernel kill the
+    process as the bits are zeroed.
+    """
+    size = optimal_bits(settings.expected_urls, fp_rate) // 8
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if size > memory:
+        raise ConfigError(
+            f"--expected-urls {settings.expected_urls:,} at --fp-rate {settings.fp_rate:g} "
+            f"needs a {size / 2**30:,.1f} GiB visited set, more than this machine's "
+            f"{memory / 2**30:,.1f} GiB of memory; the set grows as URLs come, so a smaller "
+            "--expected-urls is fine"
+        )
+    return BloomFilter(settings.expected_urls, fp_rate)
 
 
 def trap_check(settings: Settings, stats: Stats) -> Callable[[str], bool] | None:

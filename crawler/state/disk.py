@@ -386,8 +386,8 @@ class DiskStore(LocalStore):
         if self.resumed and path.exists():
             try:
                 jar.load(path)
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                log.warning("cannot restore the cookies from %s (%s); going on without", path, exc)
+            except Exception as exc:  # a damaged file fails as the unpickler happens to fail
+                log.warning("cannot restore the cookies from %s (%r); going on without", path, exc)
         self._cookie_jar = jar
 
     def _save_cookies(self) -> None:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from crawler.bloom import BloomFilter
 from crawler.config import Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import MemoryFrontier, Request
 from crawler.page import Page
 from crawler.sinks import open_sinks
-from crawler.state import LocalStore
+from crawler.state import LocalStore, visited_set_in_memory
 from crawler.stats import Stats
 
 
 class MemoryStore(LocalStore):
     def __init__(self, settings: Settings) -> None:
-        self.bloom = BloomFilter(settings.expected_urls, settings.fp_rate)
+        self.bloom = visited_set_in_memory(settings, settings.fp_rate)
         self.visited = self.bloom
         self.frontier = MemoryFrontier()
         self.stats = Stats()

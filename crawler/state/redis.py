@@ -53,7 +53,6 @@ from typing import TYPE_CHECKING, Any, cast
 import hiredis
 import redis
 
-from crawler.bloom import BloomFilter
 from crawler.config import STDOUT, ConfigError, Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, UNLINKED, MemoryFrontier, Request
@@ -66,6 +65,7 @@ from crawler.state import (
     CheckedClaims,
     RecentKeys,
     trap_check,
+    visited_set_in_memory,
     warn_sitemaps_dropped,
 )
 from crawler.state.disk import SHAPING_SETTINGS, crawl_shape
@@ -504,7 +504,7 @@ class RedisStore:
         self._shape = shape_of(settings, seeds)
         self._lease_ms = round(settings.lease_s * 1000)
         self._check_and_join()
-        self.bloom = BloomFilter(settings.expected_urls, settings.fp_rate / 10)
+        self.bloom = visited_set_in_memory(settings, settings.fp_rate / 10)
         self._recent = RecentKeys()  # in front of it, as in one process
         self._layout = SharedBloomLayout(
             self._prefix[:-2], settings.expected_urls, settings.fp_rate
