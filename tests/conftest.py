@@ -196,6 +196,32 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
 
 
+@dataclass
+class LinkAndFifo:
+    """A symlink to `target` (not there yet), and a FIFO with its reading end open, so
+    that a writer can open it: outputs a crawl or a report must write into, not replace."""
+
+    target: Path
+    link: Path
+    fifo: Path
+    reader: int
+
+    def read_fifo(self) -> bytes:
+        try:
+            return os.read(self.reader, 1 << 16)
+        finally:
+            os.close(self.reader)
+
+
+def link_and_fifo(directory: Path, target_name: str) -> LinkAndFifo:
+    target = directory / target_name
+    link = directory / f"latest-{target_name}"
+    link.symlink_to(target.name)
+    fifo = directory / f"{target_name}.fifo"
+    os.mkfifo(fifo)
+    return LinkAndFifo(target, link, fifo, os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+
+
 def by_url(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     index = {r["url"]: r for r in records}
     assert len(index) == len(records), "a URL was recorded twice"

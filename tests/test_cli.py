@@ -20,7 +20,7 @@ import pytest
 
 from crawler import Crawler
 from crawler.config import GROUPS, OPTIONS, ConfigError, Settings
-from tests.conftest import Site, read_records
+from tests.conftest import Site, link_and_fifo, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -272,21 +272,16 @@ def test_the_stats_file_is_written_through_a_link_and_into_a_fifo_left_in_place(
     # root, /dev/null was.
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://127.0.0.1:9/\n")
-    target = tmp_path / "stats.json"
-    link = tmp_path / "latest-stats.json"
-    link.symlink_to(target.name)
-    fifo = tmp_path / "stats.fifo"
-    os.mkfifo(fifo)
-    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that a writer can open it
+    outputs = link_and_fifo(tmp_path, "stats.json")
     quick = ("-o", str(tmp_path / "out.jsonl"), "--ignore-robots", "--retries", "0")
 
-    assert run_cli(str(seeds), *quick, "--stats", str(link)).returncode == 0
-    assert run_cli(str(seeds), *quick, "--stats", str(fifo)).returncode == 0
+    assert run_cli(str(seeds), *quick, "--stats", str(outputs.link)).returncode == 0
+    assert run_cli(str(seeds), *quick, "--stats", str(outputs.fifo)).returncode == 0
 
-    assert link.is_symlink() and json.loads(target.read_text())["records"] == 1
-    assert stat.S_ISFIFO(fifo.stat().st_mode)
-    written = os.read(reader, 1 << 16).decode()
-    os.close(reader)
+    assert outputs.link.is_symlink()
+    assert json.loads(outputs.target.read_text())["records"] == 1
+    assert stat.S_ISFIFO(outputs.fifo.stat().st_mode)
+    written = outputs.read_fifo().decode()
     last = written[written.rindex('{\n  "records"') :]  # written at the start and at the end
     assert json.loads(last)["records"] == 1
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.browser import Chromium
-from tests.conftest import Site, html
+from tests.conftest import Site, html, link_and_fifo
 
 CLI = [sys.executable, "-m", "crawler"]
 LINKS = ["/a", "/missing", "/gone", "/old", "/dup1", "/dup2"]
@@ -127,16 +127,14 @@ def test_a_report_of_a_file_that_is_no_crawl_is_one_line_and_exit_2(tmp_path: Pa
 
 
 def test_a_report_never_overwrites_its_records(tmp_path: Path) -> None:
-    records = tmp_path / "pages.jsonl"
-    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+    records = one_record(tmp_path)
     result = report(str(records), "-o", str(records))
     assert result.returncode == 2 and "refusing to overwrite" in result.stderr.decode()
     assert records.read_text().startswith('{"url"')
 
 
 def test_a_report_never_overwrites_its_stats_file(tmp_path: Path) -> None:
-    records = tmp_path / "pages.jsonl"
-    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+    records = one_record(tmp_path)
     stats = tmp_path / "stats.json"
     stats.write_text('{"records": 1}')
     result = report(str(records), "--stats", str(stats), "-o", str(stats))
@@ -169,22 +167,16 @@ def test_bad_report_arguments_are_one_line_naming_what_the_user_gave(tmp_path: P
 def test_a_report_written_through_a_link_or_into_a_fifo_leaves_them_in_place(
     tmp_path: Path,
 ) -> None:
-    records = tmp_path / "pages.jsonl"
-    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
-    target = tmp_path / "report.html"
-    link = tmp_path / "latest.html"
-    link.symlink_to(target.name)
-    fifo = tmp_path / "report.fifo"
-    os.mkfifo(fifo)
-    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that a writer can open it
+    records = one_record(tmp_path)
+    outputs = link_and_fifo(tmp_path, "report.html")
 
-    assert report(str(records), "-o", str(link)).returncode == 0
-    assert report(str(records), "-o", str(fifo)).returncode == 0
+    assert report(str(records), "-o", str(outputs.link)).returncode == 0
+    assert report(str(records), "-o", str(outputs.fifo)).returncode == 0
 
-    assert link.is_symlink() and target.read_text().startswith("<!doctype html>")
-    assert stat.S_ISFIFO(fifo.stat().st_mode)
-    assert os.read(reader, 1 << 16).startswith(b"<!doctype html>")
-    os.close(reader)
+    assert outputs.link.is_symlink()
+    assert outputs.target.read_text().startswith("<!doctype html>")
+    assert stat.S_ISFIFO(outputs.fifo.stat().st_mode)
+    assert outputs.read_fifo().startswith(b"<!doctype html>")
 
 
 def test_records_with_fields_of_the_wrong_type_are_skipped_and_said(tmp_path: Path) -> None:
@@ -204,8 +196,7 @@ def test_records_with_fields_of_the_wrong_type_are_skipped_and_said(tmp_path: Pa
 def test_a_stats_file_with_fields_of_the_wrong_type_is_one_line_and_exit_2(
     tmp_path: Path,
 ) -> None:
-    records = tmp_path / "pages.jsonl"
-    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+    records = one_record(tmp_path)
     stats = tmp_path / "stats.json"
     stats.write_text('{"records": 1, "elapsed_s": "long"}')
     result = report(str(records), "--stats", str(stats), "-o", str(tmp_path / "r.html"))
@@ -239,3 +230,9 @@ def test_a_line_cut_short_is_skipped_and_said(tmp_path: Path) -> None:
     page = (tmp_path / "r.html").read_text()
     assert "1 lines that are not JSON records were skipped" in page
     assert 'data-figure="records">1<' in page
+
+
+def one_record(directory: Path) -> Path:
+    records = directory / "pages.jsonl"
+    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+    return records
