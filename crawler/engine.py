@@ -826,6 +826,8 @@ class Crawl:
         listed: Sequence[Request] = (),
     ) -> None:
         try:
+            if page is not None and request.hops and self.history is not None:
+                page.previous_hops = await self._previous_among(request.hops, page)
             try:
                 new = await self.store.commit(request, page, follow, request.hops, listed)
             except WriteFailed:
@@ -842,6 +844,14 @@ class Crawl:
             if self.history is not None:
                 self.history.prefetch([r.url for r in new if r.kind == PAGE])
             self.scheduler.add(new)
+
+    async def _previous_among(self, hops: Sequence[str], page: Page) -> int:
+        """How many of the redirect targets `hops` the previous crawl had: each answered
+        (the last one, if `page` has a response), so is not gone, though it gets no
+        record (its URL was claimed by the redirect)."""
+        assert self.history is not None
+        answered = hops if page.status is not None else hops[:-1]
+        return sum([await self.history.take(url) is not None for url in answered])
 
     async def _record_refused(self, request: Request, error: ErrorKind) -> None:
         page = None if request.kind == ROBOTS else self._new_page(request, error=error)

@@ -101,6 +101,9 @@ class Page:
     previous: Previous | None = field(default=None, repr=False)  # --since: the last crawl's
     # --warc: the archived capture of its payload (a revisit's is the one it refers to)
     capture: Capture | None = field(default=None, repr=False)
+    # --since: the previous crawl's URLs its redirects reached, which have no record of
+    # their own (a link to one finds it claimed), and are not gone; set when committed
+    previous_hops: int = field(default=0, repr=False)
     _tree: LexborHTMLParser | None = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
     _encoding: str | None = field(default=None, repr=False)

@@ -29,6 +29,7 @@ _RECRAWL_COUNTERS = (
     "unlinked",
     "unlinked_404_410",
     "not_due",
+    "reached_by_redirect",
     "body_bytes_saved",
 )
 
@@ -72,6 +73,7 @@ class RecrawlFigures(TypedDict):
     unlinked: int  # --fetch-gone
     unlinked_404_410: int
     not_due: int  # --revisit: carried over, not requested
+    reached_by_redirect: int  # previous pages a redirect ended at (or went through)
     gone: int | None  # previous pages not checked; None when processes share the crawl
     previous_pages: int
     body_bytes_saved: int
@@ -167,6 +169,12 @@ def checks_previous(page: Page) -> bool:
     return page.kind != UNLINKED and page.fields.get("changed") is not None
 
 
+def previous_reached(page: Page) -> int:
+    """How many of the previous crawl's pages `page` shows are still there: itself, if
+    `checks_previous`, and those its redirects reached."""
+    return checks_previous(page) + page.previous_hops
+
+
 class HostCounts(Protocol):
     """Records per host: in memory, or with --state in its SQLite
     (crawler/state/host_counts.py)."""
@@ -254,6 +262,7 @@ class Stats:
     def _count_recrawled(self, page: Page) -> None:
         """A page of a recrawl: a 304's bytes are those it saved, not fetched."""
         recrawl = self.recrawl
+        recrawl["reached_by_redirect"] += page.previous_hops
         if page.fields.get("not_due"):  # --revisit: carried over, not requested
             recrawl["not_due"] += 1
             return
@@ -390,7 +399,7 @@ class Stats:
         """--since: the previous crawl's pages checked, unchanged (304 or same digest),
         changed, gone from the link graph (not reached, or failed), and the new ones."""
         recrawl = self.recrawl
-        seen = recrawl["checked"] + recrawl["not_due"]
+        seen = recrawl["checked"] + recrawl["not_due"] + recrawl["reached_by_redirect"]
         seen_everywhere = self.previous_seen_everywhere if self.shared else seen
         previous = self.previous_pages
         return {
@@ -404,6 +413,7 @@ class Stats:
             "unlinked": recrawl["unlinked"],
             "unlinked_404_410": recrawl["unlinked_404_410"],
             "not_due": recrawl["not_due"],
+            "reached_by_redirect": recrawl["reached_by_redirect"],
             "gone": None if seen_everywhere is None else max(0, previous - seen_everywhere),
             "previous_pages": self.previous_pages,
             "body_bytes_saved": recrawl["body_bytes_saved"],

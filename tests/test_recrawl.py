@@ -197,6 +197,36 @@ async def test_a_previous_page_that_gives_no_response_now_is_changed_null_failed
     assert recrawl["failed"] == 1 and recrawl["gone"] == 1
 
 
+async def test_a_previous_page_a_redirect_now_reaches_is_not_gone(
+    site: Site, tmp_path: Path
+) -> None:
+    # Now only /old's redirects reach /hop and /new: they answered, so they are not gone
+    # (they have no record of their own: the redirect claimed them); /x, no longer linked,
+    # is.
+    pages = Validating(
+        site,
+        {
+            "/": html("Home", ["/old", "/x", "/hop", "/new"]),
+            "/old": html("Old"),
+            "/x": html("X"),
+            "/hop": html("Hop"),
+            "/new": html("New"),
+        },
+    )
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    pages.bodies["/"] = html("Home", ["/old"])
+    site.redirect("/old", "/hop", 302)
+    site.redirect("/hop", "/new", 301)
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    records = by_url(second)
+    assert records[site.url + "/old"]["final_url"] == site.url + "/new"
+    assert site.url + "/new" not in records and site.url + "/hop" not in records
+    recrawl = stats["recrawl"]
+    assert (recrawl["reached_by_redirect"], recrawl["gone"]) == (2, 1)
+
+
 async def test_a_page_that_now_redirects_is_changed_and_its_validators_go_where_redirects_end(
     site: Site, tmp_path: Path
 ) -> None:

@@ -71,7 +71,7 @@ from crawler.state import (
 from crawler.state.disk import SHAPING_SETTINGS, crawl_shape
 from crawler.state.redis_bloom import CLAIM_LUA, CLAIM_ONLY_LUA, SharedBloomLayout
 from crawler.state.redis_connection import RedisConnection
-from crawler.stats import Stats, checks_previous
+from crawler.stats import Stats, previous_reached
 from crawler.urls import host_of, visit_key, visit_keys
 
 if TYPE_CHECKING:
@@ -234,8 +234,9 @@ return n
 """
 )
 
-# ARGV: prefix, member, done URL's JSON or '', records (0, 1, or 2 for a page of the
-# previous crawl: counted crawl-wide, for those gone), shape or '', a host to
+# ARGV: prefix, member, done URL's JSON or '', records (0 for no record, else 1 plus
+# the previous crawl's pages it shows are there, counted crawl-wide for those gone:
+# stats.previous_reached), shape or '', a host to
 # take more URLs of, how many, max_pages, max_pages_per_host, max_sitemaps, the
 # deepest of them to take, then claim_args() of the candidates, then per candidate
 # its host, JSON and limit ('h': --max-pages-per-host, 's': --max-sitemaps, '-':
@@ -263,8 +264,9 @@ if done ~= '' then
   if redis.call('HDEL', P .. 'inflight:' .. me, done) == 0 then return {'evicted'} end
   redis.call('HINCRBY', P .. 'counts', 'inflight', -1)
 end
-if ARGV[4] ~= '0' then redis.call('HINCRBY', P .. 'counts', 'records', 1) end
-if ARGV[4] == '2' then redis.call('HINCRBY', P .. 'counts', 'previous_seen', 1) end
+local recorded = tonumber(ARGV[4])
+if recorded > 0 then redis.call('HINCRBY', P .. 'counts', 'records', 1) end
+if recorded > 1 then redis.call('HINCRBY', P .. 'counts', 'previous_seen', recorded - 1) end
 local per_host, max_sitemaps = tonumber(ARGV[9]), tonumber(ARGV[10])
 local queued = 0
 local function queue(host, item)
@@ -710,7 +712,7 @@ class RedisStore:
             self._prefix,
             self.member,
             b"%s %s" % (done.host.encode(), item) if done is not None and item else "",
-            0 if page is None else 2 if checks_previous(page) else 1,
+            0 if page is None else 1 + previous_reached(page),
             self._shape if done is None else "",
             done.host if done is not None and more else "",
             more,
