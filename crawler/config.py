@@ -106,6 +106,15 @@ class Settings:
     proxy: str | None = field(default=None, repr=False)  # may hold a password
     config: str | None = field(default=None, compare=False)
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Settings:
+        # Before the dataclass's __init__, whose TypeError would name no option.
+        for key in kwargs:
+            if key not in _SETTINGS_FIELDS:
+                close = difflib.get_close_matches(key, _SETTINGS_FIELDS, n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise ConfigError(f"Settings has no option '{key}'{hint}")
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         for option in OPTIONS:
             value = getattr(self, option.name)
@@ -797,6 +806,7 @@ OPTIONS: tuple[Option, ...] = (
 
 _BY_NAME = {option.name: option for option in OPTIONS}
 _TOML_ONLY = {"seeds"}  # the positional argument, also settable in the config file
+_SETTINGS_FIELDS = [f.name for f in fields(Settings)]
 
 
 class OneLineParser(argparse.ArgumentParser):

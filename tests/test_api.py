@@ -60,6 +60,14 @@ def test_settings_refuse_a_value_of_the_wrong_type():
         Settings(seeds=5)
 
 
+def test_settings_refuse_an_option_they_do_not_have_by_name():
+    with pytest.raises(ConfigError, match=r"no option 'max_depht' \(did you mean 'max_depth'\?\)"):
+        Settings(max_depht=3)
+    with pytest.raises(ConfigError, match=r"Settings has no option 'bogus'$"):
+        Settings(bogus=1)
+    assert replace(Settings(max_depth=2), max_depth=3).max_depth == 3
+
+
 def test_a_crawler_refuses_settings_and_seeds_of_the_wrong_type_by_name():
     with pytest.raises(ConfigError, match=r"settings must be a Settings, not dict"):
         Crawler(["http://127.0.0.1:9/"], {"max_depth": 1})
