@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -11,6 +12,7 @@ import random
 import signal
 import sys
 import time
+import zipfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -617,6 +619,43 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
                     200,
                     pages.bodies[url.removeprefix(site.url)].encode(),
                 ), url
+
+
+async def test_a_recrawls_wacz_holds_the_earlier_captures_its_revisits_refer_to(
+    site: Site, tmp_path: Path
+) -> None:
+    # Three crawls into one --warc directory, each from the one before. The third's
+    # pages are all 304s: revisits of captures in the first crawl's file (through the
+    # second's revisits) and, for /b, changed in the second crawl, in the second's. The
+    # third's package alone replays every page.
+    pages = tree_site(site)
+    archive = tmp_path / "archive"
+    crawls = [tmp_path / f"crawl{n}.jsonl" for n in (1, 2, 3)]
+    await crawl_to(crawls[0], [site.url + "/"], warc=str(archive))
+    pages.bodies["/b"] = html("B, new")
+    for previous, output in itertools.pairwise(crawls):
+        started = time.time()
+        while int(time.time()) == int(started):  # each crawl's captures are later ones
+            await asyncio.sleep(0.05)
+        options = {"since": str(previous), "since_warc": str(archive)}
+        if output == crawls[-1]:
+            options["wacz"] = str(tmp_path / "third.wacz")
+        third, _ = await crawl_to(output, [site.url + "/"], warc=str(archive), **options)
+    assert {r["status"] for r in third} == {304}
+    wacz = tmp_path / "third.wacz"
+    assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(wacz))
+    packaged = [name for name in zipfile.ZipFile(wacz).namelist() if name.startswith("archive/")]
+    assert sorted(packaged) == sorted(f"archive/{path.name}" for path in warc_files(archive))
+    root = tmp_path / "pywb"
+    root.mkdir()
+    run_tool("wb-manager", "init", "third", cwd=root)
+    run_tool("wb-manager", "add", "--unpack-wacz", "third", str(wacz), cwd=root)
+    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
+        for record in third:
+            url = record["url"]
+            async with client.get(f"{base}/third/2999id_/{url}") as response:
+                replayed = (response.status, await response.read())
+            assert replayed == (200, pages.bodies[url.removeprefix(site.url)].encode()), url
 
 
 def assert_revisit_of(revisit: Any, original: Any, url: str, status: int) -> None:

@@ -97,7 +97,9 @@ def open_sinks(
         if settings.wacz is not None:
             from crawler.sinks.wacz import WaczSink
 
-            sinks["wacz"] = WaczSink(settings.wacz, warc, positions.get("wacz"))
+            # A recrawl's revisits refer to captures in the previous crawl's WARC files.
+            earlier = [settings.since_warc] if settings.since_warc else []
+            sinks["wacz"] = WaczSink(settings.wacz, warc, positions.get("wacz"), earlier)
     if settings.output:
         sinks["jsonl"] = JsonlSink(settings.output, resume_at=positions.get("jsonl"))
     return Sinks(sinks, archive)

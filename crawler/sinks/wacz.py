@@ -1,7 +1,8 @@
 """--wacz FILE: the crawl packaged as WACZ 1.1.1 (specs.webrecorder.net/wacz/1.1.1/),
 the ZIP that ReplayWeb.page opens and pywb imports (`wb-manager add --unpack-wacz`).
 
-    archive/NAME.warc.gz     the crawl's WARC files, stored as they are (already gzip)
+    archive/NAME.warc.gz     the crawl's WARC files, stored as they are (already gzip), and
+                             those of earlier crawls its revisits refer to (a recrawl's)
     indexes/index.cdx.gz     their CDXJ lines (crawler/sinks/cdxj.py), merged and sorted, in
                              gzip members of 1024 lines, stored
     indexes/index.idx        a line per member: its first key, offset, length and sha256;
@@ -17,6 +18,11 @@ crawl resumed from --state lists each page once. The package is made when the cr
 closes, from what is committed: written to FILE.partial, flushed to disk, then renamed
 to FILE. A crawl killed while packaging leaves FILE.partial, never a FILE that looks
 whole; resuming it makes the package again.
+
+A recrawl's revisit records (a 304, or a payload archived before) refer to captures
+in earlier crawls' WARC files, found in the --warc and --since-warc directories by
+their indexes: the package holds each file with a capture of a payload a revisit in it
+refers to, and those its own revisits refer to in turn, so that it replays on its own.
 
 Large crawls: the ZIP is ZIP64 where it must be (an entry or the whole file past 4 GiB),
 which Python's zipfile, pywb and ReplayWeb.page read. Packaging copies every WARC byte
@@ -55,6 +61,7 @@ PAGES_SUFFIX = ".pages.jsonl"
 LINES_PER_BLOCK = 1024  # as py-wacz and ArchiveWeb.page write them
 _COPY_BYTES = 1 << 20
 _GZIP_WBITS = 31
+_WARC_SUFFIX = ".warc.gz"
 _MODE = 0o644 << 16  # rw-r--r-- for unzip
 
 
@@ -88,10 +95,17 @@ def page_entry(page: Page) -> dict[str, Any] | None:
 class WaczSink:
     """Lists the crawl's pages as it goes; packages the crawl into FILE when closed."""
 
-    def __init__(self, path: str, warc: WarcSink, resume_at: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        warc: WarcSink,
+        resume_at: int | None = None,
+        earlier_dirs: Sequence[str] = (),
+    ) -> None:
         self.path = Path(path)
         _check_writable(self.path)  # now, not when the crawl is over
         self._warc = warc
+        self._earlier_dirs = [warc.directory, *map(Path, earlier_dirs)]
         self.pages_path = warc.directory / f"{warc.prefix}{PAGES_SUFFIX}"
         self._pages = JsonlSink(str(self.pages_path), resume_at)
         self._closed = False
@@ -111,8 +125,68 @@ class WaczSink:
         self._closed = True
         self._pages.close()
         warc = self._warc
-        write_wacz(self.path, [warc.directory / name for name in warc.files], self.pages_path)
+        own = [warc.directory / name for name in warc.files]
+        write_wacz(self.path, with_referred_files(own, self._earlier_dirs), self.pages_path)
         log.info("packaged the crawl as %s (%s bytes)", self.path, f"{self.path.stat().st_size:,}")
+
+
+def with_referred_files(files: Sequence[Path], directories: Sequence[Path]) -> list[Path]:
+    """`files`, then the WARC files in `directories` that hold a capture of a payload a
+    revisit record of theirs refers to, and so on for those files' own revisits.
+
+    By payload digest, as replay tools find a revisit's capture, in the files' CDXJ
+    indexes (crawler/sinks/cdxj.py): a file with another capture of the same payload is
+    taken too, which replays as well."""
+    included = {path.resolve() for path in files}
+    kept = list(files)
+    wanted: set[str] = set()
+    held: set[str] = set()
+    for path in files:
+        refers, holds = _payload_digests(index_path(path.parent, path.name))
+        wanted |= refers
+        held |= holds
+    wanted -= held
+    candidates: dict[Path, tuple[set[str], set[str]]] = {}
+    if wanted:  # a first crawl's revisits refer to its own captures: nothing to look for
+        for directory in dict.fromkeys(directories):
+            for path in sorted(directory.glob(f"*{_WARC_SUFFIX}")):
+                index = index_path(path.parent, path.name)
+                if path.resolve() not in included and index.exists():
+                    candidates[path] = _payload_digests(index)
+                    included.add(path.resolve())
+    while wanted:
+        found = [path for path, (_, holds) in candidates.items() if holds & wanted]
+        if not found:
+            break  # captures no directory holds: their revisits will not replay
+        for path in found:
+            refers, holds = candidates.pop(path)
+            kept.append(path)
+            wanted |= refers
+            held |= holds
+        wanted -= held
+    if wanted:
+        log.warning(
+            "the --wacz package lacks the captures of %d payloads its revisits refer to: "
+            "give the directory of the earlier crawl's WARC files with --since-warc",
+            len(wanted),
+        )
+    return kept
+
+
+def _payload_digests(index: Path) -> tuple[set[str], set[str]]:
+    """The payload digests the revisit lines of the CDXJ `index` refer to, and those
+    its other lines (captures) hold; none if there is no index."""
+    refers: set[str] = set()
+    holds: set[str] = set()
+    if not index.exists():
+        return refers, holds
+    with open(index, "rb") as lines:
+        for line in lines:
+            fields = json.loads(line.split(b" ", 2)[2])
+            digest = fields.get("digest")
+            if digest:
+                (refers if fields.get("mime") == "warc/revisit" else holds).add(digest)
+    return refers, holds
 
 
 def _check_writable(path: Path) -> None:
