@@ -23,6 +23,7 @@ import pytest
 from aiohttp import web
 
 from crawler import ConfigError, Crawler, Settings
+from crawler.sinks.wacz import with_referred_files
 from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, by_url, html, read_records
 from tests.nginx_server import Nginx
@@ -622,7 +623,7 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
 
 
 async def test_a_recrawls_wacz_holds_the_earlier_captures_its_revisits_refer_to(
-    site: Site, tmp_path: Path
+    site: Site, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Three crawls into one --warc directory, each from the one before. The third's
     # pages are all 304s: revisits of captures in the first crawl's file (through the
@@ -646,6 +647,12 @@ async def test_a_recrawls_wacz_holds_the_earlier_captures_its_revisits_refer_to(
     assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(wacz))
     packaged = [name for name in zipfile.ZipFile(wacz).namelist() if name.startswith("archive/")]
     assert sorted(packaged) == sorted(f"archive/{path.name}" for path in warc_files(archive))
+    # Without the directory of the earlier files, the package would lack them, and says so.
+    third_file = max(warc_files(archive), key=lambda path: path.name)
+    with caplog.at_level("WARNING", logger="crawler"):
+        assert with_referred_files([third_file], []) == [third_file]
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "lacks the captures of 6 payloads" in warning
     root = tmp_path / "pywb"
     root.mkdir()
     run_tool("wb-manager", "init", "third", cwd=root)
