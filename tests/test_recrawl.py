@@ -633,6 +633,9 @@ async def test_a_recrawls_wacz_holds_the_earlier_captures_its_revisits_refer_to(
     archive = tmp_path / "archive"
     crawls = [tmp_path / f"crawl{n}.jsonl" for n in (1, 2, 3)]
     await crawl_to(crawls[0], [site.url + "/"], warc=str(archive))
+    # Another tool's file and index in the directory, which holds no CDXJ of ours.
+    (archive / "other-tool.warc.gz").write_bytes(b"")
+    (archive / "other-tool.cdxj").write_text("com,example)/ 2020 http://example.com/ 200 -\n[1]\n")
     pages.bodies["/b"] = html("B, new")
     for previous, output in itertools.pairwise(crawls):
         started = time.time()
@@ -646,9 +649,10 @@ async def test_a_recrawls_wacz_holds_the_earlier_captures_its_revisits_refer_to(
     wacz = tmp_path / "third.wacz"
     assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(wacz))
     packaged = [name for name in zipfile.ZipFile(wacz).namelist() if name.startswith("archive/")]
-    assert sorted(packaged) == sorted(f"archive/{path.name}" for path in warc_files(archive))
+    ours = [path for path in warc_files(archive) if path.name != "other-tool.warc.gz"]
+    assert sorted(packaged) == sorted(f"archive/{path.name}" for path in ours)
     # Without the directory of the earlier files, the package would lack them, and says so.
-    third_file = max(warc_files(archive), key=lambda path: path.name)
+    third_file = max(ours, key=lambda path: path.name)
     with caplog.at_level("WARNING", logger="crawler"):
         assert with_referred_files([third_file], []) == [third_file]
     [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]

@@ -175,16 +175,20 @@ def with_referred_files(files: Sequence[Path], directories: Sequence[Path]) -> l
 
 def _payload_digests(index: Path) -> tuple[set[str], set[str]]:
     """The payload digests the revisit lines of the CDXJ `index` refer to, and those
-    its other lines (captures) hold; none if there is no index."""
+    its other lines (captures) hold; none if there is no index. A line that is not
+    CDXJ (another tool's index beside a WARC file in the directory) holds none."""
     refers: set[str] = set()
     holds: set[str] = set()
     if not index.exists():
         return refers, holds
     with open(index, "rb") as lines:
         for line in lines:
-            fields = json.loads(line.split(b" ", 2)[2])
-            digest = fields.get("digest")
-            if digest:
+            try:
+                fields = json.loads(line.split(b" ", 2)[2])
+            except (IndexError, ValueError):
+                continue
+            digest = fields.get("digest") if isinstance(fields, dict) else None
+            if isinstance(digest, str):
                 (refers if fields.get("mime") == "warc/revisit" else holds).add(digest)
     return refers, holds
 
