@@ -14,7 +14,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, NoReturn
@@ -295,6 +295,25 @@ def _user_agent_problem(value: str) -> str | None:
         return "must not be empty"
     if _BAD_VALUE_CHARS.search(value):  # it is a header value too
         return "has a control character (CR, LF, ...)"
+    return None
+
+
+def mistyped_field(
+    values: Mapping[str, Any],
+    types: Mapping[str, type | tuple[type, ...]],
+    never_null: Collection[str] = (),
+) -> str | None:
+    """The first of `types`' fields whose value in `values` (a record, a stats file) is
+    not of its type, a bool being no number, or is null though in `never_null`; None if
+    each is as a crawl writes it."""
+    for name, kind in types.items():
+        value = values.get(name)
+        if value is None:
+            if name in never_null:
+                return name
+            continue
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
+            return name
     return None
 
 

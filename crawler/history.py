@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from crawler.config import ConfigError
+from crawler.config import ConfigError, mistyped_field
 from crawler.fetch import NOT_MODIFIED
 from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
@@ -545,14 +545,9 @@ _NEVER_NULL = ("url", "depth", "fetched_at")
 def _mistyped_field(record: dict[str, Any]) -> str | None:
     """The first field a recrawl reads whose value is not of the type a crawl writes it in
     (a wrong one ended the recrawl in a traceback, or went on into the new records)."""
-    for name, kind in FIELD_TYPES.items():
-        value = record.get(name)
-        if value is None:
-            if name in _NEVER_NULL:
-                return name
-            continue
-        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
-            return name
+    wrong = mistyped_field(record, FIELD_TYPES, _NEVER_NULL)
+    if wrong is not None:
+        return wrong
     if not all(isinstance(link, str) for link in record.get("links") or ()):
         return "links"
     try:

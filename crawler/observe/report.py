@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from crawler.bloom import BloomFilter
-from crawler.config import ConfigError, OneLineParser, print_error
+from crawler.config import ConfigError, OneLineParser, mistyped_field, print_error
 from crawler.files import check_writable, write_whole
 from crawler.observe.progress import silence
 from crawler.stats import LATENCY_BUCKETS_MS
@@ -211,19 +211,8 @@ STATS_FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def _mistyped_field(
-    values: dict[str, Any], types: dict[str, type | tuple[type, ...]]
-) -> str | None:
-    """The first of `types`' fields whose value in `values` is of another type, or None."""
-    for name, kind in types.items():
-        value = values.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
-            return name
-    return None
-
-
 def _mistyped_stats_field(stats: dict[str, Any]) -> str | None:
-    wrong = _mistyped_field(stats, STATS_FIELDS)
+    wrong = mistyped_field(stats, STATS_FIELDS)
     if wrong is None and not all(map(_is_count, (stats.get("dropped") or {}).values())):
         wrong = "dropped"
     if wrong is None and not _is_count((stats.get("visited") or {}).get("urls", 0)):
@@ -239,7 +228,7 @@ def _is_record(record: Any) -> bool:
     """A JSON object with the types a crawl's record has where the report reads it."""
     return (
         isinstance(record, dict)
-        and _mistyped_field(record, RECORD_FIELDS) is None
+        and mistyped_field(record, RECORD_FIELDS) is None
         and all(isinstance(link, str) for link in record.get("links") or ())
     )
 
