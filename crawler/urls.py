@@ -467,6 +467,8 @@ def canonical_links(hrefs: Iterable[str], base: str, encoding: str = "utf-8") ->
     `encoding` is the page's (a Python codec): non-ASCII in a query is encoded in it.
     """
     hrefs = hrefs if isinstance(hrefs, list) else list(hrefs)
+    if encoding not in _UTF8_QUERY:  # a legacy page's: most are UTF-8, and pay nothing
+        hrefs = [_query_in(href, encoding) for href in hrefs]
     resolver = _Base(base)
     seen: dict[str, None] = {}
     joined = "\n".join(hrefs)
@@ -484,7 +486,7 @@ def canonical_links(hrefs: Iterable[str], base: str, encoding: str = "utf-8") ->
         return list(seen)
     canonical = resolver.canonical
     for href in hrefs:
-        url = canonical(_query_in(href, encoding))
+        url = canonical(href)
         if url is not None:
             seen[url] = None
     return list(seen)
