@@ -236,3 +236,16 @@ def one_record(directory: Path) -> Path:
     records = directory / "pages.jsonl"
     records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
     return records
+
+
+def test_a_record_whose_fetched_at_is_no_time_is_skipped_and_said(tmp_path: Path) -> None:
+    records = tmp_path / "pages.jsonl"
+    records.write_text(
+        '{"url": "http://a.test/", "status": 200, "fetched_at": "2026-01-01T00:00:00Z"}\n'
+        '{"url": "http://a.test/x", "status": 200, "fetched_at": "yesterday"}\n'
+    )
+    result = report(str(records), "-o", str(tmp_path / "r.html"))
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "1 lines that are not JSON records were skipped" in page
+    assert 'data-figure="records">1<' in page

@@ -230,7 +230,20 @@ def _is_record(record: Any) -> bool:
         isinstance(record, dict)
         and mistyped_field(record, RECORD_FIELDS) is None
         and all(isinstance(link, str) for link in record.get("links") or ())
+        and _is_time(record.get("fetched_at"))
     )
+
+
+def _is_time(fetched_at: str | None) -> bool:
+    """Whether a record's fetched_at (if any) is a time the chart of pages over time
+    can place: an ISO 8601 date and time, as a crawl writes it."""
+    if not fetched_at:
+        return True
+    try:
+        datetime.fromisoformat(fetched_at[:19])
+    except ValueError:
+        return False
+    return True
 
 
 def analyse(path: str) -> Figures:
