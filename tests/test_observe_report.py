@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
+from aiohttp import web
+
 from tests.browser import Chromium
-from tests.conftest import Site, html, link_and_fifo
+from tests.conftest import Site, html, link_and_fifo, read_records
 
 CLI = [sys.executable, "-m", "crawler"]
 LINKS = ["/a", "/missing", "/gone", "/old", "/dup1", "/dup2"]
@@ -249,3 +252,48 @@ def test_a_record_whose_fetched_at_is_no_time_is_skipped_and_said(tmp_path: Path
     page = (tmp_path / "r.html").read_text()
     assert "1 lines that are not JSON records were skipped" in page
     assert 'data-figure="records">1<' in page
+
+
+def validated_page(site: Site, path: str, body: str, etag: str) -> None:
+    """A page that answers 304 to a request naming its ETag."""
+
+    async def handler(request: web.Request) -> web.Response:
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(text=body, content_type="text/html", headers={"ETag": etag})
+
+    site.handle(path, handler)
+
+
+async def test_the_report_of_a_recrawl_counts_its_304s_as_unchanged_not_redirected(
+    site: Site, tmp_path: Path
+) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    home = html("home", ["/same", "/edited"])
+    validated_page(site, "/", home, '"home"')
+    validated_page(site, "/same", html("same", body="x" * 900), '"same"')
+    validated_page(site, "/edited", html("edited, first"), '"v1"')
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    flags = ["--ignore-robots", "--quiet"]
+    crawl = await asyncio.create_subprocess_exec(*CLI, str(seeds), "-o", str(first), *flags)
+    assert await crawl.wait() == 0
+    validated_page(site, "/", html("home", ["/same", "/edited", "/new"]), '"home2"')
+    validated_page(site, "/edited", html("edited, second"), '"v2"')
+    site.page("/new", "new")
+    recrawl = await asyncio.create_subprocess_exec(
+        *CLI, str(seeds), "-o", str(second), "--since", str(first), *flags
+    )
+    assert await recrawl.wait() == 0
+
+    result = report(str(second), "-o", str(tmp_path / "r.html"))
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "r.html").read_text()
+    tiles = dict(re.findall(r'data-figure="(\w+)">([^<]*)<', page))
+    assert tiles["redirects"] == "0"  # a 304 is no redirect
+    assert (tiles["changed"], tiles["unchanged"], tiles["new"]) == ("2", "1", "1")
+    assert "unchanged (1 answered 304)" in page
+    (same,) = [r for r in read_records(second) if r["status"] == 304]
+    assert tiles["saved"] == f"{same['bytes']:,} B"  # under a KiB
+    downloaded = sum(r["bytes"] for r in read_records(second) if r["status"] == 200)
+    assert tiles["bytes"] == f"{downloaded:,} B"

@@ -82,6 +82,7 @@ class Figures:
     repeats: int = 0  # pages whose body an earlier page had (up to the filter's errors)
     duplicates: dict[str, list[str]] = field(default_factory=dict)  # digest -> URLs
     duplicate_counts: Counter[str] = field(default_factory=Counter)
+    recrawl: Counter[str] = field(default_factory=Counter)  # --since, --revisit: "changed"...
     bad_lines: int = 0
 
     def count(self, record: dict[str, Any], seen_digests: BloomFilter) -> None:
@@ -101,8 +102,10 @@ class Figures:
         language = record.get("lang")
         if language:
             self.languages[language] += 1
+        if "changed" in record or record.get("not_due"):
+            self._count_recrawled(record)
         fetched_at = record.get("fetched_at")
-        if fetched_at:
+        if fetched_at and not record.get("not_due"):  # a page not due was fetched rounds ago
             self.per_second[fetched_at[:19]] += 1
         elapsed_ms = record.get("elapsed_ms")
         if elapsed_ms is not None:
@@ -110,7 +113,8 @@ class Figures:
             _keep_top(self.slowest, (elapsed_ms, n, url))
         size = record.get("bytes")
         if size is not None:
-            self.bytes += size
+            if not _carried(record):
+                self.bytes += size
             self.sizes[bisect_left(SIZE_BUCKETS, size)] += 1
             _keep_top(self.largest, (size, n, url))
         if status is not None and status >= 400:
@@ -118,7 +122,8 @@ class Figures:
             if len(self.broken) < MAX_BROKEN:
                 self.broken[url] = Broken(status, error, record.get("referrer"))
         final_url = record.get("final_url")
-        if (final_url and final_url != url) or (status is not None and 300 <= status < 400):
+        redirect_status = status is not None and 300 <= status < 400 and status != 304
+        if (final_url and final_url != url) or redirect_status:
             self.redirect_count += 1
             if len(self.redirects) < MAX_REDIRECTS:
                 self.redirects.append((url, final_url or "", status))
@@ -127,6 +132,22 @@ class Figures:
             self.repeats += 1
             if len(self.repeated_digests) < MAX_DUPLICATE_GROUPS:
                 self.repeated_digests.add(digest)
+
+    def _count_recrawled(self, record: dict[str, Any]) -> None:
+        """A record of a recrawl, counted as its summary counts it (crawler/stats.py)."""
+        recrawl = self.recrawl
+        changed = record.get("changed")
+        if record.get("not_due"):
+            recrawl["not_due"] += 1
+        elif changed is None:  # not in the previous crawl, or no answer now
+            recrawl["new"] += record.get("status") is not None
+        elif changed:
+            recrawl["changed"] += 1
+        else:
+            recrawl["unchanged"] += 1
+            if record.get("status") == 304:
+                recrawl["unchanged_304"] += 1
+                recrawl["body_bytes_saved"] += record.get("bytes") or 0
 
     def link(self, record: dict[str, Any]) -> None:
         """Second pass: the page's links to broken URLs, and its digest if repeated."""
@@ -154,6 +175,14 @@ def _content_digest(record: dict[str, Any]) -> str | None:
         return None
     digest: str | None = record.get("content_digest")
     return digest
+
+
+def _carried(record: dict[str, Any]) -> bool:
+    """Whether the record's body was not downloaded: a 304's, or a page not due's, are
+    the previous crawl's."""
+    return bool(record.get("not_due")) or (
+        record.get("status") == 304 and record.get("changed") is False
+    )
 
 
 def _keep_top(heap: list[Any], item: tuple[Any, ...]) -> None:
@@ -199,6 +228,8 @@ RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
     "error": str,
     "lang": str,
     "links": list,
+    "changed": bool,
+    "not_due": bool,
 }
 # The same for the --stats file (a dict's values, for "dropped" and "visited").
 STATS_FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -355,8 +386,22 @@ def _tiles(figures: Figures, stats: dict[str, Any] | None) -> str:
         _tile("broken", f"{figures.broken_count:,}", "4xx and 5xx", bad=True),
         _tile("redirects", f"{figures.redirect_count:,}", "redirected"),
         _tile("hosts", f"{len(figures.hosts):,}", "hosts"),
-        _tile("bytes", _size(figures.bytes), "body bytes"),
+        _tile("bytes", _size(figures.bytes), "body bytes downloaded"),
     ]
+    if figures.recrawl:
+        recrawl = figures.recrawl
+        tiles += [
+            _tile("changed", f"{recrawl['changed']:,}", "changed"),
+            _tile(
+                "unchanged",
+                f"{recrawl['unchanged']:,}",
+                f"unchanged ({recrawl['unchanged_304']:,} answered 304)",
+            ),
+            _tile("new", f"{recrawl['new']:,}", "new"),
+            _tile("saved", _size(recrawl["body_bytes_saved"]), "body bytes saved by 304s"),
+        ]
+        if recrawl["not_due"]:
+            tiles.append(_tile("not_due", f"{recrawl['not_due']:,}", "not due (not requested)"))
     if stats:
         visited = stats.get("visited", {})
         tiles += [
