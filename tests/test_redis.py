@@ -364,6 +364,29 @@ async def test_a_crawl_begun_by_another_version_is_refused_with_one_line(
     assert not (tmp_path / "b.jsonl").exists() or not (tmp_path / "b.jsonl").read_text()
 
 
+async def test_redis_refusing_the_first_commit_is_one_line_not_a_traceback(
+    tmp_path, web, redis_server
+):
+    """A user whose ACL lets the start-up check through but not the crawl's scripts."""
+    user = f"no-scripts-{uuid.uuid4().hex[:6]}"
+    redis_server.client().acl_setuser(
+        user,
+        enabled=True,
+        passwords=["+secret"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", "-evalsha"],
+    )
+    url = f"redis://{user}:secret@127.0.0.1:{redis_server.port}/0"
+    crawler = await Crawler.start(web.seeds(tmp_path), tmp_path / "p.jsonl", url, crawl_id())
+    code, err = await crawler.finish()
+    assert code == 1
+    assert "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith("crawler: error: lost Redis at "), err
+    assert "evalsha" in err
+    assert crawler.records() == []
+
+
 async def test_max_pages_counts_across_processes(tmp_path, web, redis_server):
     crawlers = await start_crawlers(2, web, tmp_path, redis_server.url, "--max-pages", "50")
     await run_all(crawlers)
