@@ -170,10 +170,12 @@ class Settings:
         return cls(config=path, **read_config_file(path))
 
     def redacted(self) -> Settings:
-        """These settings fit to write down: no proxy password, no secret header values."""
+        """These settings fit to write down: no proxy or Redis password, no secret header
+        values."""
         return replace(
             self,
             proxy=redact_url(self.proxy) if self.proxy else self.proxy,
+            redis=redact_url(self.redis) if self.redis else self.redis,
             header=tuple(
                 (name, "<redacted>" if _SECRET_HEADER.search(name) else value)
                 for name, value in self.header
