@@ -417,6 +417,15 @@ async def test_the_redis_password_is_in_no_message_and_no_warc_file(tmp_path, we
     assert "pa55-word" not in err and no_such_db.replace("pa55-word", "****") in err
 
 
+async def test_a_password_redis_does_not_ask_for_is_let_in_as_redis_py_lets_it(
+    tmp_path, web, redis_server
+):
+    url = redis_server.url.replace("redis://", "redis://:unneeded@")
+    crawler = await Crawler.start(web.seeds(tmp_path), tmp_path / "a.jsonl", url, crawl_id())
+    await run_all([crawler])
+    assert {r["url"] for r in crawler.records()} == web.urls()
+
+
 async def test_max_pages_counts_across_processes(tmp_path, web, redis_server):
     crawlers = await start_crawlers(2, web, tmp_path, redis_server.url, "--max-pages", "50")
     await run_all(crawlers)
