@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -310,3 +311,55 @@ def test_the_opt_in_lets_any_address_be_given() -> None:
     assert dashboard_address("9090") == ("127.0.0.1", 9090)
     with pytest.raises(ConfigError, match="only makes sense with --dashboard"):
         Settings(dashboard_public=True)
+
+
+async def test_with_revisit_the_page_and_metrics_follow_the_rounds_and_the_wait_between(
+    site: Site, tmp_path: Path
+) -> None:
+    """The page opened in round 1 shows round 2 without a reload, and /metrics answers
+    at the same URL (port 0 given) while the crawl waits for the next round."""
+    releases = [asyncio.Event(), asyncio.Event()]  # the home page, in rounds 1 and 2
+
+    async def home(_request: web.Request) -> web.Response:
+        await releases[min(site.count("/"), 2) - 1].wait()
+        return web.Response(text=html("home", ["/a"]), content_type="text/html")
+
+    site.handle("/", home)
+    site.page("/a", "a")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    command = [*CLI, str(seeds), "--revisit", str(tmp_path / "rounds"), "--ignore-robots"]
+    command += ["--revisit-interval", "2", "--revisit-min-interval", "1", "--quiet"]
+    command += ["--dashboard", "127.0.0.1:0"]
+    process = await asyncio.create_subprocess_exec(*command, stderr=asyncio.subprocess.PIPE)
+    state = "document.getElementById('state').textContent"
+    try:
+        assert process.stderr is not None
+        while b"dashboard at" not in (line := await process.stderr.readline()):
+            assert line, "the crawl ended before its dashboard started"
+        url = line.decode().split("dashboard at ")[1].split(",")[0]
+        async with Chromium(tmp_path / "profile") as browser, aiohttp.ClientSession() as session:
+            tab = await browser.new_tab()
+            await tab.open(url)
+            await tab.until(f"{state} === 'live'")
+            releases[0].set()
+            await tab.until(f"{state}.startsWith('round over; next round at ')")
+            between = await scrape(session, url)  # round 1 over, round 2 not begun
+            promtool_check(between)
+            assert samples(between)[("crawler_records_total", (("status", "200"),))] == 2
+            assert (await tab.figures())["records"] == "2"
+
+            await site.hits_reached(3).wait()  # round 2 asks for the home page
+            await tab.until(f"{state} === 'live'")  # no reload: the page followed
+            assert (await tab.figures())["records"] == "0"
+            releases[1].set()
+            await tab.until(f"{state}.startsWith('round over')")
+            assert (await tab.figures())["records"] == "2"
+            assert [e for e in tab.errors if "ERR_CONNECTION_REFUSED" not in e] == []
+            await tab.close()
+        process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), 10) == 130
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

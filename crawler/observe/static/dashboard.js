@@ -99,21 +99,27 @@ function update(f) {
 
 function connect() {
   const state = document.getElementById("state");
+  const show = (text, kind) => { state.textContent = text; state.className = `state ${kind}`; };
+  let between = false; // --revisit: a round is over, and the next one will be served here
   const events = new EventSource("/events");
-  events.onopen = () => { state.textContent = "live"; state.className = "state live"; };
   events.onmessage = (message) => {
     const figures = JSON.parse(message.data);
     update(figures);
     if (figures.done) {
       events.close();
-      state.textContent = "crawl finished";
-      state.className = "state done";
+      show("crawl finished", "done");
+    } else if (figures.round_over || figures.next_round_at) {
+      between = true;
+      const at = figures.next_round_at && new Date(figures.next_round_at);
+      show(at ? `round over; next round at ${at.toLocaleTimeString()}` : "round over", "done");
+    } else {
+      between = false;
+      show("live", "live");
     }
   };
-  events.onerror = () => { // EventSource tries again by itself
-    if (state.className !== "state done") {
-      state.textContent = "disconnected (the crawl may have ended)";
-      state.className = "state lost";
+  events.onerror = () => { // EventSource tries again by itself (rounds of --revisit too)
+    if (!between && state.className !== "state done") {
+      show("disconnected (the crawl may have ended)", "lost");
     }
   };
 }
