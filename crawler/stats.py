@@ -419,6 +419,17 @@ class Stats:
             "body_bytes_saved": recrawl["body_bytes_saved"],
         }
 
+    def unrecorded(self) -> dict[str, Any]:
+        """The counters no record holds, which a --state crawl commits with each page."""
+        return {"retries": self.retries, "dropped": self.dropped}
+
+    def restore_unrecorded(self, saved: dict[str, Any]) -> None:
+        """`unrecorded()` as the last commit saved it, where it is ahead of the figures
+        of the last checkpoint."""
+        self.retries = max(self.retries, saved.get("retries", 0))
+        for rule, count in saved.get("dropped", {}).items():
+            self.dropped[rule] = max(self.dropped[rule], count)
+
     def _restore(self, saved: dict[str, Any]) -> None:
         self.records = self.restored_records = saved.get("records", 0)
         self.errors.update(saved.get("errors", {}))

@@ -363,3 +363,25 @@ async def test_with_revisit_the_page_and_metrics_follow_the_rounds_and_the_wait_
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_no_counter_goes_down_across_kill_9_and_a_state_resume(
+    site: Site, tmp_path: Path
+) -> None:
+    """URLs dropped as traps just before the kill (no checkpoint since) are still
+    counted when the crawl resumes: Prometheus would take a drop for a reset."""
+    traps = [f"/t{i}?a=1&b=2&c=3" for i in range(20)]
+    site.page("/", "home", [*traps, "/held"])
+    held_page(site, "/held", [])
+    flags = ("--state", str(tmp_path / "state"), "--max-query-params", "2")
+    scrapes = []
+    for run in (1, 2):
+        async with dashboard_crawl(tmp_path, site, *flags) as (process, url):
+            await site.hits_reached(1 + run).wait()  # /held asked: / is committed
+            async with aiohttp.ClientSession() as session:
+                scrapes.append(counters(samples(await scrape(session, url))))
+            process.kill()
+            await process.wait()
+    before, after = scrapes
+    assert before["crawler_dropped_urls_total{'rule': 'too_many_query_params'}"] == 20
+    assert {name: after.get(name, 0) for name in before} == before
