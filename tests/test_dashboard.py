@@ -25,6 +25,7 @@ from crawler.config import ConfigError, Settings, dashboard_address
 from tests.browser import Chromium
 from tests.conftest import Site, html, read_records
 from tests.redis_server import RedisServer
+from tests.test_observe_report import validated_page
 
 PROMTOOL = "/opt/prometheus/usr/bin/promtool"
 CLI = [sys.executable, "-m", "crawler"]
@@ -385,3 +386,40 @@ async def test_no_counter_goes_down_across_kill_9_and_a_state_resume(
     before, after = scrapes
     assert before["crawler_dropped_urls_total{'rule': 'too_many_query_params'}"] == 20
     assert {name: after.get(name, 0) for name in before} == before
+
+
+async def test_a_recrawl_s_metrics_say_what_became_of_the_previous_pages(
+    site: Site, tmp_path: Path
+) -> None:
+    validated_page(site, "/", html("home", ["/same"]), '"home"')
+    validated_page(site, "/same", html("same", ["/held"]), '"same"')
+    site.page("/held", "held")
+    first = tmp_path / "first.jsonl"
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    crawl = await asyncio.create_subprocess_exec(
+        *CLI, str(seeds), "-o", str(first), "--ignore-robots", "--quiet"
+    )
+    assert await crawl.wait() == 0
+    held_page(site, "/held", [])
+    async with dashboard_crawl(tmp_path, site, "--since", str(first)) as (process, url):
+        await site.hits_reached(6).wait()  # /held asked again: / and /same are committed
+        async with aiohttp.ClientSession() as session:
+            exposition = await scrape(session, url)
+        process.kill()
+    promtool_check(exposition)
+    scraped = samples(exposition)
+    outcomes = {
+        dict(labels)["outcome"]: value
+        for (name, labels), value in scraped.items()
+        if name == "crawler_recrawl_pages_total"
+    }
+    assert outcomes == {
+        "unchanged_304": 2,
+        **dict.fromkeys(
+            ("unchanged_same_digest", "changed", "new", "failed", "unlinked", "not_due"), 0
+        ),
+    }
+    assert scraped[("crawler_recrawl_previous_pages", ())] == 3
+    saved = sum(r["bytes"] for r in read_records(tmp_path / "pages.jsonl"))
+    assert scraped[("crawler_recrawl_saved_body_bytes_total", ())] == saved > 0
