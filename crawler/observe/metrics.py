@@ -11,7 +11,7 @@ every metric carries the process's `member` label, so that Prometheus sums them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal, get_args
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -25,6 +25,12 @@ from prometheus_client.registry import Collector
 from crawler.stats import CrawlStats, RecrawlFigures
 
 Figures = Callable[[], CrawlStats]
+# A recrawl's records by outcome, each once (the summary's "checked" and "unchanged"
+# are sums of these).
+RecrawlOutcome = Literal[
+    "unchanged_304", "unchanged_same_digest", "changed", "new", "failed", "unlinked", "not_due"
+]
+RECRAWL_OUTCOMES: tuple[RecrawlOutcome, ...] = get_args(RecrawlOutcome)
 
 
 class CrawlCollector(Collector):
@@ -117,16 +123,7 @@ class CrawlCollector(Collector):
 
     def _recrawl(self, recrawl: RecrawlFigures) -> Iterator[Metric]:
         """--since and --revisit: what became of the previous crawl's pages."""
-        # Each record once (the summary's "checked" and "unchanged" are sums of these).
-        outcomes = {
-            "unchanged_304": recrawl["unchanged_304"],
-            "unchanged_same_digest": recrawl["unchanged_same_digest"],
-            "changed": recrawl["changed"],
-            "new": recrawl["new"],
-            "failed": recrawl["failed"],
-            "unlinked": recrawl["unlinked"],
-            "not_due": recrawl["not_due"],
-        }
+        outcomes: dict[str, int] = {name: recrawl[name] for name in RECRAWL_OUTCOMES}
         yield self._labelled(
             CounterMetricFamily,
             "crawler_recrawl_pages",
