@@ -284,6 +284,22 @@ async def test_the_dashboard_answers_only_to_a_loopback_host_name(
         assert await process.wait() == 0
 
 
+async def test_a_dashboard_on_another_loopback_address_answers_at_the_url_it_gave(
+    site: Site, tmp_path: Path
+) -> None:
+    release = held_page(site, "/", [])
+    async with dashboard_crawl(tmp_path, site, "--dashboard", "127.0.0.2:0") as (process, url):
+        assert url.startswith("http://127.0.0.2:")
+        async with aiohttp.ClientSession() as session:
+            promtool_check(await scrape(session, url))
+            async with session.get(url) as response:
+                assert response.status == 200
+            async with session.get(url, headers={"Host": "attacker.example"}) as response:
+                assert response.status == 403
+        release.set()
+        assert await process.wait() == 0
+
+
 async def test_with_redis_every_metric_is_labelled_with_the_member_id(
     site: Site, tmp_path: Path
 ) -> None:

@@ -36,7 +36,6 @@ UPDATE_EVERY_S = 1.0
 RECONNECT_MS = 1000  # how soon a page tries again when its stream ends (a --revisit round)
 END_WAIT_S = 1.0  # for the last figures to reach the watchers when the crawl ends
 STATIC = Path(__file__).parent / "static"
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 # The page and its script come from here and nowhere else, and nothing may frame it.
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
@@ -220,11 +219,12 @@ class Dashboard:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        """Only GET; on loopback, only for a loopback Host, so that a web page whose
-        name was rebound to 127.0.0.1 cannot read the crawl (DNS rebinding)."""
+        """Only GET; on loopback, only for a loopback Host (localhost, or a loopback
+        address such as the 127.0.0.2 it may listen on), so that a web page whose name
+        was rebound to 127.0.0.1 cannot read the crawl (DNS rebinding)."""
         if request.method not in ("GET", "HEAD"):
             raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"])
-        if self._loopback_only and request.url.host not in LOOPBACK_NAMES:
+        if self._loopback_only and not is_loopback(request.url.host or ""):
             raise web.HTTPForbidden(text="the dashboard answers only to 127.0.0.1 or localhost")
         response: web.StreamResponse = await handler(request)
         response.headers.update(HEADERS)
