@@ -199,6 +199,7 @@ def _host(url: str) -> str:
 def read_records(path: str, figures: Figures) -> Iterator[dict[str, Any]]:
     """The records of a JSONL file, one at a time; lines that are not JSON objects are
     counted in `figures.bad_lines` (a crawl cut short may leave half a line)."""
+    times: set[str] = set()  # the fetched_at seconds read: one a second of the crawl
     with open(path, "rb") as f:
         for line in f:
             try:
@@ -206,7 +207,7 @@ def read_records(path: str, figures: Figures) -> Iterator[dict[str, Any]]:
             except orjson.JSONDecodeError:
                 figures.bad_lines += line.strip() != b""
                 continue
-            if _is_record(record):
+            if _is_record(record, times):
                 yield record
             else:
                 figures.bad_lines += 1
@@ -255,25 +256,28 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_record(record: Any) -> bool:
-    """A JSON object with the types a crawl's record has where the report reads it."""
+def _is_record(record: Any, times: set[str]) -> bool:
+    """A JSON object with the types a crawl's record has where the report reads it
+    (`times`: the fetched_at seconds known good)."""
     return (
         isinstance(record, dict)
         and mistyped_field(record, RECORD_FIELDS) is None
         and all(isinstance(link, str) for link in record.get("links") or ())
-        and _is_time(record.get("fetched_at"))
+        and _is_time(record.get("fetched_at"), times)
     )
 
 
-def _is_time(fetched_at: str | None) -> bool:
+def _is_time(fetched_at: str | None, times: set[str]) -> bool:
     """Whether a record's fetched_at (if any) is a time the chart of pages over time
-    can place: an ISO 8601 date and time, as a crawl writes it."""
-    if not fetched_at:
+    can place: an ISO 8601 date and time, as a crawl writes it. Its second is read
+    once, and added to `times`."""
+    if not fetched_at or (second := fetched_at[:19]) in times:
         return True
     try:
-        datetime.fromisoformat(fetched_at[:19])
+        datetime.fromisoformat(second)
     except ValueError:
         return False
+    times.add(second)
     return True
 
 
