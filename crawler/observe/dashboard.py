@@ -73,6 +73,8 @@ class Figures:
         made_at = time.monotonic()
         if self._figures is None or fresh or made_at - self._made_at >= self._every_s:
             stats = self._stats
+            if fresh:  # the last figures: the busiest hosts as they are now
+                stats.top_hosts(fresh=True)
             self._figures = WatchedFigures(
                 **stats.snapshot(),
                 busiest_hosts=stats.busiest_hosts(),
