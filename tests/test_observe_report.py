@@ -13,6 +13,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from crawler.observe.report import MAX_CONTENT_TYPES, OTHER_CONTENT_TYPES, analyse
 from tests.browser import Chromium
 from tests.conftest import Site, html, link_and_fifo, read_records
 
@@ -285,3 +286,13 @@ async def test_the_report_of_a_recrawl_counts_its_304s_as_unchanged_not_redirect
     assert tiles["saved"] == f"{same['bytes']:,} B"  # under a KiB
     downloaded = sum(r["bytes"] for r in read_records(second) if r["status"] == 200)
     assert tiles["bytes"] == f"{downloaded:,} B"
+
+
+def test_content_types_made_up_by_a_server_take_bounded_memory(tmp_path: Path) -> None:
+    records = tmp_path / "pages.jsonl"
+    with records.open("w") as f:
+        for i in range(3000):
+            f.write(f'{{"url": "http://a.test/{i}", "status": 200, "content_type": "x/{i}"}}\n')
+    figures = analyse(str(records))
+    assert len(figures.content_types) == MAX_CONTENT_TYPES + 1
+    assert figures.content_types[OTHER_CONTENT_TYPES] == 3000 - MAX_CONTENT_TYPES

@@ -7,7 +7,7 @@ are drawn by that script as the page loads; its tables are plain HTML.
 The records are streamed, twice at most, and never held: the first pass counts
 and keeps what is bounded (the slowest and largest pages, up to MAX_BROKEN broken
 URLs and MAX_REDIRECTS redirects, a count per second of the crawl, per host,
-content type and language) and finds content digests seen before with a Bloom
+language and, up to MAX_CONTENT_TYPES, content type) and finds content digests seen before with a Bloom
 filter (about 2.4 bytes a record); the second pass, only if there are broken
 links or repeated digests, finds the pages that link to each broken URL and the
 URLs of up to MAX_DUPLICATE_GROUPS repeated digests.
@@ -43,6 +43,8 @@ MAX_REFERRERS = 10  # linking pages listed per broken URL
 MAX_DUPLICATE_URLS = 10  # URLs listed per repeated digest
 MAX_DUPLICATE_GROUPS = 20_000  # repeated digests whose URLs are looked for
 MAX_REDIRECTS = 500
+MAX_CONTENT_TYPES = 1000  # counted apart; the others together
+OTHER_CONTENT_TYPES = "(other types)"
 SIZE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 TIME_POINTS = 240  # pages over time: at most this many points
 DIGEST_FP_RATE = 1e-4  # of the Bloom filter that finds repeated digests
@@ -97,7 +99,10 @@ class Figures:
         self.depths[record.get("depth") or 0] += 1
         content_type = record.get("content_type")
         if content_type:
-            self.content_types[content_type.partition(";")[0].strip().lower()] += 1
+            kind = content_type.partition(";")[0].strip().lower()
+            if kind not in self.content_types and len(self.content_types) >= MAX_CONTENT_TYPES:
+                kind = OTHER_CONTENT_TYPES  # a server that makes up a type a page
+            self.content_types[kind] += 1
         self.hosts[_host(url)] += 1
         language = record.get("lang")
         if language:
