@@ -7,10 +7,10 @@ are drawn by that script as the page loads; its tables are plain HTML.
 The records are streamed, twice at most, and never held: the first pass counts
 and keeps what is bounded (the slowest and largest pages, up to MAX_BROKEN broken
 URLs and MAX_REDIRECTS redirects, a count per second of the crawl, per host,
-language and, up to MAX_CONTENT_TYPES, content type) and finds content digests seen before with a Bloom
-filter (about 2.4 bytes a record); the second pass, only if there are broken
-links or repeated digests, finds the pages that link to each broken URL and the
-URLs of up to MAX_DUPLICATE_GROUPS repeated digests.
+language and, up to MAX_CONTENT_TYPES, content type) and finds content digests
+seen before with a Bloom filter (about 2.4 bytes a record); the second pass, only
+if there are broken links or repeated digests, finds the pages that link to each
+broken URL and the URLs of up to MAX_DUPLICATE_GROUPS repeated digests.
 """
 
 from __future__ import annotations
