@@ -352,6 +352,16 @@ def _dashboard_problem(value: str) -> str | None:
     return None
 
 
+def _redis_problem(value: str) -> str | None:
+    if not re.fullmatch(r"(rediss?|unix)://.*", value, re.DOTALL):
+        return "must be a redis:// URL"
+    # redis-py takes a path that is not a number for database 0, not for a mistake
+    database = value.partition("://")[2].partition("?")[0].partition("/")[2].strip("/")
+    if not value.startswith("unix") and database and not database.isdigit():
+        return "must name its database by number (redis://HOST:PORT/0)"
+    return None
+
+
 def is_loopback(host: str) -> bool:
     """Is `host` (a name or an address) this machine's loopback, for sure?"""
     if host == "localhost":
@@ -698,7 +708,7 @@ OPTIONS: tuple[Option, ...] = (
         "redis",
         "str",
         "share the crawl with other processes through this Redis (redis://HOST:PORT/DB)",
-        _matching(r"(rediss?|unix)://.*", "must be a redis:// URL"),
+        _redis_problem,
         metavar="URL",
         group="state",
     ),
