@@ -6,7 +6,6 @@ import asyncio
 import json
 import random
 import signal
-import subprocess
 import sys
 import threading
 import uuid
@@ -425,25 +424,6 @@ async def test_a_password_redis_does_not_ask_for_is_let_in_as_redis_py_lets_it(
     crawler = await Crawler.start(web.seeds(tmp_path), tmp_path / "a.jsonl", url, crawl_id())
     await run_all([crawler])
     assert {r["url"] for r in crawler.records()} == web.urls()
-
-
-@pytest.mark.parametrize(
-    ("url", "problem"),
-    [
-        ("http://127.0.0.1:6379/0", "--redis must be a redis:// URL"),
-        ("redis://:secret@127.0.0.1:6379/abc", "--redis must name its database by number"),
-        ("redis://127.0.0.1:99999/0", "Port out of range"),
-    ],
-)
-def test_a_bad_redis_url_is_one_line_and_exit_2(tmp_path, url, problem):
-    seeds = tmp_path / "seeds.txt"
-    seeds.write_text("http://127.0.0.1:9/\n")
-    command = [sys.executable, "-m", "crawler", str(seeds), "--redis", url, "--crawl-id", "x"]
-    result = subprocess.run([*command, "-o", str(tmp_path / "p.jsonl")], capture_output=True)
-    assert result.returncode == 2
-    (line,) = result.stderr.decode().splitlines()
-    assert line.startswith("crawler: error: ") and problem in line and "secret" not in line
-    assert not (tmp_path / "p.jsonl").exists()
 
 
 async def test_max_pages_counts_across_processes(tmp_path, web, redis_server):
