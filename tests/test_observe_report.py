@@ -259,8 +259,9 @@ async def test_the_report_of_a_recrawl_counts_its_304s_as_unchanged_not_redirect
 ) -> None:
     seeds = tmp_path / "seeds.txt"
     seeds.write_text(f"{site.url}/\n")
-    home = html("home", ["/same", "/edited"])
+    home = html("home", ["/same", "/edited", "/dropped"])
     validated_page(site, "/", home, '"home"')
+    site.page("/dropped", "linked by the first crawl's home page only")
     validated_page(site, "/same", html("same", body="x" * 900), '"same"')
     validated_page(site, "/edited", html("edited, first"), '"v1"')
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
@@ -270,12 +271,13 @@ async def test_the_report_of_a_recrawl_counts_its_304s_as_unchanged_not_redirect
     validated_page(site, "/", html("home", ["/same", "/edited", "/new"]), '"home2"')
     validated_page(site, "/edited", html("edited, second"), '"v2"')
     site.page("/new", "new")
+    stats = tmp_path / "stats.json"
     recrawl = await asyncio.create_subprocess_exec(
-        *CLI, str(seeds), "-o", str(second), "--since", str(first), *flags
+        *CLI, str(seeds), "-o", str(second), "--since", str(first), "--stats", str(stats), *flags
     )
     assert await recrawl.wait() == 0
 
-    result = report(str(second), "-o", str(tmp_path / "r.html"))
+    result = report(str(second), "--stats", str(stats), "-o", str(tmp_path / "r.html"))
     assert result.returncode == 0, result.stderr
     page = (tmp_path / "r.html").read_text()
     tiles = dict(re.findall(r'data-figure="(\w+)">([^<]*)<', page))
@@ -286,6 +288,7 @@ async def test_the_report_of_a_recrawl_counts_its_304s_as_unchanged_not_redirect
     assert tiles["saved"] == f"{same['bytes']:,} B"  # under a KiB
     downloaded = sum(r["bytes"] for r in read_records(second) if r["status"] == 200)
     assert tiles["bytes"] == f"{downloaded:,} B"
+    assert tiles["gone"] == "1"  # /dropped, which no record shows
 
 
 def test_content_types_made_up_by_a_server_take_bounded_memory(tmp_path: Path) -> None:

@@ -245,6 +245,7 @@ STATS_FIELDS: dict[str, type | tuple[type, ...]] = {
     "retries": int,
     "dropped": dict,
     "visited": dict,
+    "recrawl": dict,
 }
 
 
@@ -254,6 +255,9 @@ def _mistyped_stats_field(stats: dict[str, Any]) -> str | None:
         wrong = "dropped"
     if wrong is None and not _is_count((stats.get("visited") or {}).get("urls", 0)):
         wrong = "visited"
+    gone = (stats.get("recrawl") or {}).get("gone")
+    if wrong is None and gone is not None and not _is_count(gone):
+        wrong = "recrawl"
     return wrong
 
 
@@ -424,6 +428,9 @@ def _tiles(figures: Figures, stats: dict[str, Any] | None) -> str:
             ),
             _tile("visited", f"{visited.get('urls', 0):,}", "visited URLs (stats file)"),
         ]
+        gone = (stats.get("recrawl") or {}).get("gone")
+        if gone is not None:  # pages no record shows: the previous crawl's, not reached
+            tiles.append(_tile("gone", f"{gone:,}", "gone from the previous crawl (stats file)"))
     return f'<section class="wide"><div class="tiles">{"".join(tiles)}</div></section>'
 
 
