@@ -359,6 +359,8 @@ async def test_with_revisit_the_page_and_metrics_follow_the_rounds_and_the_wait_
             tab = await browser.new_tab()
             await tab.open(url)
             await tab.until(f"{state} === 'live'")
+            recrawl_tiles_hidden = "document.querySelector('.tile.recrawl').hidden"
+            assert await tab.evaluate(recrawl_tiles_hidden) is True  # round 1 recrawls nothing
             releases[0].set()
             await tab.until(f"{state}.startsWith('round over; next round at ')")
             between = await scrape(session, url)  # round 1 over, round 2 not begun
@@ -371,7 +373,12 @@ async def test_with_revisit_the_page_and_metrics_follow_the_rounds_and_the_wait_
             assert (await tab.figures())["records"] == "0"
             releases[1].set()
             await tab.until(f"{state}.startsWith('round over')")
-            assert (await tab.figures())["records"] == "2"
+            shown = await tab.figures()
+            assert shown["records"] == "2"
+            # round 2 recrawls round 1: the same bodies, and no validators to ask with
+            assert (shown["changed"], shown["unchanged"], shown["new"]) == ("0", "2", "0")
+            assert shown["unchanged_label"] == "unchanged (0 answered 304)"
+            assert await tab.evaluate(recrawl_tiles_hidden) is False
             assert [e for e in tab.errors if "ERR_CONNECTION_REFUSED" not in e] == []
             await tab.close()
         process.send_signal(signal.SIGINT)

@@ -69,6 +69,15 @@ function update(f) {
   show("visited", f.visited.urls.toLocaleString("en"));
   show("visited_label", `visited URLs (FP ${f.visited.fp_rate.toPrecision(2)})`);
   show("latency", [p.p50, p.p90, p.p99].map((v) => (v === null ? "-" : Math.round(v))).join(" / "));
+  const recrawl = f.recrawl; // --since, and --revisit's rounds
+  for (const tile of document.querySelectorAll(".tile.recrawl")) tile.hidden = !recrawl;
+  if (recrawl) {
+    show("changed", recrawl.changed.toLocaleString("en"));
+    show("unchanged", recrawl.unchanged.toLocaleString("en"));
+    show("unchanged_label", `unchanged (${recrawl.unchanged_304.toLocaleString("en")} answered 304)`);
+    show("new", recrawl.new.toLocaleString("en"));
+    show("not_due", recrawl.not_due.toLocaleString("en"));
+  }
 
   trackRate(f);
   Charts.line(document.getElementById("chart-rate"), rate, "pages per second", Charts.clock);
