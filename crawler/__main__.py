@@ -29,6 +29,7 @@ from crawler.observe.progress import Reporter, silence
 from crawler.sinks import OutputClosed
 
 if TYPE_CHECKING:
+    from crawler.observe.dashboard import WatchedFigures
     from crawler.state.redis_rounds import SharedRounds
 
 log = logging.getLogger("crawler")
@@ -185,12 +186,19 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
             signal.signal(signum, lambda signum, _frame: pending.append(signum))
         return SIGNAL_EXIT_CODES[signal.Signals(pending[0])] if pending else None
 
+    if settings.dashboard is not None:
+        from crawler.observe.dashboard import same_port_each_round
+
+        settings = replace(settings, dashboard=same_port_each_round(settings.dashboard))
+    last: WatchedFigures | None = None  # the dashboard's, of the last round run
     keep_freed_memory()
     while (code := between_rounds()) is None:
         if shared is not None:
             # A process that joins between rounds waits for the next, as the others do.
             number = shared.current()
-            if number > 1 and (code := _wait_for_round(shared.first_due(number - 1))):
+            if number > 1 and (
+                code := _wait_for_round(shared.first_due(number - 1), settings, last)
+            ):
                 return code
             if (code := between_rounds()) is not None:
                 return code
@@ -216,6 +224,7 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
         else:
             log.info("round %d: %s", number, paths.output)
             code = _run(round_settings, crawler)
+            last = crawler.dashboard_figures
             if crawler.failure is not None:
                 print_error(str(crawler.failure))
                 return EXIT_FAILED
@@ -225,7 +234,7 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
         if shared is not None:
             shared.finished(number)
         elif between_rounds() is None:
-            code = _wait_for_round(_earliest_due(paths.output, settings))
+            code = _wait_for_round(_earliest_due(paths.output, settings), settings, last)
             if code is not None:
                 return code
         number += 1
@@ -252,9 +261,12 @@ def _earliest_due(output: Path, settings: Settings) -> str | None:
         history.close()
 
 
-def _wait_for_round(first_due: str | None) -> int | None:
+def _wait_for_round(
+    first_due: str | None, settings: Settings, last: WatchedFigures | None
+) -> int | None:
     """Sleep until the first page of the round just made is due; a signal's exit code
-    if one came first."""
+    if one came first. With --dashboard, the page and /metrics show the `last` round's
+    figures meanwhile."""
     from crawler.revisit import seconds_until
 
     wait_s = seconds_until(first_due)
@@ -272,8 +284,13 @@ def _wait_for_round(first_due: str | None) -> int | None:
             loop.add_signal_handler(signum, on_signal, signum)
         if wait_s > 0:
             log.info("next round in %.1f s, when its first page is due", wait_s)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(woken.wait(), wait_s)
+            async with contextlib.AsyncExitStack() as watched:
+                if settings.dashboard is not None and last is not None:
+                    from crawler.observe.dashboard import between_rounds
+
+                    await watched.enter_async_context(between_rounds(settings, last, first_due))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), wait_s)
 
     asyncio.run(sleep())
     return SIGNAL_EXIT_CODES[signal.Signals(received[0])] if received else None

@@ -29,6 +29,7 @@ from crawler.urls import canonicalize
 
 if TYPE_CHECKING:
     from crawler.history import History, PreviousCrawl
+    from crawler.observe.dashboard import WatchedFigures
 
 # Pages committed but not yet taken by the consumer; past this, workers wait for it.
 PAGES_AHEAD = 16
@@ -112,6 +113,9 @@ class Crawler:
         self._task: asyncio.Task[None] | None = None
         self._outbox: _Outbox | None = None
         self._dashboard_sockets: list[socket.socket] = []  # until the dashboard takes them
+        # With --dashboard, the figures it showed when the crawl ended (--revisit shows
+        # them between rounds).
+        self.dashboard_figures: WatchedFigures | None = None
 
     async def __aenter__(self) -> Crawler:
         self.open()
@@ -247,11 +251,13 @@ class Crawler:
             if self.settings.dashboard is None:
                 await crawl.run()
             else:
-                from crawler.observe.dashboard import Dashboard
+                from crawler.observe.dashboard import Dashboard, Figures
 
                 sockets, self._dashboard_sockets = self._dashboard_sockets, []
-                async with Dashboard(crawl.stats, self.settings, sockets):
+                figures = Figures(crawl.stats, self.settings)
+                async with Dashboard(figures, self.settings, sockets) as dashboard:
                     await crawl.run()
+                self.dashboard_figures = dashboard.final
         finally:
             if self._outbox is not None:
                 self._outbox.put(None)

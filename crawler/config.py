@@ -170,10 +170,12 @@ class Settings:
         return cls(config=path, **read_config_file(path))
 
     def redacted(self) -> Settings:
-        """These settings fit to write down: no proxy password, no secret header values."""
+        """These settings fit to write down: no proxy or Redis password, no secret header
+        values."""
         return replace(
             self,
             proxy=redact_url(self.proxy) if self.proxy else self.proxy,
+            redis=redact_url(self.redis) if self.redis else self.redis,
             header=tuple(
                 (name, "<redacted>" if _SECRET_HEADER.search(name) else value)
                 for name, value in self.header
@@ -347,6 +349,16 @@ def _dashboard_problem(value: str) -> str | None:
         dashboard_address(value)
     except ValueError:
         return "must be [HOST:]PORT, PORT from 0 (any free one) to 65535"
+    return None
+
+
+def _redis_problem(value: str) -> str | None:
+    if not re.fullmatch(r"(rediss?|unix)://.*", value, re.DOTALL):
+        return "must be a redis:// URL"
+    # redis-py takes a path that is not a number for database 0, not for a mistake
+    database = value.partition("://")[2].partition("?")[0].partition("/")[2].strip("/")
+    if not value.startswith("unix") and database and not database.isdigit():
+        return "must name its database by number (redis://HOST:PORT/0)"
     return None
 
 
@@ -696,7 +708,7 @@ OPTIONS: tuple[Option, ...] = (
         "redis",
         "str",
         "share the crawl with other processes through this Redis (redis://HOST:PORT/DB)",
-        _matching(r"(rediss?|unix)://.*", "must be a redis:// URL"),
+        _redis_problem,
         metavar="URL",
         group="state",
     ),

@@ -318,7 +318,11 @@ class Crawl:
             if self._remaining is not None and self._remaining <= 0:
                 return
             if not self.store.resumed:
-                await self._enqueue_seeds()
+                try:
+                    await self._enqueue_seeds()
+                except WriteFailed as exc:  # Redis refused the first commit: said as any
+                    self._fail(exc)
+                    return
             feeder = asyncio.create_task(self._feed())
             await self._run_workers()
             if self._fetching_gone():

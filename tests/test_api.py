@@ -339,8 +339,8 @@ async def test_the_api_shows_the_crawl_not_the_engine(site, tmp_path):
     crawler = Crawler([f"{site.url}/"], settings)
     public = {name for name in dir(crawler) if not name.startswith("_")}
     assert public == {
-        "close", "complete", "crawl", "failure", "figures", "open", "run", "seeds", "settings",
-        "stats", "stop",
+        "close", "complete", "crawl", "dashboard_figures", "failure", "figures", "open", "run",
+        "seeds", "settings", "stats", "stop",
     }  # fmt: skip
     assert crawler.open() is None
     assert crawler.complete is False and crawler.failure is None

@@ -29,7 +29,7 @@ from crawler.politeness import HostScheduler, Robots
 from crawler.state.host_counts import SqliteHostCounts
 from crawler.state.redis import _record as redis_entry
 from crawler.state.redis import _request as redis_request
-from crawler.stats import MemoryHostCounts
+from crawler.stats import MemoryHostCounts, Stats
 from tests.conftest import Site, read_records
 from tests.conftest import crawl as crawl_in_process
 from tests.redis_server import RedisServer
@@ -334,6 +334,31 @@ def test_records_per_host_with_state_keep_only_hosts_counted_since_the_save_in_m
     again.close()  # the crawl's last figures are made after its state is closed
     db.close()
     assert len(again) == 5 and again.most_common(5) == memory.most_common(5)
+
+
+def test_figures_read_often_look_for_the_busiest_of_many_hosts_at_most_once_a_second() -> None:
+    """The live line (4 times a second), the dashboard and a --state checkpoint read
+    the figures often; each look for the top hosts reads every host's count."""
+    looked: list[int] = []
+
+    class Counted(MemoryHostCounts):
+        def most_common(self, n: int | None = None) -> list[tuple[str, int]]:
+            looked.append(len(self))
+            return super().most_common(n)
+
+    stats = Stats()
+    stats.hosts = hosts = Counted()
+    for i in range(50_000):
+        hosts.add(f"h{i % 20_000}.test")
+    for _ in range(8):  # two seconds of the live line, and the dashboard's busiest hosts
+        assert stats.as_dict()["hosts_top"] == dict(MemoryHostCounts.most_common(hosts, 20))
+        assert [h["host"] for h in stats.busiest_hosts()] == list(stats.as_dict()["hosts_top"])[:10]
+    assert len(looked) == 1
+    for _ in range(5):
+        hosts.add("busy.test")
+    # the summary and the stats file look again
+    assert next(iter(stats.as_dict(exact=True)["hosts_top"].items())) == ("busy.test", 5)
+    assert len(looked) == 2
 
 
 def test_redis_queue_entries_are_short_and_give_back_the_request() -> None:

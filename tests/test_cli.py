@@ -161,6 +161,9 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--user-agent", "bot\r\nX-Injected: 1"], "--user-agent has a control character"),
         (["--proxy", "http://user:secret@proxy:99999"], "--proxy has an invalid host or port"),
         (["--proxy", "http://[::1"], "--proxy has an invalid host or port"),
+        (["--redis", "http://127.0.0.1:6379/0", "--crawl-id", "x"], "must be a redis:// URL"),
+        (["--redis", "redis://:s@127.0.0.1:6379/abc", "--crawl-id", "x"], "database by number"),
+        (["--redis", "redis://127.0.0.1:99999/0", "--crawl-id", "x"], "Port out of range"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(tmp_path, flags, named):

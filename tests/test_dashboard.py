@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from crawler.config import ConfigError, Settings, dashboard_address
 from tests.browser import Chromium
 from tests.conftest import Site, html, read_records
 from tests.redis_server import RedisServer
+from tests.test_observe_report import validated_page
 
 PROMTOOL = "/opt/prometheus/usr/bin/promtool"
 CLI = [sys.executable, "-m", "crawler"]
@@ -283,6 +285,22 @@ async def test_the_dashboard_answers_only_to_a_loopback_host_name(
         assert await process.wait() == 0
 
 
+async def test_a_dashboard_on_another_loopback_address_answers_at_the_url_it_gave(
+    site: Site, tmp_path: Path
+) -> None:
+    release = held_page(site, "/", [])
+    async with dashboard_crawl(tmp_path, site, "--dashboard", "127.0.0.2:0") as (process, url):
+        assert url.startswith("http://127.0.0.2:")
+        async with aiohttp.ClientSession() as session:
+            promtool_check(await scrape(session, url))
+            async with session.get(url) as response:
+                assert response.status == 200
+            async with session.get(url, headers={"Host": "attacker.example"}) as response:
+                assert response.status == 403
+        release.set()
+        assert await process.wait() == 0
+
+
 async def test_with_redis_every_metric_is_labelled_with_the_member_id(
     site: Site, tmp_path: Path
 ) -> None:
@@ -311,3 +329,121 @@ def test_the_opt_in_lets_any_address_be_given() -> None:
     assert dashboard_address("9090") == ("127.0.0.1", 9090)
     with pytest.raises(ConfigError, match="only makes sense with --dashboard"):
         Settings(dashboard_public=True)
+
+
+async def test_with_revisit_the_page_and_metrics_follow_the_rounds_and_the_wait_between(
+    site: Site, tmp_path: Path
+) -> None:
+    """The page opened in round 1 shows round 2 without a reload, and /metrics answers
+    at the same URL (port 0 given) while the crawl waits for the next round."""
+    releases = [asyncio.Event(), asyncio.Event()]  # the home page, in rounds 1 and 2
+
+    async def home(_request: web.Request) -> web.Response:
+        await releases[min(site.count("/"), 2) - 1].wait()
+        return web.Response(text=html("home", ["/a"]), content_type="text/html")
+
+    site.handle("/", home)
+    site.page("/a", "a")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    command = [*CLI, str(seeds), "--revisit", str(tmp_path / "rounds"), "--ignore-robots"]
+    command += ["--revisit-interval", "2", "--revisit-min-interval", "1", "--quiet"]
+    command += ["--dashboard", "127.0.0.1:0"]
+    process = await asyncio.create_subprocess_exec(*command, stderr=asyncio.subprocess.PIPE)
+    state = "document.getElementById('state').textContent"
+    try:
+        assert process.stderr is not None
+        while b"dashboard at" not in (line := await process.stderr.readline()):
+            assert line, "the crawl ended before its dashboard started"
+        url = line.decode().split("dashboard at ")[1].split(",")[0]
+        async with Chromium(tmp_path / "profile") as browser, aiohttp.ClientSession() as session:
+            tab = await browser.new_tab()
+            await tab.open(url)
+            await tab.until(f"{state} === 'live'")
+            recrawl_tiles_hidden = "document.querySelector('.tile.recrawl').hidden"
+            assert await tab.evaluate(recrawl_tiles_hidden) is True  # round 1 recrawls nothing
+            releases[0].set()
+            await tab.until(f"{state}.startsWith('round over; next round at ')")
+            between = await scrape(session, url)  # round 1 over, round 2 not begun
+            promtool_check(between)
+            assert samples(between)[("crawler_records_total", (("status", "200"),))] == 2
+            assert (await tab.figures())["records"] == "2"
+
+            await site.hits_reached(3).wait()  # round 2 asks for the home page
+            await tab.until(f"{state} === 'live'")  # no reload: the page followed
+            assert (await tab.figures())["records"] == "0"
+            releases[1].set()
+            await tab.until(f"{state}.startsWith('round over')")
+            shown = await tab.figures()
+            assert shown["records"] == "2"
+            # round 2 recrawls round 1: the same bodies, and no validators to ask with
+            assert (shown["changed"], shown["unchanged"], shown["new"]) == ("0", "2", "0")
+            assert shown["unchanged_label"] == "unchanged (0 answered 304)"
+            assert await tab.evaluate(recrawl_tiles_hidden) is False
+            assert [e for e in tab.errors if "ERR_CONNECTION_REFUSED" not in e] == []
+            await tab.close()
+        process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), 10) == 130
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def test_no_counter_goes_down_across_kill_9_and_a_state_resume(
+    site: Site, tmp_path: Path
+) -> None:
+    """URLs dropped as traps just before the kill (no checkpoint since) are still
+    counted when the crawl resumes: Prometheus would take a drop for a reset."""
+    traps = [f"/t{i}?a=1&b=2&c=3" for i in range(20)]
+    site.page("/", "home", [*traps, "/held"])
+    held_page(site, "/held", [])
+    flags = ("--state", str(tmp_path / "state"), "--max-query-params", "2")
+    scrapes = []
+    for run in (1, 2):
+        async with dashboard_crawl(tmp_path, site, *flags) as (process, url):
+            await site.hits_reached(1 + run).wait()  # /held asked: / is committed
+            async with aiohttp.ClientSession() as session:
+                scrapes.append(counters(samples(await scrape(session, url))))
+            process.kill()
+            await process.wait()
+    before, after = scrapes
+    assert before["crawler_dropped_urls_total{'rule': 'too_many_query_params'}"] == 20
+    assert {name: after.get(name, 0) for name in before} == before
+
+
+async def test_a_recrawl_s_metrics_say_what_became_of_the_previous_pages(
+    site: Site, tmp_path: Path
+) -> None:
+    validated_page(site, "/", html("home", ["/same"]), '"home"')
+    validated_page(site, "/same", html("same", ["/held"]), '"same"')
+    site.page("/held", "held")
+    first = tmp_path / "first.jsonl"
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    crawl = await asyncio.create_subprocess_exec(
+        *CLI, str(seeds), "-o", str(first), "--ignore-robots", "--quiet"
+    )
+    assert await crawl.wait() == 0
+    held_page(site, "/held", [])
+    async with dashboard_crawl(tmp_path, site, "--since", str(first)) as (process, url):
+        await site.hits_reached(6).wait()  # /held asked again: / and /same are committed
+        async with aiohttp.ClientSession() as session:
+            exposition = await scrape(session, url)
+        process.kill()
+    promtool_check(exposition)
+    scraped = samples(exposition)
+    outcomes = {
+        dict(labels)["outcome"]: value
+        for (name, labels), value in scraped.items()
+        if name == "crawler_recrawl_pages_total"
+    }
+    assert outcomes == {
+        "unchanged_304": 2,
+        **dict.fromkeys(
+            ("unchanged_same_digest", "changed", "new", "failed", "unlinked", "not_due"), 0
+        ),
+    }
+    assert scraped[("crawler_recrawl_previous_pages", ())] == 3
+    saved = sum(r["bytes"] for r in read_records(tmp_path / "pages.jsonl"))
+    assert scraped[("crawler_recrawl_saved_body_bytes_total", ())] == saved > 0

@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
+from aiohttp import web
+
+from crawler.observe.report import MAX_CONTENT_TYPES, OTHER_CONTENT_TYPES, analyse
 from tests.browser import Chromium
-from tests.conftest import Site, html, link_and_fifo
+from tests.conftest import Site, html, link_and_fifo, read_records
 
 CLI = [sys.executable, "-m", "crawler"]
 LINKS = ["/a", "/missing", "/gone", "/old", "/dup1", "/dup2"]
@@ -185,11 +189,12 @@ def test_records_with_fields_of_the_wrong_type_are_skipped_and_said(tmp_path: Pa
         '{"url": "http://a.test/", "status": 200, "depth": 0}\n'
         '{"url": "http://a.test/x", "status": "404", "depth": 1}\n'
         '{"url": "http://a.test/y", "status": 200, "links": [["nested"]]}\n'
+        '{"url": "http://a.test/z", "status": 200, "fetched_at": "yesterday"}\n'
     )
     result = report(str(records), "-o", str(tmp_path / "r.html"))
     assert result.returncode == 0, result.stderr
     page = (tmp_path / "r.html").read_text()
-    assert "2 lines that are not JSON records were skipped" in page
+    assert "3 lines that are not JSON records were skipped" in page
     assert 'data-figure="records">1<' in page
 
 
@@ -236,3 +241,61 @@ def one_record(directory: Path) -> Path:
     records = directory / "pages.jsonl"
     records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
     return records
+
+
+def validated_page(site: Site, path: str, body: str, etag: str) -> None:
+    """A page that answers 304 to a request naming its ETag."""
+
+    async def handler(request: web.Request) -> web.Response:
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(text=body, content_type="text/html", headers={"ETag": etag})
+
+    site.handle(path, handler)
+
+
+async def test_the_report_of_a_recrawl_counts_its_304s_as_unchanged_not_redirected(
+    site: Site, tmp_path: Path
+) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    home = html("home", ["/same", "/edited", "/dropped"])
+    validated_page(site, "/", home, '"home"')
+    site.page("/dropped", "linked by the first crawl's home page only")
+    validated_page(site, "/same", html("same", body="x" * 900), '"same"')
+    validated_page(site, "/edited", html("edited, first"), '"v1"')
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    flags = ["--ignore-robots", "--quiet"]
+    crawl = await asyncio.create_subprocess_exec(*CLI, str(seeds), "-o", str(first), *flags)
+    assert await crawl.wait() == 0
+    validated_page(site, "/", html("home", ["/same", "/edited", "/new"]), '"home2"')
+    validated_page(site, "/edited", html("edited, second"), '"v2"')
+    site.page("/new", "new")
+    stats = tmp_path / "stats.json"
+    recrawl = await asyncio.create_subprocess_exec(
+        *CLI, str(seeds), "-o", str(second), "--since", str(first), "--stats", str(stats), *flags
+    )
+    assert await recrawl.wait() == 0
+
+    result = report(str(second), "--stats", str(stats), "-o", str(tmp_path / "r.html"))
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "r.html").read_text()
+    tiles = dict(re.findall(r'data-figure="(\w+)">([^<]*)<', page))
+    assert tiles["redirects"] == "0"  # a 304 is no redirect
+    assert (tiles["changed"], tiles["unchanged"], tiles["new"]) == ("2", "1", "1")
+    assert "unchanged (1 answered 304)" in page
+    (same,) = [r for r in read_records(second) if r["status"] == 304]
+    assert tiles["saved"] == f"{same['bytes']:,} B"  # under a KiB
+    downloaded = sum(r["bytes"] for r in read_records(second) if r["status"] == 200)
+    assert tiles["bytes"] == f"{downloaded:,} B"
+    assert tiles["gone"] == "1"  # /dropped, which no record shows
+
+
+def test_content_types_made_up_by_a_server_take_bounded_memory(tmp_path: Path) -> None:
+    records = tmp_path / "pages.jsonl"
+    with records.open("w") as f:
+        for i in range(3000):
+            f.write(f'{{"url": "http://a.test/{i}", "status": 200, "content_type": "x/{i}"}}\n')
+    figures = analyse(str(records))
+    assert len(figures.content_types) == MAX_CONTENT_TYPES + 1
+    assert figures.content_types[OTHER_CONTENT_TYPES] == 3000 - MAX_CONTENT_TYPES

@@ -364,6 +364,68 @@ async def test_a_crawl_begun_by_another_version_is_refused_with_one_line(
     assert not (tmp_path / "b.jsonl").exists() or not (tmp_path / "b.jsonl").read_text()
 
 
+def redis_user(server: RedisServer, password: str, *commands: str) -> str:
+    """The URL of a new Redis user with `password`, allowed every command but those
+    `commands` take away ("-evalsha")."""
+    user = f"user-{uuid.uuid4().hex[:6]}"
+    server.client().acl_setuser(
+        user,
+        enabled=True,
+        passwords=[f"+{password}"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", *commands],
+    )
+    return f"redis://{user}:{password}@127.0.0.1:{server.port}/0"
+
+
+async def test_redis_refusing_the_first_commit_is_one_line_not_a_traceback(
+    tmp_path, web, redis_server
+):
+    """A user whose ACL lets the start-up check through but not the crawl's scripts."""
+    url = redis_user(redis_server, "secret", "-evalsha")
+    crawler = await Crawler.start(web.seeds(tmp_path), tmp_path / "p.jsonl", url, crawl_id())
+    code, err = await crawler.finish()
+    assert code == 1
+    assert "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith("crawler: error: lost Redis at "), err
+    assert "evalsha" in err
+    assert crawler.records() == []
+
+
+async def test_the_redis_password_is_in_no_message_and_no_warc_file(tmp_path, web, redis_server):
+    url = redis_user(redis_server, "pa55-word")
+    warc = tmp_path / "warc"
+    seeds = web.seeds(tmp_path)
+    crawl = crawl_id()
+    await run_all(
+        [await Crawler.start(seeds, tmp_path / "a.jsonl", url, crawl, "--warc", str(warc))]
+    )
+    info = [r for r in read_archive(warc) if r["type"] == "warcinfo"]
+    assert info and all(b"pa55-word" not in r["payload"] for r in info)
+    settings = json.loads(
+        dict(line.split(": ", 1) for line in info[0]["payload"].decode().splitlines())[
+            "crawler-settings"
+        ]
+    )
+    assert settings["redis"] == url.replace("pa55-word", "****")
+
+    no_such_db = url.replace("/0", "/99999")
+    refused = await Crawler.start(seeds, tmp_path / "b.jsonl", no_such_db, crawl)
+    code, err = await refused.finish()
+    assert code == 2 and "DB index is out of range" in err
+    assert "pa55-word" not in err and no_such_db.replace("pa55-word", "****") in err
+
+
+async def test_a_password_redis_does_not_ask_for_is_let_in_as_redis_py_lets_it(
+    tmp_path, web, redis_server
+):
+    url = redis_server.url.replace("redis://", "redis://:unneeded@")
+    crawler = await Crawler.start(web.seeds(tmp_path), tmp_path / "a.jsonl", url, crawl_id())
+    await run_all([crawler])
+    assert {r["url"] for r in crawler.records()} == web.urls()
+
+
 async def test_max_pages_counts_across_processes(tmp_path, web, redis_server):
     crawlers = await start_crawlers(2, web, tmp_path, redis_server.url, "--max-pages", "50")
     await run_all(crawlers)

@@ -12,13 +12,14 @@ watches: a dashboard nobody watches costs a listening socket.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -32,9 +33,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("crawler")
 
 UPDATE_EVERY_S = 1.0
+RECONNECT_MS = 1000  # how soon a page tries again when its stream ends (a --revisit round)
 END_WAIT_S = 1.0  # for the last figures to reach the watchers when the crawl ends
 STATIC = Path(__file__).parent / "static"
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 # The page and its script come from here and nowhere else, and nothing may frame it.
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
@@ -51,6 +52,11 @@ class WatchedFigures(CrawlStats):
     slow_pages: list[str]
     max_pages: int
     member: str | None
+    next_round_at: str | None  # --revisit, between rounds: when the next is due
+
+
+class Watched(Protocol):
+    def now(self, fresh: bool = False) -> WatchedFigures: ...
 
 
 class Figures:
@@ -67,6 +73,8 @@ class Figures:
         made_at = time.monotonic()
         if self._figures is None or fresh or made_at - self._made_at >= self._every_s:
             stats = self._stats
+            if fresh:  # the last figures: the busiest hosts as they are now
+                stats.top_hosts(fresh=True)
             self._figures = WatchedFigures(
                 **stats.snapshot(),
                 busiest_hosts=stats.busiest_hosts(),
@@ -74,8 +82,19 @@ class Figures:
                 slow_pages=stats.slow_pages(),
                 max_pages=self._max_pages,
                 member=stats.member,
+                next_round_at=None,
             )
             self._made_at = made_at
+        return self._figures
+
+
+class Fixed:
+    """Figures that no longer change: a --revisit round's last, between rounds."""
+
+    def __init__(self, figures: WatchedFigures) -> None:
+        self._figures = figures
+
+    def now(self, fresh: bool = False) -> WatchedFigures:
         return self._figures
 
 
@@ -105,17 +124,57 @@ def listen(address: str) -> list[socket.socket]:
     return sockets
 
 
+def same_port_each_round(address: str) -> str:
+    """--dashboard's address with a free port for PORT 0, so that every --revisit round
+    serves the page at the URL the first round gave (the page follows the rounds)."""
+    host, port = dashboard_address(address)
+    if port:
+        return address
+    sockets = listen(address)
+    port = sockets[0].getsockname()[1]
+    for sock in sockets:
+        sock.close()
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@contextlib.asynccontextmanager
+async def between_rounds(
+    settings: Settings, last: WatchedFigures, next_round_at: str | None
+) -> AsyncIterator[None]:
+    """--revisit: the page and /metrics while the crawl waits for its next round, with
+    the last round's figures and when the next is due."""
+    try:
+        sockets = listen(settings.dashboard or "")
+    except ConfigError as exc:  # the port was taken since: the next round says so
+        log.warning("%s, until the next round", exc)
+        yield
+        return
+    waiting = WatchedFigures(**{**last, "next_round_at": next_round_at})
+    async with Dashboard(Fixed(waiting), settings, sockets, announce=False):
+        yield
+
+
 class Dashboard:
     """Serves the dashboard while the crawl runs (an async context manager)."""
 
-    def __init__(self, stats: Stats, settings: Settings, sockets: list[socket.socket]) -> None:
-        """`sockets`: listen(settings.dashboard)'s, which the dashboard now owns."""
+    def __init__(
+        self,
+        figures: Watched,
+        settings: Settings,
+        sockets: list[socket.socket],
+        announce: bool = True,
+    ) -> None:
+        """`sockets`: listen(settings.dashboard)'s, which the dashboard now owns;
+        `announce`: log its address."""
         assert settings.dashboard is not None
         self._host = dashboard_address(settings.dashboard)[0]
         self._sockets = sockets
         self._loopback_only = not settings.dashboard_public
-        self._figures = Figures(stats, settings)
-        self._member = stats.member
+        self._announce = announce
+        # A --revisit round's end is not the crawl's: its pages wait for the next round.
+        self._last_event = {"round_over": True} if settings.revisit is not None else {"done": True}
+        self._figures = figures
+        self.final: WatchedFigures | None = None  # the figures it showed last
         self._registry: CollectorRegistry | None = None  # made at the first scrape
         self._watchers: set[asyncio.Queue[bytes]] = set()
         self._streams: set[asyncio.Task[Any]] = set()
@@ -136,12 +195,13 @@ class Dashboard:
             await web.SockSite(self._runner, sock).start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
-        if not is_loopback(self._host):
-            log.warning(
-                "the dashboard listens on %s, beyond this machine, and shows the crawl's URLs",
-                self.url,
-            )
-        log.info("dashboard at %s, metrics at %smetrics", self.url, self.url)
+        if self._announce:
+            if not is_loopback(self._host):
+                log.warning(
+                    "the dashboard listens on %s, beyond this machine, and shows the crawl's URLs",
+                    self.url,
+                )
+            log.info("dashboard at %s, metrics at %smetrics", self.url, self.url)
         return self
 
     async def __aexit__(
@@ -150,8 +210,9 @@ class Dashboard:
         if self._broadcast is not None:
             self._broadcast.cancel()
         self._ending = True
+        self.final = self._figures.now(fresh=True)
         if self._streams:  # the last figures, so that the page shows how the crawl ended
-            self._send(self._event({**self._figures.now(fresh=True), "done": True}))
+            self._send(self._event({**self.final, **self._last_event}))
             await asyncio.wait(self._streams, timeout=END_WAIT_S)
         for stream in self._streams:
             stream.cancel()
@@ -160,11 +221,12 @@ class Dashboard:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        """Only GET; on loopback, only for a loopback Host, so that a web page whose
-        name was rebound to 127.0.0.1 cannot read the crawl (DNS rebinding)."""
+        """Only GET; on loopback, only for a loopback Host (localhost, or a loopback
+        address such as the 127.0.0.2 it may listen on), so that a web page whose name
+        was rebound to 127.0.0.1 cannot read the crawl (DNS rebinding)."""
         if request.method not in ("GET", "HEAD"):
             raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"])
-        if self._loopback_only and request.url.host not in LOOPBACK_NAMES:
+        if self._loopback_only and not is_loopback(request.url.host or ""):
             raise web.HTTPForbidden(text="the dashboard answers only to 127.0.0.1 or localhost")
         response: web.StreamResponse = await handler(request)
         response.headers.update(HEADERS)
@@ -179,7 +241,7 @@ class Dashboard:
         if self._registry is None:  # prometheus_client is imported only if someone scrapes
             from crawler.observe.metrics import registry_of
 
-            self._registry = registry_of(self._figures.now, self._member)
+            self._registry = registry_of(self._figures.now, self._figures.now()["member"])
         return web.Response(
             body=generate_latest(self._registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )
@@ -195,7 +257,7 @@ class Dashboard:
         self._streams.add(task)
         try:
             await response.prepare(request)
-            await response.write(self._event(self._figures.now()))
+            await response.write(b"retry: %d\n" % RECONNECT_MS + self._event(self._figures.now()))
             if self._broadcast is None or self._broadcast.done():
                 self._broadcast = asyncio.create_task(self._send_every_update())
             while not self._ending:

@@ -11,7 +11,7 @@ every metric carries the process's `member` label, so that Prometheus sums them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal, get_args
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -22,9 +22,15 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from crawler.stats import CrawlStats
+from crawler.stats import CrawlStats, RecrawlFigures
 
 Figures = Callable[[], CrawlStats]
+# A recrawl's records by outcome, each once (the summary's "checked" and "unchanged"
+# are sums of these).
+RecrawlOutcome = Literal[
+    "unchanged_304", "unchanged_same_digest", "changed", "new", "failed", "unlinked", "not_due"
+]
+RECRAWL_OUTCOMES: tuple[RecrawlOutcome, ...] = get_args(RecrawlOutcome)
 
 
 class CrawlCollector(Collector):
@@ -112,6 +118,39 @@ class CrawlCollector(Collector):
             f["elapsed_s"],
         )
         yield self._fetch_duration(f)
+        if "recrawl" in f:
+            yield from self._recrawl(f["recrawl"])
+
+    def _recrawl(self, recrawl: RecrawlFigures) -> Iterator[Metric]:
+        """--since and --revisit: what became of the previous crawl's pages."""
+        outcomes: dict[str, int] = {name: recrawl[name] for name in RECRAWL_OUTCOMES}
+        yield self._labelled(
+            CounterMetricFamily,
+            "crawler_recrawl_pages",
+            "Records of a recrawl by what they found: unchanged_304, unchanged_same_digest, "
+            "changed, new, failed (no response), unlinked (--fetch-gone), not_due (--revisit)",
+            "outcome",
+            outcomes,
+        )
+        yield self._one(
+            CounterMetricFamily,
+            "crawler_recrawl_saved_body_bytes",
+            "Body bytes not downloaded, the previous crawl's, for pages that answered 304",
+            recrawl["body_bytes_saved"],
+        )
+        yield self._one(
+            GaugeMetricFamily,
+            "crawler_recrawl_previous_pages",
+            "Pages of the previous crawl (or round)",
+            recrawl["previous_pages"],
+        )
+        if recrawl["gone"] is not None:
+            yield self._one(
+                GaugeMetricFamily,
+                "crawler_recrawl_gone_pages",
+                "Previous pages no link reaches now, or that failed",
+                recrawl["gone"],
+            )
 
     def _fetch_duration(self, f: CrawlStats) -> HistogramMetricFamily:
         family = HistogramMetricFamily(

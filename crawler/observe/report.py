@@ -7,10 +7,10 @@ are drawn by that script as the page loads; its tables are plain HTML.
 The records are streamed, twice at most, and never held: the first pass counts
 and keeps what is bounded (the slowest and largest pages, up to MAX_BROKEN broken
 URLs and MAX_REDIRECTS redirects, a count per second of the crawl, per host,
-content type and language) and finds content digests seen before with a Bloom
-filter (about 2.4 bytes a record); the second pass, only if there are broken
-links or repeated digests, finds the pages that link to each broken URL and the
-URLs of up to MAX_DUPLICATE_GROUPS repeated digests.
+language and, up to MAX_CONTENT_TYPES, content type) and finds content digests
+seen before with a Bloom filter (about 2.4 bytes a record); the second pass, only
+if there are broken links or repeated digests, finds the pages that link to each
+broken URL and the URLs of up to MAX_DUPLICATE_GROUPS repeated digests.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ MAX_REFERRERS = 10  # linking pages listed per broken URL
 MAX_DUPLICATE_URLS = 10  # URLs listed per repeated digest
 MAX_DUPLICATE_GROUPS = 20_000  # repeated digests whose URLs are looked for
 MAX_REDIRECTS = 500
+MAX_CONTENT_TYPES = 1000  # counted apart; the others together
+OTHER_CONTENT_TYPES = "(other types)"
 SIZE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 TIME_POINTS = 240  # pages over time: at most this many points
 DIGEST_FP_RATE = 1e-4  # of the Bloom filter that finds repeated digests
@@ -82,6 +84,7 @@ class Figures:
     repeats: int = 0  # pages whose body an earlier page had (up to the filter's errors)
     duplicates: dict[str, list[str]] = field(default_factory=dict)  # digest -> URLs
     duplicate_counts: Counter[str] = field(default_factory=Counter)
+    recrawl: Counter[str] = field(default_factory=Counter)  # --since, --revisit: "changed"...
     bad_lines: int = 0
 
     def count(self, record: dict[str, Any], seen_digests: BloomFilter) -> None:
@@ -96,13 +99,18 @@ class Figures:
         self.depths[record.get("depth") or 0] += 1
         content_type = record.get("content_type")
         if content_type:
-            self.content_types[content_type.partition(";")[0].strip().lower()] += 1
+            kind = content_type.partition(";")[0].strip().lower()
+            if kind not in self.content_types and len(self.content_types) >= MAX_CONTENT_TYPES:
+                kind = OTHER_CONTENT_TYPES  # a server that makes up a type a page
+            self.content_types[kind] += 1
         self.hosts[_host(url)] += 1
         language = record.get("lang")
         if language:
             self.languages[language] += 1
+        if "changed" in record or record.get("not_due"):
+            self._count_recrawled(record)
         fetched_at = record.get("fetched_at")
-        if fetched_at:
+        if fetched_at and not record.get("not_due"):  # a page not due was fetched rounds ago
             self.per_second[fetched_at[:19]] += 1
         elapsed_ms = record.get("elapsed_ms")
         if elapsed_ms is not None:
@@ -110,7 +118,8 @@ class Figures:
             _keep_top(self.slowest, (elapsed_ms, n, url))
         size = record.get("bytes")
         if size is not None:
-            self.bytes += size
+            if not _carried(record):
+                self.bytes += size
             self.sizes[bisect_left(SIZE_BUCKETS, size)] += 1
             _keep_top(self.largest, (size, n, url))
         if status is not None and status >= 400:
@@ -118,7 +127,8 @@ class Figures:
             if len(self.broken) < MAX_BROKEN:
                 self.broken[url] = Broken(status, error, record.get("referrer"))
         final_url = record.get("final_url")
-        if (final_url and final_url != url) or (status is not None and 300 <= status < 400):
+        redirect_status = status is not None and 300 <= status < 400 and status != 304
+        if (final_url and final_url != url) or redirect_status:
             self.redirect_count += 1
             if len(self.redirects) < MAX_REDIRECTS:
                 self.redirects.append((url, final_url or "", status))
@@ -127,6 +137,22 @@ class Figures:
             self.repeats += 1
             if len(self.repeated_digests) < MAX_DUPLICATE_GROUPS:
                 self.repeated_digests.add(digest)
+
+    def _count_recrawled(self, record: dict[str, Any]) -> None:
+        """A record of a recrawl, counted as its summary counts it (crawler/stats.py)."""
+        recrawl = self.recrawl
+        changed = record.get("changed")
+        if record.get("not_due"):
+            recrawl["not_due"] += 1
+        elif changed is None:  # not in the previous crawl, or no answer now
+            recrawl["new"] += record.get("status") is not None
+        elif changed:
+            recrawl["changed"] += 1
+        else:
+            recrawl["unchanged"] += 1
+            if record.get("status") == 304:
+                recrawl["unchanged_304"] += 1
+                recrawl["body_bytes_saved"] += record.get("bytes") or 0
 
     def link(self, record: dict[str, Any]) -> None:
         """Second pass: the page's links to broken URLs, and its digest if repeated."""
@@ -156,6 +182,14 @@ def _content_digest(record: dict[str, Any]) -> str | None:
     return digest
 
 
+def _carried(record: dict[str, Any]) -> bool:
+    """Whether the record's body was not downloaded: a 304's, or a page not due's, are
+    the previous crawl's."""
+    return bool(record.get("not_due")) or (
+        record.get("status") == 304 and record.get("changed") is False
+    )
+
+
 def _keep_top(heap: list[Any], item: tuple[Any, ...]) -> None:
     if len(heap) < TOP:
         heapq.heappush(heap, item)
@@ -170,6 +204,7 @@ def _host(url: str) -> str:
 def read_records(path: str, figures: Figures) -> Iterator[dict[str, Any]]:
     """The records of a JSONL file, one at a time; lines that are not JSON objects are
     counted in `figures.bad_lines` (a crawl cut short may leave half a line)."""
+    times: set[str] = set()  # the fetched_at seconds read: one a second of the crawl
     with open(path, "rb") as f:
         for line in f:
             try:
@@ -177,7 +212,7 @@ def read_records(path: str, figures: Figures) -> Iterator[dict[str, Any]]:
             except orjson.JSONDecodeError:
                 figures.bad_lines += line.strip() != b""
                 continue
-            if _is_record(record):
+            if _is_record(record, times):
                 yield record
             else:
                 figures.bad_lines += 1
@@ -199,6 +234,8 @@ RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
     "error": str,
     "lang": str,
     "links": list,
+    "changed": bool,
+    "not_due": bool,
 }
 # The same for the --stats file (a dict's values, for "dropped" and "visited").
 STATS_FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -208,6 +245,7 @@ STATS_FIELDS: dict[str, type | tuple[type, ...]] = {
     "retries": int,
     "dropped": dict,
     "visited": dict,
+    "recrawl": dict,
 }
 
 
@@ -217,6 +255,9 @@ def _mistyped_stats_field(stats: dict[str, Any]) -> str | None:
         wrong = "dropped"
     if wrong is None and not _is_count((stats.get("visited") or {}).get("urls", 0)):
         wrong = "visited"
+    gone = (stats.get("recrawl") or {}).get("gone")
+    if wrong is None and gone is not None and not _is_count(gone):
+        wrong = "recrawl"
     return wrong
 
 
@@ -224,13 +265,29 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_record(record: Any) -> bool:
-    """A JSON object with the types a crawl's record has where the report reads it."""
+def _is_record(record: Any, times: set[str]) -> bool:
+    """A JSON object with the types a crawl's record has where the report reads it
+    (`times`: the fetched_at seconds known good)."""
     return (
         isinstance(record, dict)
         and mistyped_field(record, RECORD_FIELDS) is None
         and all(isinstance(link, str) for link in record.get("links") or ())
+        and _is_time(record.get("fetched_at"), times)
     )
+
+
+def _is_time(fetched_at: str | None, times: set[str]) -> bool:
+    """Whether a record's fetched_at (if any) is a time the chart of pages over time
+    can place: an ISO 8601 date and time, as a crawl writes it. Its second is read
+    once, and added to `times`."""
+    if not fetched_at or (second := fetched_at[:19]) in times:
+        return True
+    try:
+        datetime.fromisoformat(second)
+    except ValueError:
+        return False
+    times.add(second)
+    return True
 
 
 def analyse(path: str) -> Figures:
@@ -342,8 +399,22 @@ def _tiles(figures: Figures, stats: dict[str, Any] | None) -> str:
         _tile("broken", f"{figures.broken_count:,}", "4xx and 5xx", bad=True),
         _tile("redirects", f"{figures.redirect_count:,}", "redirected"),
         _tile("hosts", f"{len(figures.hosts):,}", "hosts"),
-        _tile("bytes", _size(figures.bytes), "body bytes"),
+        _tile("bytes", _size(figures.bytes), "body bytes downloaded"),
     ]
+    if figures.recrawl:
+        recrawl = figures.recrawl
+        tiles += [
+            _tile("changed", f"{recrawl['changed']:,}", "changed"),
+            _tile(
+                "unchanged",
+                f"{recrawl['unchanged']:,}",
+                f"unchanged ({recrawl['unchanged_304']:,} answered 304)",
+            ),
+            _tile("new", f"{recrawl['new']:,}", "new"),
+            _tile("saved", _size(recrawl["body_bytes_saved"]), "body bytes saved by 304s"),
+        ]
+        if recrawl["not_due"]:
+            tiles.append(_tile("not_due", f"{recrawl['not_due']:,}", "not due (not requested)"))
     if stats:
         visited = stats.get("visited", {})
         tiles += [
@@ -357,6 +428,9 @@ def _tiles(figures: Figures, stats: dict[str, Any] | None) -> str:
             ),
             _tile("visited", f"{visited.get('urls', 0):,}", "visited URLs (stats file)"),
         ]
+        gone = (stats.get("recrawl") or {}).get("gone")
+        if gone is not None:  # pages no record shows: the previous crawl's, not reached
+            tiles.append(_tile("gone", f"{gone:,}", "gone from the previous crawl (stats file)"))
     return f'<section class="wide"><div class="tiles">{"".join(tiles)}</div></section>'
 
 

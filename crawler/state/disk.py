@@ -81,6 +81,10 @@ CREATE TABLE IF NOT EXISTS hosts (host TEXT PRIMARY KEY, records INTEGER NOT NUL
 CREATE TABLE IF NOT EXISTS simhash (fingerprint TEXT PRIMARY KEY, url TEXT NOT NULL);
 """
 DATABASE, BLOOM, LOCK, COOKIES = "crawl.sqlite", "visited.bloom", "lock", "cookies.json"
+# The counters no record holds (retries, dropped URLs), in log.positions beside the sinks':
+# committed with each page, they resume where the last commit left them, never lower
+# (/metrics would show a drop, which Prometheus takes for a reset: a spike in rate()).
+UNRECORDED = "unrecorded"
 CHECKPOINT_EVERY_S = 1.0  # header of the filter, journal pruning, stats
 # The settings that decide which pages a crawl outputs; a resume must keep them.
 SHAPING_SETTINGS = (
@@ -177,6 +181,7 @@ class DiskStore(LocalStore):
             positions = json.loads(meta["positions"])
             offset = positions.get("jsonl", 0)
             self.stats = self._restored_stats(meta, output_path, offset)
+            self.stats.restore_unrecorded(positions.get(UNRECORDED, {}))
         else:
             self._db.close()
             _remove_state_files(directory)
@@ -336,7 +341,7 @@ class DiskStore(LocalStore):
             self.sinks.write(page)
         positions = self.sinks.positions()
         self._offset = positions.get("jsonl", 0)
-        positions_json = json.dumps(positions)
+        positions_json = json.dumps({**positions, UNRECORDED: self.stats.unrecorded()})
         counted = page is not None and done is not None
         records = self.stats.records + counted
         self._log_seq += 1

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, cast
 import hiredis
 import redis
 
-from crawler.config import STDOUT, ConfigError, Settings
+from crawler.config import STDOUT, ConfigError, Settings, redact_url
 from crawler.cookies import CookieJar
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, UNLINKED, MemoryFrontier, Request
 from crawler.page import Page
@@ -502,6 +502,7 @@ class RedisStore:
         self.member = member_id()
         assert settings.redis is not None  # open_store() chose this store for it
         self._url = settings.redis
+        self._shown_url = redact_url(settings.redis)  # for messages: no password
         self._prefix = f"crawler:{{{settings.crawl_id}}}:"
         self._shape = shape_of(settings, seeds)
         self._lease_ms = round(settings.lease_s * 1000)
@@ -547,7 +548,7 @@ class RedisStore:
                 self._url, socket_timeout=REPLY_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S
             )
         except ValueError as exc:
-            raise ConfigError(f"--redis {self._url}: {exc}") from None
+            raise ConfigError(f"--redis {self._shown_url}: {exc}") from None
 
     def _check_and_join(self) -> None:
         client = self._sync_client()
@@ -572,7 +573,7 @@ class RedisStore:
                 self._open_previous_round(client)
             client.eval(_TICK, 0, self._prefix, self.member, self._lease_ms, "1")
         except redis.RedisError as exc:
-            raise ConfigError(f"cannot use Redis at {self._url}: {exc}") from None
+            raise ConfigError(f"cannot use Redis at {self._shown_url}: {exc}") from None
         finally:
             client.close()
 
@@ -855,7 +856,7 @@ class RedisStore:
 
     def _lost_redis(self, exc: redis.RedisError) -> WriteFailed:
         self._lost = True  # leave the crawl to the others: they reap us after --lease-s
-        return WriteFailed(f"lost Redis at {self._url}: {exc}")
+        return WriteFailed(f"lost Redis at {self._shown_url}: {exc}")
 
     def _evicted(self) -> str:
         return (

@@ -23,6 +23,9 @@ import hiredis
 import redis
 from redis.connection import SSLConnection, parse_url
 
+# How Redis (6 and later; before 6) answers AUTH when it asks for no password.
+NO_PASSWORD_SET = ("called without any password configured", "no password is set")
+
 
 class RedisConnection(asyncio.Protocol):
     def __init__(self) -> None:
@@ -55,7 +58,13 @@ class RedisConnection(asyncio.Protocol):
             raise redis.ConnectionError(f"cannot connect: {exc or 'timed out'}") from None
         if options.get("password"):
             user = [options["username"]] if options.get("username") else []
-            await connection.call("AUTH", *user, options["password"])
+            try:
+                await connection.call("AUTH", *user, options["password"])
+            except redis.ResponseError as exc:
+                # A server that asks no password lets us in, as it lets redis-py (which
+                # --redis's start-up check uses) and redis-cli.
+                if not any(reply in str(exc) for reply in NO_PASSWORD_SET):
+                    raise
         if options.get("db"):
             await connection.call("SELECT", options["db"])
         return connection

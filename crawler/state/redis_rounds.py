@@ -36,7 +36,7 @@ from typing import cast
 
 import redis
 
-from crawler.config import ConfigError
+from crawler.config import ConfigError, redact_url
 from crawler.history import Previous
 from crawler.state.redis_rows import previous_of_row
 from crawler.urls import visit_key
@@ -158,12 +158,12 @@ class SharedRounds:
     def __init__(self, url: str, crawl_id: str, directory: Path) -> None:
         self._lock_fd = _own(directory)
         self.crawl_id = crawl_id
-        self._url = url
+        self._shown_url = redact_url(url)  # for messages: no password
         self._key = round_prefix(crawl_id) + "round"
         try:
             self._client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
         except ValueError as exc:
-            raise ConfigError(f"--redis {url}: {exc}") from None
+            raise ConfigError(f"--redis {self._shown_url}: {exc}") from None
 
     def round_crawl_id(self, number: int) -> str:
         return round_crawl_id(self.crawl_id, number)
@@ -194,7 +194,7 @@ class SharedRounds:
         try:
             yield
         except redis.RedisError as exc:
-            raise ConfigError(f"cannot use Redis at {self._url}: {exc}") from None
+            raise ConfigError(f"cannot use Redis at {self._shown_url}: {exc}") from None
 
     def _drop(self, crawl_id: str) -> None:
         # The round's own keys, and its visited set's shards ("crawler:{ID:bfJ}:...").

@@ -69,6 +69,15 @@ function update(f) {
   show("visited", f.visited.urls.toLocaleString("en"));
   show("visited_label", `visited URLs (FP ${f.visited.fp_rate.toPrecision(2)})`);
   show("latency", [p.p50, p.p90, p.p99].map((v) => (v === null ? "-" : Math.round(v))).join(" / "));
+  const recrawl = f.recrawl; // --since, and --revisit's rounds
+  for (const tile of document.querySelectorAll(".tile.recrawl")) tile.hidden = !recrawl;
+  if (recrawl) {
+    show("changed", recrawl.changed.toLocaleString("en"));
+    show("unchanged", recrawl.unchanged.toLocaleString("en"));
+    show("unchanged_label", `unchanged (${recrawl.unchanged_304.toLocaleString("en")} answered 304)`);
+    show("new", recrawl.new.toLocaleString("en"));
+    show("not_due", recrawl.not_due.toLocaleString("en"));
+  }
 
   trackRate(f);
   Charts.line(document.getElementById("chart-rate"), rate, "pages per second", Charts.clock);
@@ -99,21 +108,27 @@ function update(f) {
 
 function connect() {
   const state = document.getElementById("state");
+  const show = (text, kind) => { state.textContent = text; state.className = `state ${kind}`; };
+  let between = false; // --revisit: a round is over, and the next one will be served here
   const events = new EventSource("/events");
-  events.onopen = () => { state.textContent = "live"; state.className = "state live"; };
   events.onmessage = (message) => {
     const figures = JSON.parse(message.data);
     update(figures);
     if (figures.done) {
       events.close();
-      state.textContent = "crawl finished";
-      state.className = "state done";
+      show("crawl finished", "done");
+    } else if (figures.round_over || figures.next_round_at) {
+      between = true;
+      const at = figures.next_round_at && new Date(figures.next_round_at);
+      show(at ? `round over; next round at ${at.toLocaleTimeString()}` : "round over", "done");
+    } else {
+      between = false;
+      show("live", "live");
     }
   };
-  events.onerror = () => { // EventSource tries again by itself
-    if (state.className !== "state done") {
-      state.textContent = "disconnected (the crawl may have ended)";
-      state.className = "state lost";
+  events.onerror = () => { // EventSource tries again by itself (rounds of --revisit too)
+    if (!between && state.className !== "state done") {
+      show("disconnected (the crawl may have ended)", "lost");
     }
   };
 }
