@@ -274,7 +274,9 @@ class Robots:
         )
 
     def _parse(self, origin: str, body: bytes) -> RobotsRules:
-        text = body.decode("utf-8", "replace")
+        # utf-8-sig: with a byte order mark (Notepad writes one) left in, the first line
+        # is "\ufeffUser-agent", which protego does not read: the first group was lost.
+        text = body.decode("utf-8-sig", "replace")
         try:
             parser = Protego.parse(text)
         except Exception as exc:  # protego on garbage: treat as no rules, but say so

@@ -85,6 +85,21 @@ async def test_missing_robots_txt_allows_everything(site: Site, tmp_path):
     assert [r["error"] for r in records] == [None] * 4
 
 
+async def test_robots_txt_starting_with_a_byte_order_mark_keeps_its_first_group(
+    site: Site, tmp_path
+):
+    site.page(
+        "/robots.txt", body="\ufeffUser-agent: *\nDisallow: /private\n", content_type="text/plain"
+    )
+    site.page("/", "index", ["/private", "/public"])
+    site.page("/public", "public")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], ignore_robots=False))
+
+    assert site.count("/private") == 0
+    assert records[site.url + "/private"]["error"] == "robots_disallowed"
+
+
 async def test_failing_robots_txt_disallows_the_host_as_unreachable(site: Site, tmp_path):
     site.page("/robots.txt", status=503, body="down")
     fan_out(site, 3)
