@@ -21,7 +21,9 @@ connections to the sites, so the guard sees only the connection to the proxy.
 from __future__ import annotations
 
 import base64
+import functools
 import os
+import re
 import urllib.request
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -121,12 +123,77 @@ def _proxy_urls(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     return [url for url in candidates if url]
 
 
+# RFC 9112 6.3: a 204 or a 304 ends with its head, whatever its headers say.
+_BODILESS_STATUSES = (b"204", b"304")
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+# A head longer than aiohttp reads (its 128 lines of 8 KB) is aiohttp's to refuse.
+_MAX_HEAD_BYTES = 2 << 20
+# A 204 or a 304 that announces a body, which a server that sends one after it does.
+_ANNOUNCED_BODY = re.compile(
+    rb"\n(?:content-length[ \t]*:[ \t]*0*[1-9]|transfer-encoding[ \t]*:)", re.I
+)
+
+
+class BodilessResponseHandler(ResponseHandler):
+    """aiohttp's protocol for a connection, reading a 204 or a 304 as its head alone.
+
+    A server that sends a body after one anyway (a script that prints its page
+    whatever the status) had aiohttp read those bytes as the next response on the
+    connection: the 304 failed as invalid, or else the page requested after it.
+    The bytes are dropped, and the connection is closed rather than reused.
+    """
+
+    def __init__(self, loop: Any) -> None:
+        super().__init__(loop)
+        self._head = b""  # the start of a response's head, until its status is known
+        self._head_pending = False  # this request's response head is not read yet
+        self._bodiless_read = False  # this request's response was a 204 or 304, read
+
+    def set_response_params(self, **options: Any) -> None:
+        super().set_response_params(**options)
+        self._head, self._head_pending, self._bodiless_read = b"", True, False
+
+    def data_received(self, data: bytes) -> None:
+        if self._bodiless_read:
+            if data:  # nothing may follow a bodiless response
+                self._close_for_stray_bytes()
+            return
+        if not self._head_pending:
+            super().data_received(data)
+            return
+        head = self._head + data if self._head else data
+        if len(head) < 12:  # b"HTTP/1.1 304"
+            self._head = head
+            return
+        end = None
+        if head[9:12] in _BODILESS_STATUSES:
+            end = _HEAD_END.search(head)
+            if end is None and len(head) < _MAX_HEAD_BYTES:
+                self._head = head
+                return
+        self._head, self._head_pending = b"", False
+        if end is None:
+            super().data_received(head)
+            return
+        self._bodiless_read = True
+        super().data_received(head[: end.end()])
+        if len(head) > end.end() or _ANNOUNCED_BODY.search(head, 0, end.end()):
+            self._close_for_stray_bytes()
+
+    def _close_for_stray_bytes(self) -> None:
+        self.force_close()
+        if self.transport is not None:
+            self.transport.close()
+
+
 class BoundedPoolConnector(aiohttp.TCPConnector):
     """aiohttp's connector, keeping at most `max_idle` idle connections: past that, the
     one idle longest is closed (aiohttp would keep every host's for its keep-alive time)."""
 
     def __init__(self, *, max_idle: int, **options: Any) -> None:
         super().__init__(**options)
+        handler: type[ResponseHandler] = BodilessResponseHandler
+        self._factory = functools.partial(handler, loop=self._loop)
         self._max_idle = max_idle
         # Each connection once, by when it was last released: the first of them that is
         # still idle is the one idle longest. One taken again since is skipped there.
