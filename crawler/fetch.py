@@ -135,7 +135,7 @@ class Response:
 
 
 class _Decoder:
-    """Undo Content-Encoding incrementally, never producing more than asked for."""
+    """Undo one content coding incrementally, never producing more than asked for."""
 
     def __init__(self, encoding: str) -> None:
         self.encoding = encoding
@@ -159,24 +159,44 @@ class _Decoder:
             self._raw_deflate_checked = True
             if data[0] & 0x0F != 8:  # no zlib header: some servers send raw deflate
                 self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+        if self._zlib.unconsumed_tail:  # what `limit` held back last time comes first
+            data = self._zlib.unconsumed_tail + data
         out = self._zlib.decompress(data, limit)
         while len(out) < limit and self._zlib.unconsumed_tail:
             out += self._zlib.decompress(self._zlib.unconsumed_tail, limit - len(out))
         return out
 
 
+class _Decoders:
+    """Undo stacked content codings ("gzip, br": gzip applied first, undone last)."""
+
+    def __init__(self, decoders: list[_Decoder]) -> None:
+        self._decoders = decoders
+
+    def decompress(self, data: bytes, limit: int) -> bytes:
+        for decoder in self._decoders:
+            data = decoder.decompress(data, limit)
+        return data
+
+
 class BadContentEncoding(Exception):
     """The body's Content-Encoding is unknown to us, or its data is corrupt."""
 
 
-def _decoder_for(content_encoding: str | None) -> _Decoder | None:
-    encoding = (content_encoding or "").strip().lower()
-    if encoding in ("", "identity"):
+def _decoder_for(content_encoding: str | None) -> _Decoder | _Decoders | None:
+    """What undoes `content_encoding`: a list of codings in the order they were applied
+    (RFC 9110 8.4), "identity" among them meaning none, as browsers read it."""
+    if not content_encoding:
         return None
+    listed = (encoding.strip(" \t") for encoding in content_encoding.lower().split(","))
+    encodings = [encoding for encoding in listed if encoding not in ("", "identity")]
     try:
-        return _Decoder(encoding)
-    except ValueError:
-        raise BadContentEncoding(encoding) from None
+        decoders = [_Decoder(encoding) for encoding in reversed(encodings)]
+    except ValueError as exc:
+        raise BadContentEncoding(str(exc)) from None
+    if len(decoders) > 1:
+        return _Decoders(decoders)
+    return decoders[0] if decoders else None
 
 
 async def _read_body(
@@ -193,16 +213,28 @@ async def _read_body(
     async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
         if decoder is not None:
             raw.append(chunk)
-            try:
-                chunk = decoder.decompress(chunk, max_bytes + 1 - size)
-            except (zlib.error, _BrotliError) as exc:
-                raise BadContentEncoding(str(exc)) from None
+            chunk = _decoded(decoder, chunk, max_bytes + 1 - size)
         parts.append(chunk)
         size += len(chunk)
         if size > max_bytes:
-            body = b"".join(parts)
-            return body[:max_bytes], True
-    return b"".join(parts), False
+            break
+    else:
+        # What a stacked coding's inner layer held back for `max_bytes`, let out.
+        while decoder is not None and size <= max_bytes:
+            chunk = _decoded(decoder, b"", max_bytes + 1 - size)
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+    body = b"".join(parts)
+    return body[:max_bytes], size > max_bytes
+
+
+def _decoded(decoder: _Decoder | _Decoders, data: bytes, limit: int) -> bytes:
+    try:
+        return decoder.decompress(data, limit)
+    except (zlib.error, _BrotliError) as exc:
+        raise BadContentEncoding(str(exc)) from None
 
 
 _HTTP_PROXY_ERRORS = (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)

@@ -384,6 +384,34 @@ async def test_compressed_bodies_are_decoded_and_bombs_are_capped(site: Site, tm
     assert (bomb["bytes"], bomb["truncated"]) == (1_000_000, True)
 
 
+async def test_stacked_content_codings_are_undone_in_reverse_order_as_browsers_do(
+    site: Site, tmp_path
+):
+    page = html("stacked", [f"/x{n}" for n in range(50)]).encode()
+    # RFC 9110 8.4: codings are listed in the order they were applied.
+    site.page(
+        "/", body=zlib.compress(gzip.compress(page)), headers={"Content-Encoding": "gzip, deflate"}
+    )
+    site.page("/identity", body=gzip.compress(page), headers={"Content-Encoding": "identity, gzip"})
+    # A first coding that grows the body (gzip level 0) makes the middle of the stack
+    # longer than --max-bytes while the page is not.
+    stored = gzip.compress(gzip.compress(page, compresslevel=0))
+    site.page("/stored", body=stored, headers={"Content-Encoding": "gzip,gzip"})
+    site.page("/unknown", body=gzip.compress(page), headers={"Content-Encoding": "gzip, zz"})
+    seeds = [site.url + path for path in ("/", "/identity", "/stored", "/unknown")]
+
+    records = by_url(await crawl(tmp_path, seeds, max_depth=0, max_bytes=len(page)))
+
+    for path in ("/", "/identity", "/stored"):
+        record = records[site.url + path]
+        assert (record["title"], record["bytes"], record["truncated"]) == (
+            "stacked",
+            len(page),
+            False,
+        ), path
+    assert records[site.url + "/unknown"]["error"] == "decoding_error"
+
+
 async def test_links_outside_scope_are_listed_but_not_followed(site: Site, site2: Site, tmp_path):
     site.page(
         "/",
