@@ -166,6 +166,20 @@ class _Decoder:
             out += self._zlib.decompress(self._zlib.unconsumed_tail, limit - len(out))
         return out
 
+    @property
+    def pending(self) -> bool:
+        """Whether data given is held back by the last call's `limit`."""
+        if self.encoding == "br":
+            return not self._brotli.can_accept_more_data()
+        return bool(self._zlib.unconsumed_tail)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the coded data reached its end (gzip's: its trailer)."""
+        if self.encoding == "br":
+            return bool(self._brotli.is_finished())
+        return self._zlib.eof
+
 
 class _Decoders:
     """Undo stacked content codings ("gzip, br": gzip applied first, undone last)."""
@@ -177,6 +191,14 @@ class _Decoders:
         for decoder in self._decoders:
             data = decoder.decompress(data, limit)
         return data
+
+    @property
+    def pending(self) -> bool:
+        return any(decoder.pending for decoder in self._decoders)
+
+    @property
+    def finished(self) -> bool:
+        return all(decoder.finished for decoder in self._decoders)
 
 
 class BadContentEncoding(Exception):
@@ -201,8 +223,9 @@ def _decoder_for(content_encoding: str | None) -> _Decoder | _Decoders | None:
 
 async def _read_body(
     response: aiohttp.ClientResponse, max_bytes: int, raw: list[bytes]
-) -> tuple[bytes, bool]:
-    """Up to `max_bytes` of decoded body, and whether there was more.
+) -> tuple[bytes, bool, bool]:
+    """Up to `max_bytes` of decoded body; whether there was more; whether the body ended
+    before its coded data did (a gzip stream cut short).
 
     If the body is encoded, the bytes as received are appended to `raw` (otherwise
     they are the body itself).
@@ -220,14 +243,14 @@ async def _read_body(
             break
     else:
         # What a stacked coding's inner layer held back for `max_bytes`, let out.
-        while decoder is not None and size <= max_bytes:
+        while decoder is not None and decoder.pending and size <= max_bytes:
             chunk = _decoded(decoder, b"", max_bytes + 1 - size)
-            if not chunk:
-                break
             parts.append(chunk)
             size += len(chunk)
     body = b"".join(parts)
-    return body[:max_bytes], size > max_bytes
+    if size > max_bytes:
+        return body[:max_bytes], True, False
+    return body, False, bool(raw) and decoder is not None and not decoder.finished
 
 
 def _decoded(decoder: _Decoder | _Decoders, data: bytes, limit: int) -> bytes:
@@ -335,9 +358,14 @@ def _request_head(r: aiohttp.ClientResponse) -> bytes:
 
 
 def _exchange(
-    r: aiohttp.ClientResponse, fetched_at: float, payload: bytes, response: Response
+    r: aiohttp.ClientResponse,
+    fetched_at: float,
+    payload: bytes,
+    response: Response,
+    truncated: bool,
 ) -> Exchange:
-    """`response`'s exchange, its digest already taken."""
+    """`response`'s exchange, its digest already taken; `truncated` if `payload` is not all
+    that came."""
     version = r.version or aiohttp.HttpVersion11  # set once the status line was read
     status_line = f"HTTP/{version.major}.{version.minor} {r.status} {r.reason or ''}".rstrip()
     return Exchange(
@@ -348,7 +376,7 @@ def _exchange(
         raw_headers=r.raw_headers,
         payload=payload,
         payload_digest=response.payload_digest or "",
-        truncated=response.truncated,
+        truncated=truncated,
         ip_address=getattr(r, "ip_address", None),
     )
 
@@ -440,11 +468,14 @@ class Fetcher:
                 response.content_type = r.headers.get("Content-Type")
                 if r.status in REDIRECT_STATUSES:
                     limit = min(limit, _REDIRECT_BODY_BYTES)
-                response.body, response.truncated = await _read_body(r, limit, raw)
+                response.body, cut, cut_short = await _read_body(r, limit, raw)
                 payload = b"".join(raw) if raw else response.body
                 response.payload_digest = payload_digest(payload)
+                # Browsers show a page whose stream was cut short as far as it goes: so
+                # is it read, flagged truncated. The archive keeps all it received.
+                response.truncated = cut or cut_short
                 if self._archive:
-                    response.exchanges.append(_exchange(r, fetched_at, payload, response))
+                    response.exchanges.append(_exchange(r, fetched_at, payload, response, cut))
         except (
             TimeoutError,
             aiohttp.ClientError,
