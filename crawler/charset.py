@@ -77,6 +77,7 @@ _LABEL_GROUPS = {
     "ksc5601 ksc_5601 windows-949",
     "utf-16-le": "csunicode iso-10646-ucs-2 ucs-2 unicode unicodefeff utf-16 utf-16le",
     "utf-16-be": "unicodefffe utf-16be",
+    "x-user-defined": "x-user-defined",
 }
 _DECODED_AS = {"gbk": "gb18030"}
 
@@ -143,6 +144,25 @@ _GB18030_2022 = {
     0xE864: 0x9FBB,
 }
 _GB18030_DIFFERENT = tuple(map(chr, _GB18030_2022))
+# WHATWG's x-user-defined, which Python lacks: ASCII, and the bytes 0x80 to 0xFF as the
+# private-use U+F780 to U+F7FF (a page of binary data read byte for byte by a script).
+_X_USER_DEFINED = "".join(map(chr, range(0x80))) + "".join(map(chr, range(0xF780, 0xF800)))
+_X_USER_DEFINED_ENCODING = codecs.charmap_build(_X_USER_DEFINED)
+
+
+def _x_user_defined(name: str) -> codecs.CodecInfo | None:
+    if name != "x_user_defined":
+        return None
+    return codecs.CodecInfo(
+        name="x-user-defined",
+        encode=lambda text, errors="strict": codecs.charmap_encode(
+            text, errors, _X_USER_DEFINED_ENCODING
+        ),
+        decode=lambda data, errors="strict": codecs.charmap_decode(data, errors, _X_USER_DEFINED),
+    )
+
+
+codecs.register(_x_user_defined)
 # Registered once, under names of our own: how the decoders above handle their errors.
 codecs.register_error("crawler-gb18030", _gb18030_errors)
 codecs.register_error("crawler-windows", _windows_errors)
@@ -198,7 +218,10 @@ def prescan(head: bytes) -> str | None:
         else:
             continue
         if found:
-            # A page that says UTF-16 in ASCII-compatible bytes is not UTF-16.
+            # A page that says UTF-16 in ASCII-compatible bytes is not UTF-16, and HTML's
+            # prescan reads a <meta> saying x-user-defined as windows-1252.
+            if found == "x-user-defined":
+                return "cp1252"
             return "utf-8" if found.startswith("utf-16") else found
     return None
 

@@ -330,6 +330,21 @@ async def test_big5_pages_decode_as_whatwg_big5_with_its_euro_and_fullwidth_tild
     assert record["title"] == "10～20 約翰‧史密斯 ￥€"
 
 
+async def test_x_user_defined_is_read_as_whatwg_reads_it_from_content_type_only(
+    site: Site, tmp_path
+):
+    """WHATWG's x-user-defined reads 0x80 to 0xFF as U+F780 to U+F7FF (a script's byte
+    for byte); a <meta> naming it is read as windows-1252 (HTML's prescan)."""
+    body = b"<title>x\x80\xe9\xff</title>"
+    site.page("/header", body=body, content_type="text/html; charset=x-user-defined")
+    site.page("/meta", body=b'<meta charset="x-user-defined">' + body, content_type="text/html")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/header", site.url + "/meta"]))
+
+    assert records[site.url + "/header"]["title"] == "x\uf780\uf7e9\uf7ff"
+    assert records[site.url + "/meta"]["title"] == "x€éÿ"
+
+
 async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
     """Python has codecs no browser has (utf-7, utf-32, EBCDIC's cp037), and some that are
     not text codecs at all (base64, zlib, rot13, hex): a page naming one is read as a
