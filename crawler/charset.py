@@ -232,6 +232,11 @@ def declared_encoding(body: bytes, content_type: str | None) -> str:
     if found:
         return found
     head = body[:65536]
+    if len(body) > len(head) and head.isascii():
+        # Nothing to go by yet: browsers read on, and a <meta> further in (after a long
+        # inline script, say) or the first bytes past ASCII decide (HTML's "change the
+        # encoding").
+        return prescan(body) or ("utf-8" if body.isascii() else guessed_encoding(body))
     if _is_utf8(head):
         return "utf-8"
     # A <meta charset> after the first 1024 bytes makes browsers reparse with it; with

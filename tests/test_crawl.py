@@ -300,6 +300,24 @@ async def test_a_page_that_declares_no_encoding_is_read_in_the_one_its_bytes_say
     assert records[f"{site.url}/mostly-utf8"]["title"] == "中文标题"
 
 
+async def test_a_meta_charset_after_64_kb_of_ascii_is_still_read_as_browsers_read_it(
+    site: Site, tmp_path
+):
+    """A long inline script before <meta charset>: browsers, with nothing to go by in
+    the first bytes, change to the encoding the <meta> declares when they reach it; with
+    no <meta>, the first bytes past ASCII decide."""
+    script = "<script>" + "var x = 1;\n" * 8000 + "</script>"
+    late = f'<html><head>{script}<meta charset="gbk"><title>中文标题</title>'.encode("gbk")
+    site.page("/late-meta", body=late, content_type="text/html")
+    undeclared = f"<html><head>{script}{UNDECLARED['gbk']}".encode("gbk")
+    site.page("/late-bytes", body=undeclared, content_type="text/html")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/late-meta", site.url + "/late-bytes"]))
+
+    assert records[site.url + "/late-meta"]["title"] == "中文标题"
+    assert records[site.url + "/late-bytes"]["title"] == "经济运行总体回升向好"
+
+
 async def test_gb2312_pages_decode_as_whatwg_gb18030_with_the_characters_of_gb18030_2022(
     site: Site, tmp_path
 ):
