@@ -90,7 +90,8 @@ class Response:
     content_type: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
-    truncated: bool = False
+    truncated: bool = False  # cut at the fetcher's max_bytes
+    incomplete: bool = False  # its compressed stream ended before its end (a gzip cut short)
     error: ErrorKind | None = None
     redirects: int = 0  # hops followed so far, this attempt and earlier ones
     final_url: str | None = None  # where following stopped, if not at `url`
@@ -358,14 +359,9 @@ def _request_head(r: aiohttp.ClientResponse) -> bytes:
 
 
 def _exchange(
-    r: aiohttp.ClientResponse,
-    fetched_at: float,
-    payload: bytes,
-    response: Response,
-    truncated: bool,
+    r: aiohttp.ClientResponse, fetched_at: float, payload: bytes, response: Response
 ) -> Exchange:
-    """`response`'s exchange, its digest already taken; `truncated` if `payload` is not all
-    that came."""
+    """`response`'s exchange, its digest already taken."""
     version = r.version or aiohttp.HttpVersion11  # set once the status line was read
     status_line = f"HTTP/{version.major}.{version.minor} {r.status} {r.reason or ''}".rstrip()
     return Exchange(
@@ -376,7 +372,7 @@ def _exchange(
         raw_headers=r.raw_headers,
         payload=payload,
         payload_digest=response.payload_digest or "",
-        truncated=truncated,
+        truncated=response.truncated,
         ip_address=getattr(r, "ip_address", None),
     )
 
@@ -468,14 +464,12 @@ class Fetcher:
                 response.content_type = r.headers.get("Content-Type")
                 if r.status in REDIRECT_STATUSES:
                     limit = min(limit, _REDIRECT_BODY_BYTES)
-                response.body, cut, cut_short = await _read_body(r, limit, raw)
+                body = await _read_body(r, limit, raw)
+                response.body, response.truncated, response.incomplete = body
                 payload = b"".join(raw) if raw else response.body
                 response.payload_digest = payload_digest(payload)
-                # Browsers show a page whose stream was cut short as far as it goes: so
-                # is it read, flagged truncated. The archive keeps all it received.
-                response.truncated = cut or cut_short
                 if self._archive:
-                    response.exchanges.append(_exchange(r, fetched_at, payload, response, cut))
+                    response.exchanges.append(_exchange(r, fetched_at, payload, response))
         except (
             TimeoutError,
             aiohttp.ClientError,
