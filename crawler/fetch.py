@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
+import re
 import ssl
 import sys
 import time
@@ -42,6 +43,15 @@ RETRY_ERRORS = frozenset({ErrorKind.TIMEOUT, ErrorKind.CONNECTION_ERROR, ErrorKi
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 ACCEPT_ENCODING = "gzip, deflate, br" if brotli else "gzip, deflate"
 _BrotliError: type[Exception] = brotli.error if brotli is not None else zlib.error
+# No Content-Type: a body is HTML if it starts as WHATWG's MIME Sniffing says browsers
+# sniff one ("identifying a resource with an unknown MIME type"): after whitespace, one
+# of these tags, then a space or ">", within the first 512 bytes.
+_HTML_SNIFFED = re.compile(
+    rb"[\t\n\x0c\r ]*<(?:!doctype html|html|head|script|iframe|h1|div|font|table|a|style"
+    rb"|title|b|body|br|p|!--)[ >]",
+    re.I,
+)
+_SNIFF_BYTES = 512
 _CHUNK_BYTES = 65536
 _REDIRECT_BODY_BYTES = 65536
 
@@ -115,8 +125,7 @@ class Response:
             return True
         if self.content_type:
             return False
-        start = self.body[:512].lstrip().lower()  # no Content-Type: sniff as browsers do
-        return start.startswith((b"<!doctype html", b"<html", b"<head", b"<body"))
+        return _HTML_SNIFFED.match(self.body, 0, _SNIFF_BYTES) is not None
 
     def retry_after_s(self, now: float | None = None) -> float | None:
         """Seconds the server asked us to wait (Retry-After), if it asked."""

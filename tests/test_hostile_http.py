@@ -92,3 +92,30 @@ async def test_a_304_followed_by_a_body_spoils_neither_itself_nor_the_next_respo
         "next",
     )
     assert raw_site.connections == 2  # the one the 304 came on was not used again
+
+
+async def test_a_body_without_content_type_is_html_if_browsers_sniff_it_so(
+    raw_site: RawSite, tmp_path
+):
+    """WHATWG MIME Sniffing: after whitespace, <!-- or one of 16 tags, then a space or ">"."""
+    bodies = {
+        "/comment": b"<!-- generated --><title>comment</title>",
+        "/spaced-title": b"\r\n  <TITLE>title</TITLE>",
+        "/div": b"<div class=x><a href=/comment>c</a></div>",
+        "/not-a-tag": b"<htmlx><title>no</title>",
+        "/late": b" " * 600 + b"<html><title>no</title>",
+    }
+    for path, body in bodies.items():
+        raw_site.responses[path] = response("200 OK", {"Content-Length": str(len(body))}, body)
+    seeds = [raw_site.url + path for path in bodies if path != "/comment"]
+
+    records = by_url(await crawl(tmp_path, seeds))
+
+    titles = {url.removeprefix(raw_site.url): r["title"] for url, r in records.items()}
+    assert titles == {
+        "/comment": "comment",  # reached by the link on /div
+        "/spaced-title": "title",
+        "/div": None,
+        "/not-a-tag": None,
+        "/late": None,
+    }
