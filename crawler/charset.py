@@ -102,19 +102,47 @@ def _windows_errors(error: UnicodeError) -> tuple[str, int]:
     return ("\u05ba" if byte == 0xCA else "\ufffd"), error.start + 1
 
 
-# WHATWG's Big5 has A3C0 to A3E1, which Python's Big5-HKSCS leaves undefined: the control
-# pictures U+2400 to U+241F, U+2421, and the euro sign.
-_BIG5_A3C0 = "".join(map(chr, range(0x2400, 0x2420))) + "\u2421\u20ac"
+# The codes of WHATWG's Big5 that Python's Big5-HKSCS leaves undefined: A3C0 to A3E1 (the
+# control pictures U+2400 to U+241F, U+2421, and the euro sign), and 158 of HKSCS (from
+# the Encoding Standard's index-big5.txt: each code's two bytes, then its code point).
+_BIG5_UNDEFINED_IN_PYTHON = (
+    "877a3875 877b21d53 877c2369e 877d26021 877e3eec 87a1258de 87a23af5 87a37afc "
+    "87a49f97 87a524161 87a62890d 87a7231ea 87a820a8a 87a92325e 87aa430a 87ab8484 "
+    "87ac9f96 87ad942f 87ae4930 87af8613 87b05896 87b1974a 87b29218 87b379d0 87b47a32 "
+    "87b56660 87b66a29 87b7889d 87b8744c 87b97bc5 87ba6782 87bb7a2c 87bc524f 87bd9046 "
+    "87be34e6 87bf73c4 87c025db9 87c174c6 87c29fc7 87c357b3 87c4492f 87c5544c 87c64131 "
+    "87c72368e 87c85818 87c97a72 87ca27b65 87cb8b8f 87cc46ae 87cd26e88 87ce4181 "
+    "87cf25d99 87d07bae 87d1224bc 87d29fc8 87d3224c1 87d4224c9 87d5224cc 87d69fc9 "
+    "87d78504 87d8235bb 87d940b4 87da9fca 87db44e1 87dc2adff 87dd62c1 87de706e 87df9fcb "
+    "8e697bb8 8e6f7c06 8e7e7cce 8eab7dd2 8eb47e1d 8ecd8005 8ed08028 8f5783c1 8f6984a8 "
+    "8f6e840f 8fcb89a6 8fcc89a9 8ffe8d77 906d90fd 907a92b9 90dc975c 90f197ff 91bf9f16 "
+    "92448503 92af5159 92b0515b 92b1515d 92b2515e 92c8936e 92d17479 94476d67 94ca799b "
+    "95d99097 9644975d 96ed701e 96fc5b28 9b767201 9b7877d7 9b7b7e87 9bc699d6 9bde91d4 "
+    "9bec60de 9bf66fb6 9c428f36 9c534fbb 9c6271df 9c689104 9c6b9df0 9c7783cf 9cbc5c10 "
+    "9cbd79e3 9cd05a67 9d578f0b 9d5a7b51 9dc462d0 9ea96062 9eef75f9 9efd6c4a 9f609b2e "
+    "9f669f17 9fcb50ed 9fd85f0c a063880f a07762ce a0d57468 a0df7162 a0e47250 c6cf5ef4 "
+    "c6d365e0 c6d57676 c6d796b6 c6de3003 c6df4edd fa5f5029 fa66507d fabd5305 fac55344 "
+    "fad5537f fb485605 fbb85a77 fbf35e75 fbf95ed0 fc4f5f58 fc6c60a4 fcb96490 fce26674 "
+    "fcf1675e fdb76c9c fdb86e1d fdbb6e2f fdf1716e fe52732a fe6f745c feaa74e9 fedd7809 "
+)
+_BIG5_WHATWG_ONLY = {
+    bytes.fromhex(code[:4]): chr(int(code[4:], 16)) for code in _BIG5_UNDEFINED_IN_PYTHON.split()
+}
+_BIG5_WHATWG_ONLY.update(
+    (bytes((0xA3, 0xC0 + i)), character)
+    for i, character in enumerate([*map(chr, range(0x2400, 0x2420)), "\u2421", "\u20ac"])
+)
 
 
 def _big5_errors(error: UnicodeError) -> tuple[str, int]:
     assert isinstance(error, UnicodeDecodeError)
     code = error.object[error.start : error.start + 2]
+    character = _BIG5_WHATWG_ONLY.get(code)
+    if character is not None:
+        return character, error.start + 2
     if len(code) < 2 or not 0x81 <= code[0] <= 0xFE or code[1] < 0x80:
         # not a lead byte, or one followed by ASCII, which WHATWG reads anew
         return "\ufffd", error.start + 1
-    if code[0] == 0xA3 and 0xC0 <= code[1] <= 0xE1:
-        return _BIG5_A3C0[code[1] - 0xC0], error.start + 2
     return "\ufffd", error.start + 2  # and a lead and a byte past ASCII as one character
 
 

@@ -363,6 +363,18 @@ async def test_x_user_defined_is_read_as_whatwg_reads_it_from_content_type_only(
     assert records[site.url + "/meta"]["title"] == "x€éÿ"
 
 
+async def test_big5_hkscs_codes_python_lacks_decode_as_whatwg_big5_reads_them(site: Site, tmp_path):
+    """WHATWG's index-big5 has 158 HKSCS codes (Cantonese characters, some outside the
+    BMP) that Python's Big5-HKSCS leaves undefined: 877A, 87C0, C6CF, FE52..."""
+    codes = {"877a": "\u3875", "87c0": "\U00025db9", "c6cf": "\u5ef4", "fe52": "\u732a"}
+    body = b"<title>" + bytes.fromhex("".join(codes)) + "香港".encode("big5hkscs") + b"</title>"
+    site.page("/", body=body, content_type="text/html; charset=big5")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "".join(codes.values()) + "香港"
+
+
 async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
     """Python has codecs no browser has (utf-7, utf-32, EBCDIC's cp037), and some that are
     not text codecs at all (base64, zlib, rot13, hex): a page naming one is read as a
