@@ -141,27 +141,28 @@ class BodilessResponseHandler(ResponseHandler):
     whatever the status) had aiohttp read those bytes as the next response on the
     connection: the 304 failed as invalid, or else the page requested after it.
     The bytes are dropped, and the connection is closed rather than reused.
+
+    aiohttp makes a parser for each request: which parser's response is being read
+    says whether its head is still to come.
     """
 
     def __init__(self, loop: Any) -> None:
         super().__init__(loop)
+        self._passed: object = None  # the parser whose response was no 204 or 304
+        self._ended: object = None  # the parser whose response was a 204 or 304, read
         self._head = b""  # the start of a response's head, until its status is known
-        self._head_pending = False  # this request's response head is not read yet
-        self._bodiless_read = False  # this request's response was a 204 or 304, read
-
-    def set_response_params(self, **options: Any) -> None:
-        super().set_response_params(**options)
-        self._head, self._head_pending, self._bodiless_read = b"", True, False
 
     def data_received(self, data: bytes) -> None:
-        if self._bodiless_read:
+        parser = self._parser
+        if parser is self._passed:
+            ResponseHandler.data_received(self, data)
+        elif parser is self._ended:
             if data:  # nothing may follow a bodiless response
                 self._close_for_stray_bytes()
-            return
-        if not self._head_pending:
-            super().data_received(data)
-            return
-        head = self._head + data if self._head else data
+        else:
+            self._read_head(parser, self._head + data if self._head else data)
+
+    def _read_head(self, parser: object, head: bytes) -> None:
         if len(head) < 12:  # b"HTTP/1.1 304"
             self._head = head
             return
@@ -171,12 +172,13 @@ class BodilessResponseHandler(ResponseHandler):
             if end is None and len(head) < _MAX_HEAD_BYTES:
                 self._head = head
                 return
-        self._head, self._head_pending = b"", False
+        self._head = b""
         if end is None:
-            super().data_received(head)
+            self._passed = parser
+            ResponseHandler.data_received(self, head)
             return
-        self._bodiless_read = True
-        super().data_received(head[: end.end()])
+        self._ended = parser
+        ResponseHandler.data_received(self, head[: end.end()])
         if len(head) > end.end() or _ANNOUNCED_BODY.search(head, 0, end.end()):
             self._close_for_stray_bytes()
 
