@@ -436,7 +436,9 @@ class Fetcher:
         hops: list[str] = []
         response = await self.get(url, validators if url == validated else None)
         exchanges = response.exchanges
+        cookie_set = False
         while response.status in REDIRECT_STATUSES and response.error is None:
+            cookie_set = cookie_set or "Set-Cookie" in response.headers
             location = response.headers.get("Location")
             if location is None:
                 break
@@ -447,12 +449,17 @@ class Fetcher:
             if redirects >= self._max_redirects:
                 response.error = ErrorKind.TOO_MANY_REDIRECTS
                 break
-            hop = await admit(target)
+            # Back to a URL of this chain, once a cookie was set on the way: a login or a
+            # cookie check, which answers once the cookie is sent, as browsers find.
+            # Without a cookie, that is a loop, and following stops there.
+            back = target == url or target in hops
+            hop = Hop(follow=True) if back and cookie_set else await admit(target)
             if not hop.follow:
                 response.final_url, response.error = target, hop.error
                 break
             redirects += 1
-            hops.append(target)
+            if not back:
+                hops.append(target)
             response = await self.get(target, validators if target == validated else None)
             exchanges.extend(response.exchanges)
         response.redirects, response.hops, response.exchanges = redirects, hops, exchanges

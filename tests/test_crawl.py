@@ -126,6 +126,46 @@ async def test_a_redirect_loop_ends_at_the_first_url_seen_again(site: Site, tmp_
     assert (loop["status"], loop["final_url"], loop["error"]) == (302, site.url + "/loop1", None)
 
 
+async def test_a_redirect_back_that_sets_a_cookie_is_followed_as_browsers_follow_it(
+    site: Site, tmp_path
+):
+    """A cookie check: the page redirects to itself, or through a second URL back to
+    itself, setting a cookie, and answers once the cookie comes back."""
+
+    def cookie_check(location: str):
+        async def handler(request: web.Request) -> web.Response:
+            if request.cookies.get("seen") == "1":
+                return web.Response(text=html("in"), content_type="text/html")
+            return web.Response(
+                status=302, headers={"Location": location, "Set-Cookie": "seen=1; Path=/"}
+            )
+
+        return handler
+
+    site.handle("/self", cookie_check("/self"))
+    site.handle("/via", cookie_check("/check"))
+    site.redirect("/check", "/via")
+
+    async def never(_request: web.Request) -> web.Response:
+        return web.Response(status=302, headers={"Location": "/never", "Set-Cookie": "x=1"})
+
+    site.handle("/never", never)
+
+    records = by_url(
+        await crawl(tmp_path, [site.url + p for p in ("/self", "/via", "/never")], max_redirects=4)
+    )
+
+    for path in ("/self", "/via"):
+        record = records[site.url + path]
+        assert (record["status"], record["title"], record["final_url"]) == (
+            200,
+            "in",
+            site.url + path,
+        ), path
+    assert records[site.url + "/never"]["error"] == "too_many_redirects"
+    assert site.count("/never") == 5
+
+
 async def test_a_location_in_gbk_bytes_is_followed_with_those_bytes(site: Site, tmp_path):
     """Old GBK sites redirect with the raw GBK bytes of a path in Location. Browsers
     request those bytes percent-encoded as they are (WPT's redirect-location-escape:
