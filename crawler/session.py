@@ -44,6 +44,10 @@ SOCKS_DEFAULT_PORT = 1080
 # Idle keep-alive connections kept, per worker. aiohttp keeps each for 15 s however
 # many there are: a crawl of 10^5 hosts ran out of file descriptors at 20,000.
 IDLE_CONNECTIONS_PER_WORKER = 4
+# The longest response header line read; longer is an invalid_response. aiohttp's 8 KB
+# refuses pages browsers show (Chrome reads 256 KB of headers): a long Content-Security-
+# Policy, Link or Set-Cookie. With its 128 headers at most, a head stays under 8 MB.
+MAX_HEADER_FIELD_BYTES = 65536
 
 
 class Proxy(NamedTuple):
@@ -285,6 +289,7 @@ class Client:
             cookie_jar=aiohttp.DummyCookieJar() if self.cookie_jar is None else self.cookie_jar,
             trust_env=False,
             response_class=self._response_class,
+            max_field_size=MAX_HEADER_FIELD_BYTES,
         )
         return self
 

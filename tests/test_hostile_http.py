@@ -119,3 +119,27 @@ async def test_a_body_without_content_type_is_html_if_browsers_sniff_it_so(
         "/not-a-tag": None,
         "/late": None,
     }
+
+
+async def test_a_header_line_of_20_kb_is_read_as_browsers_read_it_and_one_of_1_mb_is_not(
+    raw_site: RawSite, tmp_path
+):
+    long_policy = "default-src 'self' " + " ".join(f"https://cdn{n}.example" for n in range(900))
+    raw_site.responses["/long"] = page("long").replace(
+        b"\r\n\r\n", f"\r\nContent-Security-Policy: {long_policy}\r\n\r\n".encode(), 1
+    )
+    raw_site.responses["/huge"] = page("huge").replace(
+        b"\r\n\r\n", b"\r\nX-Huge: " + b"a" * 2**20 + b"\r\n\r\n", 1
+    )
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/long", raw_site.url + "/huge"]))
+
+    assert len(long_policy) > 20_000
+    assert (
+        records[raw_site.url + "/long"]["status"],
+        records[raw_site.url + "/long"]["title"],
+    ) == (
+        200,
+        "long",
+    )
+    assert records[raw_site.url + "/huge"]["error"] == "invalid_response"
