@@ -130,7 +130,7 @@ def _proxy_urls(settings: Settings, environ: Mapping[str, str]) -> list[str]:
 # RFC 9112 6.3: a 204 or a 304 ends with its head, whatever its headers say.
 _BODILESS_STATUSES = (b"204", b"304")
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
-# A head longer than aiohttp reads (its 128 lines of 8 KB) is aiohttp's to refuse.
+# A 204 or 304 head still unended past this is handed to aiohttp as it is, to refuse.
 _MAX_HEAD_BYTES = 2 << 20
 # A 204 or a 304 that announces a body, which a server that sends one after it does.
 _ANNOUNCED_BODY = re.compile(
