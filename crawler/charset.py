@@ -79,7 +79,9 @@ _LABEL_GROUPS = {
     "utf-16-be": "unicodefffe utf-16be",
     "x-user-defined": "x-user-defined",
 }
-_DECODED_AS = {"gbk": "gb18030"}
+# WHATWG's ISO-2022-JP reads JIS X 0201 katakana (ESC ( I) too, which Python's
+# iso2022_jp refuses and its iso2022_jp_ext reads.
+_DECODED_AS = {"gbk": "gb18030", "iso2022-jp": "iso2022_jp_ext"}
 
 
 def _gb18030_errors(error: UnicodeError) -> tuple[str, int]:

@@ -415,6 +415,15 @@ async def test_big5_hkscs_codes_python_lacks_decode_as_whatwg_big5_reads_them(si
     assert record["title"] == "".join(codes.values()) + "香港"
 
 
+async def test_iso_2022_jp_reads_halfwidth_katakana_as_whatwg_reads_them(site: Site, tmp_path):
+    body = b"<title>\x1b(I12\x1b(B \x1b$B0!\x1b(B</title>"  # ESC ( I: JIS X 0201 katakana
+    site.page("/", body=body, content_type="text/html; charset=iso-2022-jp")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "ｱｲ 亜"
+
+
 async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
     """Python has codecs no browser has (utf-7, utf-32, EBCDIC's cp037), and some that are
     not text codecs at all (base64, zlib, rot13, hex): a page naming one is read as a
