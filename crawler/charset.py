@@ -154,6 +154,34 @@ def _big5_errors(error: UnicodeError) -> tuple[str, int]:
 # ／ and ＼ to Python, which A1FE and A240 also are: those two stay as Python reads them.)
 _BIG5_WHATWG = str.maketrans("•､‾∼♁☉¥¢£", "‧﹑¯～⊕⊙￥￠￡")
 _BIG5_DIFFERENT = tuple(map(chr, _BIG5_WHATWG))
+
+
+def _euc_jp_errors(error: UnicodeError) -> tuple[str, int]:
+    """WHATWG's EUC-JP has JIS X 0208 as Windows has it, with the NEC row 13 (①, Ⅰ, ㍉...)
+    and the IBM extensions of rows 89 to 92, which Python's euc_jp leaves undefined:
+    read as Shift_JIS's code page 932 reads the same pointer, which WHATWG's index shares."""
+    assert isinstance(error, UnicodeDecodeError)
+    code = error.object[error.start : error.start + 2]
+    if len(code) == 2 and 0xA1 <= code[0] <= 0xFE and 0xA1 <= code[1] <= 0xFE:
+        pointer = (code[0] - 0xA1) * 94 + code[1] - 0xA1
+        lead, trail = divmod(pointer, 188)
+        shift_jis = bytes(
+            (lead + (0x81 if lead < 0x1F else 0xC1), trail + (0x40 if trail < 0x3F else 0x41))
+        )
+        try:
+            return shift_jis.decode("cp932"), error.start + 2
+        except UnicodeDecodeError:
+            return "\ufffd", error.start + 2
+    return "\ufffd", error.start + 1
+
+
+# Where WHATWG's EUC-JP (Windows' mappings) reads a JIS X 0208 code as another character
+# than Python's: ～ for A1C1 where Python has 〜, ∥, －, ￠, ￡, ￢. Each code point on the
+# left comes from that one byte sequence only.
+_EUC_JP_WHATWG = str.maketrans(
+    "\u301c\u2016\u2212\xa2\xa3\xac", "\uff5e\u2225\uff0d\uffe0\uffe1\uffe2"
+)
+_EUC_JP_DIFFERENT = tuple(map(chr, _EUC_JP_WHATWG))
 # Where WHATWG's gb18030 decoder (GB18030-2022's mappings) differs from Python's, which
 # gives private-use code points for 18 characters that Unicode has since encoded
 # (vertical punctuation, ideographs) and for A3A0, the ideographic space to browsers, and
@@ -197,10 +225,12 @@ codecs.register(_x_user_defined)
 codecs.register_error("crawler-gb18030", _gb18030_errors)
 codecs.register_error("crawler-windows", _windows_errors)
 codecs.register_error("crawler-big5", _big5_errors)
+codecs.register_error("crawler-euc-jp", _euc_jp_errors)
 _ERRORS = {
     "gb18030": "crawler-gb18030",
     "gbk": "crawler-gb18030",
     "big5hkscs": "crawler-big5",
+    "euc-jp": "crawler-euc-jp",
     "cp874": "crawler-windows",
 }
 _ERRORS.update((f"cp{page}", "crawler-windows") for page in range(1250, 1259))
@@ -369,4 +399,6 @@ def decode_html_as(body: bytes, content_type: str | None) -> tuple[str, str]:
         text = text.translate(_GB18030_2022)
     elif codec == "big5hkscs" and any(map(text.__contains__, _BIG5_DIFFERENT)):
         text = text.translate(_BIG5_WHATWG)
+    elif codec == "euc-jp" and any(map(text.__contains__, _EUC_JP_DIFFERENT)):
+        text = text.translate(_EUC_JP_WHATWG)
     return text, encoding

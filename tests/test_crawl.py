@@ -424,6 +424,20 @@ async def test_iso_2022_jp_reads_halfwidth_katakana_as_whatwg_reads_them(site: S
     assert record["title"] == "ｱｲ 亜"
 
 
+async def test_euc_jp_reads_the_nec_and_ibm_rows_and_the_fullwidth_tilde_as_browsers_do(
+    site: Site, tmp_path
+):
+    """WHATWG's EUC-JP is JIS X 0208 as Windows maps it: the NEC row 13 (①, Ⅶ) and the
+    IBM rows 89 to 92 (纊), undefined to Python's euc_jp, and A1C1 the fullwidth tilde of
+    "10～20" (Python's wave dash)."""
+    body = b"<title>10\xa1\xc120 \xad\xa1\xad\xbb\xf9\xa1 \xc6\xfc\xcb\xdc</title>"
+    site.page("/", body=body, content_type="text/html; charset=euc-jp")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "10～20 ①Ⅶ纊 日本"
+
+
 async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
     """Python has codecs no browser has (utf-7, utf-32, EBCDIC's cp037), and some that are
     not text codecs at all (base64, zlib, rot13, hex): a page naming one is read as a
