@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,10 @@ def page(title: str, links: tuple[str, ...] = ()) -> bytes:
     anchors = "".join(f'<a href="{href}">{href}</a>' for href in links)
     body = f"<html><head><title>{title}</title></head><body>{anchors}</body></html>".encode()
     return response("200 OK", {"Content-Type": "text/html", "Content-Length": str(len(body))}, body)
+
+
+def status_and_title(record: dict[str, Any]) -> tuple[int | None, str | None]:
+    return record["status"], record["title"]
 
 
 class RawSite:
@@ -84,13 +89,7 @@ async def test_a_304_followed_by_a_body_spoils_neither_itself_nor_the_next_respo
 
     assert raw_site.requests == ["/", "/echoes", "/next"]
     assert records[raw_site.url + "/echoes"]["status"] == 304
-    assert (
-        records[raw_site.url + "/next"]["status"],
-        records[raw_site.url + "/next"]["title"],
-    ) == (
-        200,
-        "next",
-    )
+    assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
     assert raw_site.connections == 2  # the one the 304 came on was not used again
 
 
@@ -135,11 +134,5 @@ async def test_a_header_line_of_20_kb_is_read_as_browsers_read_it_and_one_of_1_m
     records = by_url(await crawl(tmp_path, [raw_site.url + "/long", raw_site.url + "/huge"]))
 
     assert len(long_policy) > 20_000
-    assert (
-        records[raw_site.url + "/long"]["status"],
-        records[raw_site.url + "/long"]["title"],
-    ) == (
-        200,
-        "long",
-    )
+    assert status_and_title(records[raw_site.url + "/long"]) == (200, "long")
     assert records[raw_site.url + "/huge"]["error"] == "invalid_response"
