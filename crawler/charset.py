@@ -182,6 +182,8 @@ _EUC_JP_WHATWG = str.maketrans(
     "\u301c\u2016\u2212\xa2\xa3\xac", "\uff5e\u2225\uff0d\uffe0\uffe1\uffe2"
 )
 _EUC_JP_DIFFERENT = tuple(map(chr, _EUC_JP_WHATWG))
+# WHATWG's KOI8-U is KOI8-RU: 0xAE and 0xBE are Belarusian ў and Ў, not box drawing.
+_KOI8_U_WHATWG = str.maketrans("\u255d\u256c", "\u045e\u040e")
 # Where WHATWG's gb18030 decoder (GB18030-2022's mappings) differs from Python's, which
 # gives private-use code points for 18 characters that Unicode has since encoded
 # (vertical punctuation, ideographs) and for A3A0, the ideographic space to browsers, and
@@ -401,4 +403,6 @@ def decode_html_as(body: bytes, content_type: str | None) -> tuple[str, str]:
         text = text.translate(_BIG5_WHATWG)
     elif codec == "euc-jp" and any(map(text.__contains__, _EUC_JP_DIFFERENT)):
         text = text.translate(_EUC_JP_WHATWG)
+    elif codec == "koi8-u" and ("\u255d" in text or "\u256c" in text):
+        text = text.translate(_KOI8_U_WHATWG)
     return text, encoding

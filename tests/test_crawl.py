@@ -438,6 +438,14 @@ async def test_euc_jp_reads_the_nec_and_ibm_rows_and_the_fullwidth_tilde_as_brow
     assert record["title"] == "10～20 ①Ⅶ纊 日本"
 
 
+async def test_koi8_u_reads_the_belarusian_short_u_as_whatwg_reads_it(site: Site, tmp_path):
+    site.page("/", body=b"<title>\xae \xbe \xc1</title>", content_type="text/html; charset=koi8-u")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "ў Ў а"
+
+
 async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
     """Python has codecs no browser has (utf-7, utf-32, EBCDIC's cp037), and some that are
     not text codecs at all (base64, zlib, rot13, hex): a page naming one is read as a
