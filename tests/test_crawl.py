@@ -528,6 +528,21 @@ async def test_stacked_content_codings_are_undone_in_reverse_order_as_browsers_d
     assert records[site.url + "/unknown"]["error"] == "decoding_error"
 
 
+async def test_a_meta_refresh_is_a_link_as_browsers_go_there(site: Site, tmp_path):
+    """HTML's refresh value: a time, then the URL, maybe after "url=" and in quotes."""
+    site.page("/", "moved", head='<meta http-equiv="Refresh" content="0; URL=\'/new?a=1\'">')
+    site.page("/new", "new", head='<meta http-equiv="refresh" content="5">')  # reloads itself
+    site.page("/other", head='<meta http-equiv=refresh content="3,other2">')
+    site.page("/other2", "other2")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/", site.url + "/other"]))
+
+    assert records[site.url + "/"]["links"] == [site.url + "/new?a=1"]
+    assert records[site.url + "/new?a=1"]["title"] == "new"
+    assert records[site.url + "/new?a=1"]["links"] == []
+    assert records[site.url + "/other2"]["title"] == "other2"
+
+
 async def test_links_outside_scope_are_listed_but_not_followed(site: Site, site2: Site, tmp_path):
     site.page(
         "/",
