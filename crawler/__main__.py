@@ -137,7 +137,7 @@ def _crawl(arguments: list[str]) -> int:
         assert settings.seeds is not None  # load_settings asks for it
         if settings.output == STDOUT and sys.stdout is None:
             raise ConfigError("stdout is closed; write the records with -o FILE")
-        seeds = read_seeds(settings.seeds)
+        seeds = read_seeds(settings.seeds, settings.max_url_length)
         _check_output_paths(settings)
         if settings.revisit is not None:
             return _revisit(settings, seeds)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from crawler.config import ConfigError, Settings, meant_url
+from crawler.config import ConfigError, Settings, meant_url, seed_too_long
 from crawler.engine import Crawl
 from crawler.hooks import FollowHook, Hooks, PageHook
 from crawler.page import Page
@@ -105,7 +105,7 @@ class Crawler:
             if hook is not None and not callable(hook):
                 raise ConfigError(f"{name} must be a function, not {type(hook).__name__}")
         self.settings = settings if settings is not None else Settings()
-        self.seeds = _canonical_seeds(seeds)
+        self.seeds = _canonical_seeds(seeds, self.settings.max_url_length)
         self._hooks = Hooks(follow, on_page) if follow or on_page else None
         self._client = Client(self.settings, self.seeds)  # reads --cookies FILE, checks the proxy
         self._store: Store | None = None
@@ -282,7 +282,7 @@ def _open_history(settings: Settings) -> History | None:
     return open_history(settings.since, warc_dirs)
 
 
-def _canonical_seeds(seeds: Iterable[str]) -> list[str]:
+def _canonical_seeds(seeds: Iterable[str], max_url_length: int) -> list[str]:
     if isinstance(seeds, str):
         seeds = [seeds]
     elif not isinstance(seeds, Iterable):
@@ -294,6 +294,8 @@ def _canonical_seeds(seeds: Iterable[str]) -> list[str]:
             meant = meant_url(seed) if isinstance(seed, str) else None
             hint = f"; did you mean {meant}?" if meant else ""
             raise ConfigError(f"seed {seed!r} is not an absolute http(s) URL{hint}")
+        if len(url) > max_url_length:
+            raise ConfigError(f"a seed is {seed_too_long(url, max_url_length)}")
         canonical.append(url)
     if not canonical:
         raise ConfigError("no seed URLs given")

@@ -77,8 +77,11 @@ _LABEL_GROUPS = {
     "ksc5601 ksc_5601 windows-949",
     "utf-16-le": "csunicode iso-10646-ucs-2 ucs-2 unicode unicodefeff utf-16 utf-16le",
     "utf-16-be": "unicodefffe utf-16be",
+    "x-user-defined": "x-user-defined",
 }
-_DECODED_AS = {"gbk": "gb18030"}
+# WHATWG's ISO-2022-JP reads JIS X 0201 katakana (ESC ( I) too, which Python's
+# iso2022_jp refuses and its iso2022_jp_ext reads.
+_DECODED_AS = {"gbk": "gb18030", "iso2022-jp": "iso2022_jp_ext"}
 
 
 def _gb18030_errors(error: UnicodeError) -> tuple[str, int]:
@@ -101,19 +104,47 @@ def _windows_errors(error: UnicodeError) -> tuple[str, int]:
     return ("\u05ba" if byte == 0xCA else "\ufffd"), error.start + 1
 
 
-# WHATWG's Big5 has A3C0 to A3E1, which Python's Big5-HKSCS leaves undefined: the control
-# pictures U+2400 to U+241F, U+2421, and the euro sign.
-_BIG5_A3C0 = "".join(map(chr, range(0x2400, 0x2420))) + "\u2421\u20ac"
+# The codes of WHATWG's Big5 that Python's Big5-HKSCS leaves undefined: A3C0 to A3E1 (the
+# control pictures U+2400 to U+241F, U+2421, and the euro sign), and 158 of HKSCS (from
+# the Encoding Standard's index-big5.txt: each code's two bytes, then its code point).
+_BIG5_UNDEFINED_IN_PYTHON = (
+    "877a3875 877b21d53 877c2369e 877d26021 877e3eec 87a1258de 87a23af5 87a37afc "
+    "87a49f97 87a524161 87a62890d 87a7231ea 87a820a8a 87a92325e 87aa430a 87ab8484 "
+    "87ac9f96 87ad942f 87ae4930 87af8613 87b05896 87b1974a 87b29218 87b379d0 87b47a32 "
+    "87b56660 87b66a29 87b7889d 87b8744c 87b97bc5 87ba6782 87bb7a2c 87bc524f 87bd9046 "
+    "87be34e6 87bf73c4 87c025db9 87c174c6 87c29fc7 87c357b3 87c4492f 87c5544c 87c64131 "
+    "87c72368e 87c85818 87c97a72 87ca27b65 87cb8b8f 87cc46ae 87cd26e88 87ce4181 "
+    "87cf25d99 87d07bae 87d1224bc 87d29fc8 87d3224c1 87d4224c9 87d5224cc 87d69fc9 "
+    "87d78504 87d8235bb 87d940b4 87da9fca 87db44e1 87dc2adff 87dd62c1 87de706e 87df9fcb "
+    "8e697bb8 8e6f7c06 8e7e7cce 8eab7dd2 8eb47e1d 8ecd8005 8ed08028 8f5783c1 8f6984a8 "
+    "8f6e840f 8fcb89a6 8fcc89a9 8ffe8d77 906d90fd 907a92b9 90dc975c 90f197ff 91bf9f16 "
+    "92448503 92af5159 92b0515b 92b1515d 92b2515e 92c8936e 92d17479 94476d67 94ca799b "
+    "95d99097 9644975d 96ed701e 96fc5b28 9b767201 9b7877d7 9b7b7e87 9bc699d6 9bde91d4 "
+    "9bec60de 9bf66fb6 9c428f36 9c534fbb 9c6271df 9c689104 9c6b9df0 9c7783cf 9cbc5c10 "
+    "9cbd79e3 9cd05a67 9d578f0b 9d5a7b51 9dc462d0 9ea96062 9eef75f9 9efd6c4a 9f609b2e "
+    "9f669f17 9fcb50ed 9fd85f0c a063880f a07762ce a0d57468 a0df7162 a0e47250 c6cf5ef4 "
+    "c6d365e0 c6d57676 c6d796b6 c6de3003 c6df4edd fa5f5029 fa66507d fabd5305 fac55344 "
+    "fad5537f fb485605 fbb85a77 fbf35e75 fbf95ed0 fc4f5f58 fc6c60a4 fcb96490 fce26674 "
+    "fcf1675e fdb76c9c fdb86e1d fdbb6e2f fdf1716e fe52732a fe6f745c feaa74e9 fedd7809 "
+)
+_BIG5_WHATWG_ONLY = {
+    bytes.fromhex(code[:4]): chr(int(code[4:], 16)) for code in _BIG5_UNDEFINED_IN_PYTHON.split()
+}
+_BIG5_WHATWG_ONLY.update(
+    (bytes((0xA3, 0xC0 + i)), character)
+    for i, character in enumerate([*map(chr, range(0x2400, 0x2420)), "\u2421", "\u20ac"])
+)
 
 
 def _big5_errors(error: UnicodeError) -> tuple[str, int]:
     assert isinstance(error, UnicodeDecodeError)
     code = error.object[error.start : error.start + 2]
+    character = _BIG5_WHATWG_ONLY.get(code)
+    if character is not None:
+        return character, error.start + 2
     if len(code) < 2 or not 0x81 <= code[0] <= 0xFE or code[1] < 0x80:
         # not a lead byte, or one followed by ASCII, which WHATWG reads anew
         return "\ufffd", error.start + 1
-    if code[0] == 0xA3 and 0xC0 <= code[1] <= 0xE1:
-        return _BIG5_A3C0[code[1] - 0xC0], error.start + 2
     return "\ufffd", error.start + 2  # and a lead and a byte past ASCII as one character
 
 
@@ -123,6 +154,36 @@ def _big5_errors(error: UnicodeError) -> tuple[str, int]:
 # ／ and ＼ to Python, which A1FE and A240 also are: those two stay as Python reads them.)
 _BIG5_WHATWG = str.maketrans("•､‾∼♁☉¥¢£", "‧﹑¯～⊕⊙￥￠￡")
 _BIG5_DIFFERENT = tuple(map(chr, _BIG5_WHATWG))
+
+
+def _euc_jp_errors(error: UnicodeError) -> tuple[str, int]:
+    """WHATWG's EUC-JP has JIS X 0208 as Windows has it, with the NEC row 13 (①, Ⅰ, ㍉...)
+    and the IBM extensions of rows 89 to 92, which Python's euc_jp leaves undefined:
+    read as Shift_JIS's code page 932 reads the same pointer, which WHATWG's index shares."""
+    assert isinstance(error, UnicodeDecodeError)
+    code = error.object[error.start : error.start + 2]
+    if len(code) == 2 and 0xA1 <= code[0] <= 0xFE and 0xA1 <= code[1] <= 0xFE:
+        pointer = (code[0] - 0xA1) * 94 + code[1] - 0xA1
+        lead, trail = divmod(pointer, 188)
+        shift_jis = bytes(
+            (lead + (0x81 if lead < 0x1F else 0xC1), trail + (0x40 if trail < 0x3F else 0x41))
+        )
+        try:
+            return shift_jis.decode("cp932"), error.start + 2
+        except UnicodeDecodeError:
+            return "\ufffd", error.start + 2
+    return "\ufffd", error.start + 1
+
+
+# Where WHATWG's EUC-JP (Windows' mappings) reads a JIS X 0208 code as another character
+# than Python's: ～ for A1C1 where Python has 〜, ∥, －, ￠, ￡, ￢. Each code point on the
+# left comes from that one byte sequence only.
+_EUC_JP_WHATWG = str.maketrans(
+    "\u301c\u2016\u2212\xa2\xa3\xac", "\uff5e\u2225\uff0d\uffe0\uffe1\uffe2"
+)
+_EUC_JP_DIFFERENT = tuple(map(chr, _EUC_JP_WHATWG))
+# WHATWG's KOI8-U is KOI8-RU: 0xAE and 0xBE are Belarusian ў and Ў, not box drawing.
+_KOI8_U_WHATWG = str.maketrans("\u255d\u256c", "\u045e\u040e")
 # Where WHATWG's gb18030 decoder (GB18030-2022's mappings) differs from Python's, which
 # gives private-use code points for 18 characters that Unicode has since encoded
 # (vertical punctuation, ideographs) and for A3A0, the ideographic space to browsers, and
@@ -143,14 +204,35 @@ _GB18030_2022 = {
     0xE864: 0x9FBB,
 }
 _GB18030_DIFFERENT = tuple(map(chr, _GB18030_2022))
+# WHATWG's x-user-defined, which Python lacks: ASCII, and the bytes 0x80 to 0xFF as the
+# private-use U+F780 to U+F7FF (a page of binary data read byte for byte by a script).
+_X_USER_DEFINED = "".join(map(chr, range(0x80))) + "".join(map(chr, range(0xF780, 0xF800)))
+_X_USER_DEFINED_ENCODING = codecs.charmap_build(_X_USER_DEFINED)
+
+
+def _x_user_defined(name: str) -> codecs.CodecInfo | None:
+    if name != "x_user_defined":
+        return None
+    return codecs.CodecInfo(
+        name="x-user-defined",
+        encode=lambda text, errors="strict": codecs.charmap_encode(
+            text, errors, _X_USER_DEFINED_ENCODING
+        ),
+        decode=lambda data, errors="strict": codecs.charmap_decode(data, errors, _X_USER_DEFINED),
+    )
+
+
+codecs.register(_x_user_defined)
 # Registered once, under names of our own: how the decoders above handle their errors.
 codecs.register_error("crawler-gb18030", _gb18030_errors)
 codecs.register_error("crawler-windows", _windows_errors)
 codecs.register_error("crawler-big5", _big5_errors)
+codecs.register_error("crawler-euc-jp", _euc_jp_errors)
 _ERRORS = {
     "gb18030": "crawler-gb18030",
     "gbk": "crawler-gb18030",
     "big5hkscs": "crawler-big5",
+    "euc-jp": "crawler-euc-jp",
     "cp874": "crawler-windows",
 }
 _ERRORS.update((f"cp{page}", "crawler-windows") for page in range(1250, 1259))
@@ -198,9 +280,17 @@ def prescan(head: bytes) -> str | None:
         else:
             continue
         if found:
-            # A page that says UTF-16 in ASCII-compatible bytes is not UTF-16.
+            # A page that says UTF-16 in ASCII-compatible bytes is not UTF-16, and HTML's
+            # prescan reads a <meta> saying x-user-defined as windows-1252.
+            if found == "x-user-defined":
+                return "cp1252"
             return "utf-8" if found.startswith("utf-16") else found
     return None
+
+
+# How far in a <meta charset> is looked for when all before it is ASCII: past a long
+# inline script or style, and short of scanning a 10 MB page of comments (12 ms a MB).
+_LATE_META_BYTES = 1 << 20
 
 
 def declared_encoding(body: bytes, content_type: str | None) -> str:
@@ -209,6 +299,12 @@ def declared_encoding(body: bytes, content_type: str | None) -> str:
     if found:
         return found
     head = body[:65536]
+    if len(body) > len(head) and head.isascii():
+        # Nothing to go by yet: browsers read on, and a <meta> further in (after a long
+        # inline script, say) or the first bytes past ASCII decide (HTML's "change the
+        # encoding").
+        late = prescan(body[:_LATE_META_BYTES])
+        return late or ("utf-8" if body.isascii() else guessed_encoding(body))
     if _is_utf8(head):
         return "utf-8"
     # A <meta charset> after the first 1024 bytes makes browsers reparse with it; with
@@ -311,4 +407,8 @@ def decode_html_as(body: bytes, content_type: str | None) -> tuple[str, str]:
         text = text.translate(_GB18030_2022)
     elif codec == "big5hkscs" and any(map(text.__contains__, _BIG5_DIFFERENT)):
         text = text.translate(_BIG5_WHATWG)
+    elif codec == "euc-jp" and any(map(text.__contains__, _EUC_JP_DIFFERENT)):
+        text = text.translate(_EUC_JP_WHATWG)
+    elif codec == "koi8-u" and ("\u255d" in text or "\u256c" in text):
+        text = text.translate(_KOI8_U_WHATWG)
     return text, encoding

@@ -1061,8 +1061,9 @@ def print_error(message: str) -> None:
     print(f"crawler: error: {message}", file=sys.stderr)
 
 
-def read_seeds(path: str) -> list[str]:
-    """Canonical seed URLs from a file (or stdin for "-"); bad lines are skipped with a warning."""
+def read_seeds(path: str, max_url_length: int) -> list[str]:
+    """Canonical seed URLs from a file (or stdin for "-"); bad lines, and URLs longer than
+    `max_url_length` (as a link would be dropped), are skipped with a warning."""
     name = "stdin" if path == "-" else path
     try:
         data = sys.stdin.buffer.read() if path == "-" else _read_file(path)
@@ -1085,6 +1086,8 @@ def read_seeds(path: str) -> list[str]:
             _warn(f"{name}:{number}: skipped, {line[:200]!r} has no scheme; did you mean {meant}?")
         elif url is None:
             _warn(f"{name}:{number}: skipped, not an absolute http(s) URL: {line[:200]!r}")
+        elif len(url) > max_url_length:
+            _warn(f"{name}:{number}: skipped, {seed_too_long(url, max_url_length)}")
         else:
             seeds.append(url)
     if not seeds:
@@ -1092,6 +1095,10 @@ def read_seeds(path: str) -> list[str]:
             raise ConfigError(f"seeds file {name} is empty")
         raise ConfigError(f"seeds file {name} has no valid http(s) URL")
     return seeds
+
+
+def seed_too_long(url: str, max_url_length: int) -> str:
+    return f"{len(url):,} characters, past --max-url-length {max_url_length:,}: {url[:200]!r}"
 
 
 def meant_url(text: str) -> str | None:

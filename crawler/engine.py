@@ -791,7 +791,9 @@ class Crawl:
             etag=response.headers.get("ETag"),
             last_modified=response.headers.get("Last-Modified"),
             error=response.error,
-            truncated=response.truncated,
+            # Browsers show a page whose stream was cut short as far as it goes: so is
+            # it read, and said to be cut (its WARC record holds every byte received).
+            truncated=response.truncated or response.incomplete,
             response=response,
         )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import hashlib
+import re
 import ssl
 import sys
 import time
@@ -43,6 +44,15 @@ RETRY_ERRORS = frozenset({ErrorKind.TIMEOUT, ErrorKind.CONNECTION_ERROR, ErrorKi
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 ACCEPT_ENCODING = "gzip, deflate, br" if brotli else "gzip, deflate"
 _BrotliError: type[Exception] = brotli.error if brotli is not None else zlib.error
+# No Content-Type: a body is HTML if it starts as WHATWG's MIME Sniffing says browsers
+# sniff one ("identifying a resource with an unknown MIME type"): after whitespace, one
+# of these tags, then a space or ">", within the first 512 bytes.
+_HTML_SNIFFED = re.compile(
+    rb"[\t\n\x0c\r ]*<(?:!doctype html|html|head|script|iframe|h1|div|font|table|a|style"
+    rb"|title|b|body|br|p|!--)[ >]",
+    re.I,
+)
+_SNIFF_BYTES = 512
 _CHUNK_BYTES = 65536
 _REDIRECT_BODY_BYTES = 65536
 
@@ -91,7 +101,8 @@ class Response:
     content_type: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
-    truncated: bool = False
+    truncated: bool = False  # cut at the fetcher's max_bytes
+    incomplete: bool = False  # its compressed stream ended before its end (a gzip cut short)
     error: ErrorKind | None = None
     redirects: int = 0  # hops followed so far, this attempt and earlier ones
     final_url: str | None = None  # where following stopped, if not at `url`
@@ -115,8 +126,7 @@ class Response:
             return True
         if self.content_type:
             return False
-        start = self.body[:512].lstrip().lower()  # no Content-Type: sniff as browsers do
-        return start.startswith((b"<!doctype html", b"<html", b"<head", b"<body"))
+        return _HTML_SNIFFED.match(self.body, 0, _SNIFF_BYTES) is not None
 
     def retry_after_s(self, now: float | None = None) -> float | None:
         """Seconds the server asked us to wait (Retry-After), if it asked."""
@@ -136,7 +146,7 @@ class Response:
 
 
 class _Decoder:
-    """Undo Content-Encoding incrementally, never producing more than asked for."""
+    """Undo one content coding incrementally, never producing more than asked for."""
 
     def __init__(self, encoding: str) -> None:
         self.encoding = encoding
@@ -160,30 +170,73 @@ class _Decoder:
             self._raw_deflate_checked = True
             if data[0] & 0x0F != 8:  # no zlib header: some servers send raw deflate
                 self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+        if self._zlib.unconsumed_tail:  # what `limit` held back last time comes first
+            data = self._zlib.unconsumed_tail + data
         out = self._zlib.decompress(data, limit)
         while len(out) < limit and self._zlib.unconsumed_tail:
             out += self._zlib.decompress(self._zlib.unconsumed_tail, limit - len(out))
         return out
+
+    @property
+    def pending(self) -> bool:
+        """Whether data given is held back by the last call's `limit`."""
+        if self.encoding == "br":
+            return not self._brotli.can_accept_more_data()
+        return bool(self._zlib.unconsumed_tail)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the coded data reached its end (gzip's: its trailer)."""
+        if self.encoding == "br":
+            return bool(self._brotli.is_finished())
+        return self._zlib.eof
+
+
+class _Decoders:
+    """Undo stacked content codings ("gzip, br": gzip applied first, undone last)."""
+
+    def __init__(self, decoders: list[_Decoder]) -> None:
+        self._decoders = decoders
+
+    def decompress(self, data: bytes, limit: int) -> bytes:
+        for decoder in self._decoders:
+            data = decoder.decompress(data, limit)
+        return data
+
+    @property
+    def pending(self) -> bool:
+        return any(decoder.pending for decoder in self._decoders)
+
+    @property
+    def finished(self) -> bool:
+        return all(decoder.finished for decoder in self._decoders)
 
 
 class BadContentEncoding(Exception):
     """The body's Content-Encoding is unknown to us, or its data is corrupt."""
 
 
-def _decoder_for(content_encoding: str | None) -> _Decoder | None:
-    encoding = (content_encoding or "").strip().lower()
-    if encoding in ("", "identity"):
+def _decoder_for(content_encoding: str | None) -> _Decoder | _Decoders | None:
+    """What undoes `content_encoding`: a list of codings in the order they were applied
+    (RFC 9110 8.4), "identity" among them meaning none, as browsers read it."""
+    if not content_encoding:
         return None
+    listed = (encoding.strip(" \t") for encoding in content_encoding.lower().split(","))
+    encodings = [encoding for encoding in listed if encoding not in ("", "identity")]
     try:
-        return _Decoder(encoding)
-    except ValueError:
-        raise BadContentEncoding(encoding) from None
+        decoders = [_Decoder(encoding) for encoding in reversed(encodings)]
+    except ValueError as exc:
+        raise BadContentEncoding(str(exc)) from None
+    if len(decoders) > 1:
+        return _Decoders(decoders)
+    return decoders[0] if decoders else None
 
 
 async def _read_body(
     response: aiohttp.ClientResponse, max_bytes: int, raw: list[bytes]
-) -> tuple[bytes, bool]:
-    """Up to `max_bytes` of decoded body, and whether there was more.
+) -> tuple[bytes, bool, bool]:
+    """Up to `max_bytes` of decoded body; whether there was more; whether the body ended
+    before its coded data did (a gzip stream cut short).
 
     If the body is encoded, the bytes as received are appended to `raw` (otherwise
     they are the body itself).
@@ -194,16 +247,28 @@ async def _read_body(
     async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
         if decoder is not None:
             raw.append(chunk)
-            try:
-                chunk = decoder.decompress(chunk, max_bytes + 1 - size)
-            except (zlib.error, _BrotliError) as exc:
-                raise BadContentEncoding(str(exc)) from None
+            chunk = _decoded(decoder, chunk, max_bytes + 1 - size)
         parts.append(chunk)
         size += len(chunk)
         if size > max_bytes:
-            body = b"".join(parts)
-            return body[:max_bytes], True
-    return b"".join(parts), False
+            break
+    else:
+        # What a stacked coding's inner layer held back for `max_bytes`, let out.
+        while decoder is not None and decoder.pending and size <= max_bytes:
+            chunk = _decoded(decoder, b"", max_bytes + 1 - size)
+            parts.append(chunk)
+            size += len(chunk)
+    body = b"".join(parts)
+    if size > max_bytes:
+        return body[:max_bytes], True, False
+    return body, False, bool(raw) and decoder is not None and not decoder.finished
+
+
+def _decoded(decoder: _Decoder | _Decoders, data: bytes, limit: int) -> bytes:
+    try:
+        return decoder.decompress(data, limit)
+    except (zlib.error, _BrotliError) as exc:
+        raise BadContentEncoding(str(exc)) from None
 
 
 _HTTP_PROXY_ERRORS = (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)
@@ -375,7 +440,9 @@ class Fetcher:
         hops: list[str] = []
         response = await self.get(url, validators if url == validated else None)
         exchanges = response.exchanges
+        cookie_set = False
         while response.status in REDIRECT_STATUSES and response.error is None:
+            cookie_set = cookie_set or "Set-Cookie" in response.headers
             location = response.headers.get("Location")
             if location is None:
                 break
@@ -386,12 +453,17 @@ class Fetcher:
             if redirects >= self._max_redirects:
                 response.error = ErrorKind.TOO_MANY_REDIRECTS
                 break
-            hop = await admit(target)
+            # Back to a URL of this chain, once a cookie was set on the way: a login or a
+            # cookie check, which answers once the cookie is sent, as browsers find.
+            # Without a cookie, that is a loop, and following stops there.
+            back = target == url or target in hops
+            hop = Hop(follow=True) if back and cookie_set else await admit(target)
             if not hop.follow:
                 response.final_url, response.error = target, hop.error
                 break
             redirects += 1
-            hops.append(target)
+            if not back:
+                hops.append(target)
             response = await self.get(target, validators if target == validated else None)
             exchanges.extend(response.exchanges)
         response.redirects, response.hops, response.exchanges = redirects, hops, exchanges
@@ -412,7 +484,8 @@ class Fetcher:
                 response.content_type = r.headers.get("Content-Type")
                 if r.status in REDIRECT_STATUSES:
                     limit = min(limit, _REDIRECT_BODY_BYTES)
-                response.body, response.truncated = await _read_body(r, limit, raw)
+                body = await _read_body(r, limit, raw)
+                response.body, response.truncated, response.incomplete = body
                 payload = b"".join(raw) if raw else response.body
                 response.payload_digest = payload_digest(payload)
                 if self._archive:

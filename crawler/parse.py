@@ -35,7 +35,16 @@ _OTHER_WHITESPACE = "\t\n\r\f"  # HTML's whitespace but the space
 # Two spaces and any more: the search runs on the literal pair, in C, and finds the
 # few runs; a pattern that matched single spaces too tried a match at every one.
 _SPACE_RUN = re.compile("   *")
-_WANTED = "title, base[href], meta[name][content], link[rel][href], a[href], area[href]"
+# meta[content]: its name (description, robots), or its http-equiv (refresh); one
+# selector for both, as each more costs every element of every page a match.
+_WANTED = "title, base[href], meta[content], link[rel][href], a[href], area[href]"
+# HTML's "parse a refresh value": a time, then ";", "," or whitespace, then the URL, maybe
+# after "url=" and in quotes. A time alone reloads the page itself: no link.
+_HTML_SPACE = "[\\t\\n\\f\\r ]"
+_REFRESH = re.compile(
+    rf"{_HTML_SPACE}*[\d.]+(?:{_HTML_SPACE}*[;,]|{_HTML_SPACE}){_HTML_SPACE}*(?:url{_HTML_SPACE}*={_HTML_SPACE}*)?",
+    re.I,
+)
 
 
 @dataclass(slots=True)
@@ -76,8 +85,14 @@ def parse_html(tree: LexborHTMLParser) -> ParsedPage:
         elif tag == "link":
             if page.canonical_href is None and "canonical" in (attributes.get("rel") or "").lower():
                 page.canonical_href = (attributes.get("href") or "").strip() or None
+        elif (name := attributes.get("name")) is None:
+            # <meta http-equiv=refresh content="0; url=/new">: where browsers go next, a link
+            if (attributes.get("http-equiv") or "").strip().lower() == "refresh":
+                url = refresh_url(attributes.get("content") or "")
+                if url is not None:
+                    hrefs.append(url)
         else:
-            name = (attributes.get("name") or "").strip().lower()
+            name = name.strip().lower()
             if name == "robots":
                 page.nofollow = page.nofollow or robots_directives_forbid_following(
                     attributes.get("content") or ""
@@ -87,6 +102,17 @@ def parse_html(tree: LexborHTMLParser) -> ParsedPage:
     if title_node is not None:
         page.title = _collapsed(title_node.text())
     return page
+
+
+def refresh_url(content: str) -> str | None:
+    """The URL a <meta http-equiv=refresh> or a Refresh header sends to, as written."""
+    match = _REFRESH.match(content)
+    if match is None:
+        return None
+    url = content[match.end() :]
+    if url[:1] in ("'", '"'):
+        url = url[1:].partition(url[0])[0]
+    return url or None
 
 
 def language(tree: LexborHTMLParser) -> str | None:

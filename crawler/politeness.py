@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 asks parsers to read at least 500 KiB
 ROBOTS_MAX_REDIRECTS = 5
+_REDIRECTS_ENDED = frozenset({ErrorKind.TOO_MANY_REDIRECTS, ErrorKind.INVALID_REDIRECT})
 UNREACHABLE_HOLD_S = 60.0  # how long an unreachable robots.txt keeps its host disallowed
 # RFC 9309 2.4: a cached robots.txt SHOULD NOT be used for more than 24 hours; a
 # crawl that runs longer (--revisit never ends) fetches it again.
@@ -251,8 +252,10 @@ class Robots:
         if response.error is None and status is not None and 200 <= status < 300:
             self._failures.pop(origin, None)
             return replace(self._parse(origin, response.body), expires_at=_robots_expiry())
-        if response.error is None and status is not None and 300 <= status < 500 and status != 429:
-            # 4xx, or a redirect chain too long: RFC 9309 says allow
+        answered = response.error is None or response.error in _REDIRECTS_ENDED
+        if answered and status is not None and 300 <= status < 500 and status != 429:
+            # 4xx, or redirects past five (or in a loop), or to nowhere: RFC 9309 2.3.1.2
+            # and 2.3.1.3 take robots.txt as unavailable, which allows all
             return replace(ALLOW_ALL, expires_at=_robots_expiry())
         if response.error == ErrorKind.BLOCKED_ADDRESS and response.url == robots_url:
             # The host's own address is refused: asking again would not change that.
@@ -274,7 +277,9 @@ class Robots:
         )
 
     def _parse(self, origin: str, body: bytes) -> RobotsRules:
-        text = body.decode("utf-8", "replace")
+        # utf-8-sig: with a byte order mark (Notepad writes one) left in, the first line
+        # is "\ufeffUser-agent", which protego does not read: the first group was lost.
+        text = body.decode("utf-8-sig", "replace")
         try:
             parser = Protego.parse(text)
         except Exception as exc:  # protego on garbage: treat as no rules, but say so

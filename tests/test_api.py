@@ -107,6 +107,11 @@ def test_a_bad_seed_is_refused():
         Crawler(["ftp://example.com/"])
 
 
+def test_a_seed_longer_than_max_url_length_is_refused():
+    with pytest.raises(ConfigError, match=r"a seed is 41 characters, past --max-url-length 40"):
+        Crawler(["https://example.com/" + "a" * 21], Settings(max_url_length=40))
+
+
 async def test_pages_carry_the_record_the_body_the_text_and_the_tree(site):
     site.page("/", body=html("首页", ["/a"]).encode("gbk"), content_type="text/html; charset=gbk")
     site.page("/a", "A", [], head='<meta name="description" content="x">')

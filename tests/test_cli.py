@@ -343,6 +343,25 @@ async def test_bad_seed_lines_are_skipped_and_the_rest_crawled(site: Site, tmp_p
     assert [r["title"] for r in read_records(output)] == ["home"]
 
 
+async def test_a_seed_longer_than_max_url_length_is_skipped_as_a_link_would_be(
+    site: Site, tmp_path
+):
+    site.page("/", "home")
+    long_seed = f"{site.url}/{'a' * 100}"
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{long_seed}\n{site.url}/\n")
+    output = tmp_path / "out.jsonl"
+
+    code, _, err = await run_cli_async(
+        str(seeds), "-o", str(output), "--quiet", "--max-url-length", "100"
+    )
+
+    assert code == 0
+    assert f"seeds.txt:1: skipped, {len(long_seed)} characters, past --max-url-length 100" in err
+    assert [r["url"] for r in read_records(output)] == [f"{site.url}/"]
+    assert site.count(f"/{'a' * 100}") == 0
+
+
 async def test_seeds_from_stdin_and_records_on_stdout(site: Site):
     site.page("/", "home", ["/a"])
     site.page("/a", "A")

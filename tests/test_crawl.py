@@ -126,6 +126,46 @@ async def test_a_redirect_loop_ends_at_the_first_url_seen_again(site: Site, tmp_
     assert (loop["status"], loop["final_url"], loop["error"]) == (302, site.url + "/loop1", None)
 
 
+async def test_a_redirect_back_that_sets_a_cookie_is_followed_as_browsers_follow_it(
+    site: Site, tmp_path
+):
+    """A cookie check: the page redirects to itself, or through a second URL back to
+    itself, setting a cookie, and answers once the cookie comes back."""
+
+    def cookie_check(location: str):
+        async def handler(request: web.Request) -> web.Response:
+            if request.cookies.get("seen") == "1":
+                return web.Response(text=html("in"), content_type="text/html")
+            return web.Response(
+                status=302, headers={"Location": location, "Set-Cookie": "seen=1; Path=/"}
+            )
+
+        return handler
+
+    site.handle("/self", cookie_check("/self"))
+    site.handle("/via", cookie_check("/check"))
+    site.redirect("/check", "/via")
+
+    async def never(_request: web.Request) -> web.Response:
+        return web.Response(status=302, headers={"Location": "/never", "Set-Cookie": "x=1"})
+
+    site.handle("/never", never)
+
+    records = by_url(
+        await crawl(tmp_path, [site.url + p for p in ("/self", "/via", "/never")], max_redirects=4)
+    )
+
+    for path in ("/self", "/via"):
+        record = records[site.url + path]
+        assert (record["status"], record["title"], record["final_url"]) == (
+            200,
+            "in",
+            site.url + path,
+        ), path
+    assert records[site.url + "/never"]["error"] == "too_many_redirects"
+    assert site.count("/never") == 5
+
+
 async def test_a_location_in_gbk_bytes_is_followed_with_those_bytes(site: Site, tmp_path):
     """Old GBK sites redirect with the raw GBK bytes of a path in Location. Browsers
     request those bytes percent-encoded as they are (WPT's redirect-location-escape:
@@ -300,6 +340,24 @@ async def test_a_page_that_declares_no_encoding_is_read_in_the_one_its_bytes_say
     assert records[f"{site.url}/mostly-utf8"]["title"] == "中文标题"
 
 
+async def test_a_meta_charset_after_64_kb_of_ascii_is_still_read_as_browsers_read_it(
+    site: Site, tmp_path
+):
+    """A long inline script before <meta charset>: browsers, with nothing to go by in
+    the first bytes, change to the encoding the <meta> declares when they reach it; with
+    no <meta>, the first bytes past ASCII decide."""
+    script = "<script>" + "var x = 1;\n" * 8000 + "</script>"
+    late = f'<html><head>{script}<meta charset="gbk"><title>中文标题</title>'.encode("gbk")
+    site.page("/late-meta", body=late, content_type="text/html")
+    undeclared = f"<html><head>{script}{UNDECLARED['gbk']}".encode("gbk")
+    site.page("/late-bytes", body=undeclared, content_type="text/html")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/late-meta", site.url + "/late-bytes"]))
+
+    assert records[site.url + "/late-meta"]["title"] == "中文标题"
+    assert records[site.url + "/late-bytes"]["title"] == "经济运行总体回升向好"
+
+
 async def test_gb2312_pages_decode_as_whatwg_gb18030_with_the_characters_of_gb18030_2022(
     site: Site, tmp_path
 ):
@@ -328,6 +386,64 @@ async def test_big5_pages_decode_as_whatwg_big5_with_its_euro_and_fullwidth_tild
     [record] = await crawl(tmp_path, [site.url + "/"])
 
     assert record["title"] == "10～20 約翰‧史密斯 ￥€"
+
+
+async def test_x_user_defined_is_read_as_whatwg_reads_it_from_content_type_only(
+    site: Site, tmp_path
+):
+    """WHATWG's x-user-defined reads 0x80 to 0xFF as U+F780 to U+F7FF (a script's byte
+    for byte); a <meta> naming it is read as windows-1252 (HTML's prescan)."""
+    body = b"<title>x\x80\xe9\xff</title>"
+    site.page("/header", body=body, content_type="text/html; charset=x-user-defined")
+    site.page("/meta", body=b'<meta charset="x-user-defined">' + body, content_type="text/html")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/header", site.url + "/meta"]))
+
+    assert records[site.url + "/header"]["title"] == "x\uf780\uf7e9\uf7ff"
+    assert records[site.url + "/meta"]["title"] == "x€éÿ"
+
+
+async def test_big5_hkscs_codes_python_lacks_decode_as_whatwg_big5_reads_them(site: Site, tmp_path):
+    """WHATWG's index-big5 has 158 HKSCS codes (Cantonese characters, some outside the
+    BMP) that Python's Big5-HKSCS leaves undefined: 877A, 87C0, C6CF, FE52..."""
+    codes = {"877a": "\u3875", "87c0": "\U00025db9", "c6cf": "\u5ef4", "fe52": "\u732a"}
+    body = b"<title>" + bytes.fromhex("".join(codes)) + "香港".encode("big5hkscs") + b"</title>"
+    site.page("/", body=body, content_type="text/html; charset=big5")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "".join(codes.values()) + "香港"
+
+
+async def test_iso_2022_jp_reads_halfwidth_katakana_as_whatwg_reads_them(site: Site, tmp_path):
+    body = b"<title>\x1b(I12\x1b(B \x1b$B0!\x1b(B</title>"  # ESC ( I: JIS X 0201 katakana
+    site.page("/", body=body, content_type="text/html; charset=iso-2022-jp")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "ｱｲ 亜"
+
+
+async def test_euc_jp_reads_the_nec_and_ibm_rows_and_the_fullwidth_tilde_as_browsers_do(
+    site: Site, tmp_path
+):
+    """WHATWG's EUC-JP is JIS X 0208 as Windows maps it: the NEC row 13 (①, Ⅶ) and the
+    IBM rows 89 to 92 (纊), undefined to Python's euc_jp, and A1C1 the fullwidth tilde of
+    "10～20" (Python's wave dash)."""
+    body = b"<title>10\xa1\xc120 \xad\xa1\xad\xbb\xf9\xa1 \xc6\xfc\xcb\xdc</title>"
+    site.page("/", body=body, content_type="text/html; charset=euc-jp")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "10～20 ①Ⅶ纊 日本"
+
+
+async def test_koi8_u_reads_the_belarusian_short_u_as_whatwg_reads_it(site: Site, tmp_path):
+    site.page("/", body=b"<title>\xae \xbe \xc1</title>", content_type="text/html; charset=koi8-u")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "ў Ў а"
 
 
 async def test_a_charset_no_browser_knows_is_ignored_for_the_meta_charset(site: Site, tmp_path):
@@ -382,6 +498,49 @@ async def test_compressed_bodies_are_decoded_and_bombs_are_capped(site: Site, tm
     assert {records[site.url + p]["title"] for p in ("/", "/deflate", "/br")} == {"zipped"}
     bomb = records[site.url + "/bomb"]
     assert (bomb["bytes"], bomb["truncated"]) == (1_000_000, True)
+
+
+async def test_stacked_content_codings_are_undone_in_reverse_order_as_browsers_do(
+    site: Site, tmp_path
+):
+    page = html("stacked", [f"/x{n}" for n in range(50)]).encode()
+    # RFC 9110 8.4: codings are listed in the order they were applied.
+    site.page(
+        "/", body=zlib.compress(gzip.compress(page)), headers={"Content-Encoding": "gzip, deflate"}
+    )
+    site.page("/identity", body=gzip.compress(page), headers={"Content-Encoding": "identity, gzip"})
+    # A first coding that grows the body (gzip level 0) makes the middle of the stack
+    # longer than --max-bytes while the page is not.
+    stored = gzip.compress(gzip.compress(page, compresslevel=0))
+    site.page("/stored", body=stored, headers={"Content-Encoding": "gzip,gzip"})
+    site.page("/unknown", body=gzip.compress(page), headers={"Content-Encoding": "gzip, zz"})
+    seeds = [site.url + path for path in ("/", "/identity", "/stored", "/unknown")]
+
+    records = by_url(await crawl(tmp_path, seeds, max_depth=0, max_bytes=len(page)))
+
+    for path in ("/", "/identity", "/stored"):
+        record = records[site.url + path]
+        assert (record["title"], record["bytes"], record["truncated"]) == (
+            "stacked",
+            len(page),
+            False,
+        ), path
+    assert records[site.url + "/unknown"]["error"] == "decoding_error"
+
+
+async def test_a_meta_refresh_is_a_link_as_browsers_go_there(site: Site, tmp_path):
+    """HTML's refresh value: a time, then the URL, maybe after "url=" and in quotes."""
+    site.page("/", "moved", head='<meta http-equiv="Refresh" content="0; URL=\'/new?a=1\'">')
+    site.page("/new", "new", head='<meta http-equiv="refresh" content="5">')  # reloads itself
+    site.page("/other", head='<meta http-equiv=refresh content="3,other2">')
+    site.page("/other2", "other2")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/", site.url + "/other"]))
+
+    assert records[site.url + "/"]["links"] == [site.url + "/new?a=1"]
+    assert records[site.url + "/new?a=1"]["title"] == "new"
+    assert records[site.url + "/new?a=1"]["links"] == []
+    assert records[site.url + "/other2"]["title"] == "other2"
 
 
 async def test_links_outside_scope_are_listed_but_not_followed(site: Site, site2: Site, tmp_path):

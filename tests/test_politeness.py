@@ -85,6 +85,21 @@ async def test_missing_robots_txt_allows_everything(site: Site, tmp_path):
     assert [r["error"] for r in records] == [None] * 4
 
 
+async def test_robots_txt_starting_with_a_byte_order_mark_keeps_its_first_group(
+    site: Site, tmp_path
+):
+    site.page(
+        "/robots.txt", body="\ufeffUser-agent: *\nDisallow: /private\n", content_type="text/plain"
+    )
+    site.page("/", "index", ["/private", "/public"])
+    site.page("/public", "public")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], ignore_robots=False))
+
+    assert site.count("/private") == 0
+    assert records[site.url + "/private"]["error"] == "robots_disallowed"
+
+
 async def test_failing_robots_txt_disallows_the_host_as_unreachable(site: Site, tmp_path):
     site.page("/robots.txt", status=503, body="down")
     fan_out(site, 3)
@@ -107,6 +122,24 @@ async def test_robots_txt_redirects_are_followed(site: Site, tmp_path):
 
     assert site.count("/no") == 0
     assert site.count("/yes") == 1
+
+
+async def test_a_robots_txt_past_five_redirects_or_in_a_loop_is_unavailable_so_allows_all(
+    site: Site, tmp_path
+):
+    """RFC 9309 2.3.1.2: past five consecutive redirects, a crawler MAY take robots.txt
+    as unavailable, which 2.3.1.3 says allows everything; not as unreachable."""
+    for hop in range(6):
+        site.redirect("/robots.txt" if hop == 0 else f"/r{hop}", f"/r{hop + 1}", 301)
+    site.page("/r6", body="User-agent: *\nDisallow: /\n", content_type="text/plain")
+    site.page("/", "index", ["/yes"])
+    site.page("/yes", "yes")
+
+    records = await crawl(tmp_path, [site.url + "/"], ignore_robots=False, retries=1)
+
+    assert [r["error"] for r in records] == [None, None]
+    assert site.count("/robots.txt") == 1
+    assert site.count("/r6") == 0
 
 
 async def test_every_request_sends_the_user_agent(site: Site, tmp_path):

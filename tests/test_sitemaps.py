@@ -267,6 +267,25 @@ async def test_robots_txt_leads_through_an_index_and_a_gzip_sitemap_to_pages_no_
     assert (records[f"{u}/linked"]["depth"], records[f"{u}/"]["kind"]) == (2, "page")
 
 
+async def test_a_sitemap_whose_gzip_stream_is_cut_short_is_invalid_not_too_large(
+    site: Site, tmp_path
+):
+    text = urlset(*(url(f"/p{n}") for n in range(2000)))
+    site.page(
+        "/sitemap.xml",
+        body=gzip.compress(text.encode())[:-200],
+        content_type="application/xml",
+        headers={"Content-Encoding": "gzip"},
+    )
+    site.page("/", "home")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], sitemaps=True, max_depth=0))
+
+    sitemap = records[f"{site.url}/sitemap.xml"]
+    assert (sitemap["error"], sitemap["truncated"]) == ("sitemap_invalid", True)
+    assert 0 < sitemap["sitemap_urls"] < 2000  # the entries read before the cut are kept
+
+
 async def test_sitemap_xml_is_tried_when_robots_txt_lists_none(site: Site, tmp_path):
     site.page("/robots.txt", body="User-agent: *\nDisallow: /private\n", content_type="text/plain")
     site.page("/", "home")

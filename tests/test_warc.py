@@ -198,6 +198,30 @@ async def test_warcinfo_says_what_crawled_and_keeps_secrets_out(site: Site, tmp_
     assert "s3cret-value" not in info["payload"].decode()
 
 
+async def test_a_gzip_stream_cut_short_is_read_as_far_as_it_goes_and_archived_as_received(
+    site: Site, tmp_path: Path
+) -> None:
+    body = html("Cut", body='<a href="/next">next</a>' + "word " * 2000).encode()
+    cut = gzip.compress(body)[:-40]  # the last block's end and the trailer lost
+    site.page("/", body=cut, headers={"Content-Encoding": "gzip"})
+    site.page("/empty", body=b"", headers={"Content-Encoding": "gzip"})
+    site.page("/next", "Next")
+    warc = tmp_path / "warc"
+
+    records = by_url(await crawl(tmp_path, [site.url + "/", site.url + "/empty"], warc=str(warc)))
+
+    record = records[site.url + "/"]
+    # Browsers show what the stream held; the record says it is not the whole body.
+    assert (record["title"], record["error"], record["truncated"]) == ("Cut", None, True)
+    assert 0 < record["bytes"] < len(body)
+    assert records[site.url + "/next"]["title"] == "Next"
+    assert records[site.url + "/empty"]["truncated"] is False
+    archive = {r["uri"]: r for r in read_archive(warc) if r["type"] == "response"}
+    response = archive[site.url + "/"]
+    assert response["payload"] == cut
+    assert response["headers"].get_header("WARC-Truncated") is None  # every byte is there
+
+
 async def test_gzip_payload_stays_gzip_and_chunked_and_truncated_bodies_are_marked(
     site: Site, tmp_path: Path
 ) -> None:

@@ -72,7 +72,7 @@ class CrawlCollector(Collector):
         yield self._one(
             CounterMetricFamily,
             "crawler_truncated_records",
-            "Records whose body was cut at --max-bytes",
+            "Records whose body was cut at --max-bytes, or whose compressed stream ended early",
             f["truncated"],
         )
         yield self._one(CounterMetricFamily, "crawler_retries", "Fetches tried again", f["retries"])

@@ -1,0 +1,138 @@
+"""Responses that break HTTP's rules, from a server that writes its bytes by hand: each
+page gets a record, and no response spoils the next one on its connection."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import by_url, crawl
+
+
+def response(status: str, headers: dict[str, str], body: bytes = b"") -> bytes:
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    return f"HTTP/1.1 {status}\r\n{head}\r\n".encode() + body
+
+
+def page(title: str, links: tuple[str, ...] = ()) -> bytes:
+    anchors = "".join(f'<a href="{href}">{href}</a>' for href in links)
+    body = f"<html><head><title>{title}</title></head><body>{anchors}</body></html>".encode()
+    return response("200 OK", {"Content-Type": "text/html", "Content-Length": str(len(body))}, body)
+
+
+def status_and_title(record: dict[str, Any]) -> tuple[int | None, str | None]:
+    return record["status"], record["title"]
+
+
+class RawSite:
+    """A keep-alive HTTP/1.1 server answering each path with fixed bytes, as written."""
+
+    def __init__(self) -> None:
+        self.responses: dict[str, bytes] = {}
+        self.connections = 0
+        self.requests: list[str] = []
+        self._server: asyncio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while request_line := await reader.readline():
+                while await reader.readline() not in (b"\r\n", b""):
+                    pass
+                path = request_line.split()[1].decode()
+                self.requests.append(path)
+                writer.write(
+                    self.responses.get(path, response("404 Not Found", {"Content-Length": "0"}))
+                )
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def start(self) -> RawSite:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+
+@pytest.fixture
+async def raw_site() -> AsyncIterator[RawSite]:
+    server = await RawSite().start()
+    yield server
+    await server.stop()
+
+
+async def test_a_304_followed_by_a_body_spoils_neither_itself_nor_the_next_response(
+    raw_site: RawSite, tmp_path
+):
+    raw_site.responses["/"] = page("index", ("/echoes", "/next"))
+    # A script that prints its page whatever the status; RFC 9112 6.3: a 304 ends at its head.
+    raw_site.responses["/echoes"] = response(
+        "304 Not Modified", {"Content-Length": "9"}, b"the page!"
+    )
+    raw_site.responses["/next"] = page("next")
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
+
+    assert raw_site.requests == ["/", "/echoes", "/next"]
+    assert records[raw_site.url + "/echoes"]["status"] == 304
+    assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
+    assert raw_site.connections == 2  # the one the 304 came on was not used again
+
+
+async def test_a_body_without_content_type_is_html_if_browsers_sniff_it_so(
+    raw_site: RawSite, tmp_path
+):
+    """WHATWG MIME Sniffing: after whitespace, <!-- or one of 16 tags, then a space or ">"."""
+    bodies = {
+        "/comment": b"<!-- generated --><title>comment</title>",
+        "/spaced-title": b"\r\n  <TITLE>title</TITLE>",
+        "/div": b"<div class=x><a href=/comment>c</a></div>",
+        "/not-a-tag": b"<htmlx><title>no</title>",
+        "/late": b" " * 600 + b"<html><title>no</title>",
+    }
+    for path, body in bodies.items():
+        raw_site.responses[path] = response("200 OK", {"Content-Length": str(len(body))}, body)
+    seeds = [raw_site.url + path for path in bodies if path != "/comment"]
+
+    records = by_url(await crawl(tmp_path, seeds))
+
+    titles = {url.removeprefix(raw_site.url): r["title"] for url, r in records.items()}
+    assert titles == {
+        "/comment": "comment",  # reached by the link on /div
+        "/spaced-title": "title",
+        "/div": None,
+        "/not-a-tag": None,
+        "/late": None,
+    }
+
+
+async def test_a_header_line_of_20_kb_is_read_as_browsers_read_it_and_one_of_1_mb_is_not(
+    raw_site: RawSite, tmp_path
+):
+    long_policy = "default-src 'self' " + " ".join(f"https://cdn{n}.example" for n in range(900))
+    raw_site.responses["/long"] = page("long").replace(
+        b"\r\n\r\n", f"\r\nContent-Security-Policy: {long_policy}\r\n\r\n".encode(), 1
+    )
+    raw_site.responses["/huge"] = page("huge").replace(
+        b"\r\n\r\n", b"\r\nX-Huge: " + b"a" * 2**20 + b"\r\n\r\n", 1
+    )
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/long", raw_site.url + "/huge"]))
+
+    assert len(long_policy) > 20_000
+    assert status_and_title(records[raw_site.url + "/long"]) == (200, "long")
+    assert records[raw_site.url + "/huge"]["error"] == "invalid_response"
