@@ -274,7 +274,8 @@ class Robots:
         )
 
     def _parse(self, origin: str, body: bytes) -> RobotsRules:
-        text = body.decode("utf-8", "replace")
+        # RFC 9309 2.3: UTF-8; a byte order mark before the first group hid that group
+        text = body.decode("utf-8-sig", "replace")
         try:
             parser = Protego.parse(text)
         except Exception as exc:  # protego on garbage: treat as no rules, but say so
