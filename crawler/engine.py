@@ -268,7 +268,6 @@ class Crawl:
             settings.any_host,
             settings.include,
             settings.exclude,
-            settings.max_url_length,
         )
         self._is_trap = trap_check(settings, self.stats)
         self._html = HtmlParser()

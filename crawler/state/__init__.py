@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from crawler.bloom import BloomFilter, optimal_bits
 from crawler.config import ConfigError, Settings
 from crawler.cookies import CookieJar
-from crawler.frontier import ROBOTS, SITEMAP, Frontier, Request
+from crawler.frontier import PAGE, ROBOTS, SITEMAP, Frontier, Request
 from crawler.page import Page
 from crawler.sinks import Sinks
 from crawler.stats import Stats
@@ -124,7 +124,10 @@ def trap_check(settings: Settings, stats: Stats) -> Callable[[str], bool] | None
     """`is_trap(url)`, which counts each trap it finds in `stats.dropped`; None if no
     trap rule is on."""
     rules = TrapRules(
-        settings.max_path_depth, settings.max_query_params, settings.drop_repeating_paths
+        settings.max_path_depth,
+        settings.max_query_params,
+        settings.drop_repeating_paths,
+        settings.max_url_length,
     )
     if not rules.enabled:
         return None
@@ -242,6 +245,9 @@ class LocalStore:
         listed = [r for r in listed if r.kind != ROBOTS]
         fresh = self.visited.add_many([visit_key(r.url) for r in listed])
         new = [r for r, is_new in zip(listed, fresh, strict=True) if is_new]
+        is_trap = self._is_trap
+        if is_trap is not None:  # a sitemap's URLs are its links
+            new = [r for r in new if r.kind != PAGE or not is_trap(r.url)]
         sitemaps = [r for r in new if r.kind == SITEMAP]
         if sitemaps:
             stats = self.stats

@@ -745,10 +745,11 @@ class RedisStore:
             # under a key no page has (visit keys have no fragment), they are queued once.
             keys = [visit_key(r.url) + ("#robots" if r.kind == ROBOTS else "") for r in listed]
             maybe_new = self.bloom.add_many(keys)
+            is_trap = self._is_trap  # a sitemap's URLs are its links
             ask += (
                 (r, key, "s" if r.kind == SITEMAP else "-")
                 for r, key, new in zip(listed, keys, maybe_new, strict=True)
-                if new
+                if new and not (r.kind == PAGE and is_trap and is_trap(r.url))
             )
         return ask
 
