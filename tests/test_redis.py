@@ -202,6 +202,25 @@ def test_check_and_add_is_atomic_under_concurrent_callers(redis_server):
     assert slices >= 3  # the filter grew while the callers raced
 
 
+def test_one_call_may_claim_more_urls_than_several_slices_hold(redis_server):
+    # A page of 1,000 links (or a sitemap of 50,000 URLs) against --expected-urls 50:
+    # the script had to add slices it was given no geometry for, and failed ("attempt to
+    # index field '?'"), which ended the crawl as "lost Redis".
+    client = redis_server.client()
+    prefix = f"crawler:{{{crawl_id()}"
+    layout = SharedBloomLayout(prefix, 50, 0.05)
+    claim = client.register_script(CLAIM_ONLY_LUA)
+    urls = [f"http://example.com/{i}" for i in range(1000)]
+
+    reply = claim(args=[prefix, *layout.claim_args(urls)])
+
+    assert reply[0] == 1 and reply[1] >= 5  # five slices or more, added by one call
+    assert 900 < sum(reply[2]) <= 1000
+    layout.slices_known = reply[1]
+    again = claim(args=[prefix, *layout.claim_args(urls)])
+    assert again[0] == 1 and again[2] == [0] * 1000
+
+
 def test_the_shared_filter_takes_at_most_105_percent_of_the_theoretical_bits(redis_server):
     client, prefix, layout, claim = shared_filter(redis_server)
     urls = [f"http://example.com/section/{i % 97}/page-{i}.html" for i in range(20_000)]

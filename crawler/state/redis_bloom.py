@@ -105,14 +105,19 @@ class SharedBloomLayout:
     def claim_args(self, keys: Sequence[str]) -> list[int | bytes]:
         """CLAIM_LUA's arguments for `keys`: how many slices are described, how many keys,
         and the numbers: the geometry of each slice described, then per key its shard and
-        its runs in each slice. One slice more than any shard was seen with is described,
-        so the script can add one; if a shard has grown further, the script changes
+        its runs in each slice. One slice more than any shard was seen with is described
+        (or more, until the last holds every key), so the script can add what the keys
+        fill; if a shard has grown further, the script changes
         nothing and answers with its count (`slices_known` is then raised and the call
         repeated). The numbers go as one string of doubles (exact below 2**53, and Lua's
         numbers are doubles) that the script reads with `struct.unpack`: as arguments of
         their own, each cost a decimal conversion on both sides, which made packing the
         command most of a page's cost in the client."""
         described = self.slices_known + 1
+        # Else the script could fill the last and need one more, which it has no
+        # geometry for (a page of 1,000 links against --expected-urls 50).
+        while self.geometry(described - 1).capacity < len(keys):
+            described += 1
         geometries = [self.geometry(i) for i in range(described)]
         numbers: list[int] = []
         for key in keys:
