@@ -301,7 +301,7 @@ class Crawl:
         )
         self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared, settings.state)
         store.gate = self.gate
-        self.stats.watch(store.bloom, store.frontier, self.scheduler, self.gate)
+        self.stats.watch(store.visited_figures, store.frontier, self.scheduler, self.gate)
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._warned_held = False

@@ -585,3 +585,28 @@ async def test_processes_share_the_near_duplicate_index(tmp_path, redis_server):
     firsts = [r["url"] for r in records if "near_duplicate_of" not in r]
     assert len(firsts) == 1
     assert {r["near_duplicate_of"] for r in records if r["url"] not in firsts} == set(firsts)
+
+
+async def test_the_figures_describe_the_shared_visited_set_that_decides(
+    tmp_path, site: Site, redis_server
+):
+    # The filter is sized far too small, so that it grows and takes some new URLs for
+    # seen ones: the figures must say about as many as went missing. They were the
+    # local filter's, at a tenth of the rate asked for, and said a tenth of the misses.
+    site.page("/", "index", [f"/p{n}" for n in range(1000)])
+
+    records, stats = await crawl_with_stats(
+        tmp_path,
+        [site.url + "/"],
+        redis=redis_server.url,
+        crawl_id=crawl_id(),
+        expected_urls=50,
+        fp_rate=0.05,
+    )
+
+    visited = stats["visited"]
+    missed = 1001 - len(records)
+    assert (visited["target_fp_rate"], visited["capacity"]) == (0.05, 50)
+    assert visited["urls"] == len(records)  # every URL the shared filter took as new
+    assert visited["slices"] > 1
+    assert missed / 3 <= visited["expected_missed_urls"] <= 3 * missed + 3

@@ -22,7 +22,7 @@ from crawler.cookies import CookieJar
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, Frontier, Request
 from crawler.page import Page
 from crawler.sinks import Sinks
-from crawler.stats import Stats
+from crawler.stats import Stats, VisitedSet
 from crawler.urls import TrapRules, host_of, visit_key, visit_keys
 
 if TYPE_CHECKING:
@@ -65,6 +65,10 @@ class Store(Protocol):
     @property
     def robots(self) -> RulesTable | None:
         """Where robots.txt rules outlive the process, if anywhere."""
+
+    @property
+    def visited_figures(self) -> VisitedSet:
+        """The visited set that decides, as the summary and --stats describe it."""
 
     @property
     def frontier(self) -> Frontier:
@@ -190,6 +194,7 @@ class LocalStore:
     robots: RulesTable | None = None
     visited: Visited
     stats: Stats
+    bloom: BloomFilter
 
     def __init__(self, settings: Settings) -> None:
         self.near_duplicates = near_duplicate_index(settings)
@@ -219,6 +224,10 @@ class LocalStore:
     ) -> None:
         """Hand `page` to the sinks and queue `new`, whose claims are made (and `claimed`)."""
         raise NotImplementedError
+
+    @property
+    def visited_figures(self) -> VisitedSet:
+        return self.bloom
 
     async def claim(self, url: str) -> bool:
         return self.visited.add(visit_key(url))
