@@ -12,6 +12,7 @@ only to the sinks the settings name (-o, --state), with no consumer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
@@ -244,14 +245,17 @@ class Crawler:
     async def _run_engine(self) -> None:
         crawl = self._opened()
         try:
-            if self.settings.dashboard is None:
-                await crawl.run()
-            else:
-                from crawler.observe.dashboard import Dashboard
+            async with contextlib.AsyncExitStack() as beside:
+                if self.settings.stats is not None:
+                    from crawler.observe.progress import StatsFile
 
-                sockets, self._dashboard_sockets = self._dashboard_sockets, []
-                async with Dashboard(crawl.stats, self.settings, sockets):
-                    await crawl.run()
+                    await beside.enter_async_context(StatsFile(self.settings.stats, self.figures))
+                if self.settings.dashboard is not None:
+                    from crawler.observe.dashboard import Dashboard
+
+                    sockets, self._dashboard_sockets = self._dashboard_sockets, []
+                    await beside.enter_async_context(Dashboard(crawl.stats, self.settings, sockets))
+                await crawl.run()
         finally:
             if self._outbox is not None:
                 self._outbox.put(None)

@@ -308,6 +308,23 @@ async def test_run_crawls_to_the_end_without_a_loop_of_its_own(site):
     assert stats["records"] == 6 and len(site.hits) == 6
 
 
+async def test_the_stats_setting_writes_the_stats_file_as_the_flag_does(site, tmp_path):
+    # A config file shared by the CLI and a script: its `stats` key was read, checked,
+    # and ignored by the API, which wrote no file.
+    chain_site(site, 5)
+    config = tmp_path / "crawl.toml"
+    config.write_text(f"stats = '{tmp_path / 'stats.json'}'\n", encoding="utf-8")
+    settings = replace(Settings.from_toml(config), **{"ignore_robots": True, "uvloop": False})
+
+    async with Crawler([f"{site.url}/"], settings) as crawler:
+        async for _ in crawler:
+            pass
+
+    written = orjson.loads((tmp_path / "stats.json").read_bytes())
+    assert (written["records"], written["statuses"]) == (6, {"200": 6})
+    assert written["depths"] == crawler.stats["depths"] == {"0": 1, "1": 5}
+
+
 async def test_run_from_a_coroutine_says_what_to_use_instead():
     crawler = Crawler(["http://127.0.0.1:9/"])
     with pytest.raises(RuntimeError, match=r"await crawler\.crawl\(\)"):
