@@ -872,6 +872,8 @@ class Crawl:
     async def _record_refused(self, request: Request, error: ErrorKind) -> None:
         page = None if request.kind == ROBOTS else self._new_page(request, error=error)
         try:
+            if page is not None and self.hooks is not None:  # on_page sees every record
+                await self.hooks.apply(page, [])
             await self._commit(request, page, [])
             await self._complete_held()
         finally:

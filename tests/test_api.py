@@ -183,6 +183,25 @@ async def test_a_hook_that_raises_marks_the_page_and_the_crawl_goes_on(site, cap
     assert len(failures) == 1 and "ZeroDivisionError" in failures[0].exc_text
 
 
+async def test_on_page_sees_every_record_those_robots_txt_refuses_too(site):
+    # A dataset that tags each record (a crawl id, a source) had records without the tag:
+    # robots.txt's refusals were written without asking on_page.
+    site.page("/robots.txt", body="User-agent: *\nDisallow: /private\n", content_type="text/plain")
+    site.page("/", "home", ["/private", "/public"])
+    site.page("/public", "public")
+    settings = replace(TEST_SETTINGS, ignore_robots=False)
+
+    async with Crawler([f"{site.url}/"], settings, on_page=lambda page: {"source": "t"}) as c:
+        records = [page.record() async for page in c]
+
+    assert {r["url"].removeprefix(site.url): r.get("source") for r in records} == {
+        "/": "t",
+        "/public": "t",
+        "/private": "t",
+    }
+    assert site.count("/private") == 0
+
+
 async def test_a_hook_that_awaits_something_cancelled_fails_that_page_not_the_crawl(site):
     chain_site(site, 5)
 
