@@ -46,7 +46,7 @@ from crawler.politeness import (
 from crawler.session import Client
 from crawler.sinks import WriteFailed
 from crawler.state import Store, trap_check
-from crawler.urls import Scope, canonical_links, canonicalize, origin_of
+from crawler.urls import Scope, canonical_links, canonicalize, host_of, origin_of
 
 if TYPE_CHECKING:
     from crawler.history import Previous, PreviousCrawl
@@ -518,6 +518,10 @@ class Crawl:
             unconditional.hops[:0] = response.hops
             response = unconditional
         request.hops.extend(response.hops)
+        if response.moved_to is not None:  # on, from the target host's slot
+            request.exchanges += tuple(response.exchanges)
+            self.scheduler.move(request, response.moved_to, response.redirects)
+            return None
         if self._retried(request, response, _throttled(response)):
             request.exchanges += tuple(response.exchanges)
             return None
@@ -879,14 +883,18 @@ class Crawl:
         finally:
             self.scheduler.release(request)
 
-    async def _admit_hop(self, target: str) -> Hop:
-        """May a redirect go on to `target`? Same checks as a link, plus robots.txt."""
+    async def _admit_hop(self, source: str, target: str) -> Hop:
+        """May a redirect go on to `target`? Same checks as a link, plus robots.txt. On
+        another host, it is fetched from that host's slot, after its delay: followed at
+        once, it was sent at the pace of `source`'s host, whatever its own Crawl-delay."""
         if not self.scope.allows(target) or (self._is_trap and self._is_trap(target)):
             return Hop(follow=False)
         refusal = await self._robots.check(target)
         if refusal is not None:
             return Hop(follow=False, error=refusal)
-        return Hop(follow=await self.store.claim(target))
+        if not await self.store.claim(target):
+            return Hop(follow=False)
+        return Hop(follow=True, elsewhere=host_of(target) != host_of(source))
 
 
 def revisit_schedule(settings: Settings) -> AdaptiveSchedule | None:

@@ -49,13 +49,16 @@ _REDIRECT_BODY_BYTES = 65536
 
 @dataclass(frozen=True, slots=True)
 class Hop:
-    """What the caller says about a redirect target: follow it, or stop with this error."""
+    """What the caller says about a redirect target: follow it, or stop with this error;
+    or (`elsewhere`) it is admitted, but to be followed later, by the caller's own
+    request of it (another host's: from that host's slot, at its pace)."""
 
     follow: bool
     error: ErrorKind | None = None
+    elsewhere: bool = False
 
 
-Admit = Callable[[str], Awaitable[Hop]]
+Admit = Callable[[str, str], Awaitable[Hop]]  # (the URL redirecting, its target)
 
 
 @dataclass(slots=True)
@@ -95,6 +98,7 @@ class Response:
     error: ErrorKind | None = None
     redirects: int = 0  # hops followed so far, this attempt and earlier ones
     final_url: str | None = None  # where following stopped, if not at `url`
+    moved_to: str | None = None  # a redirect target admitted to be fetched `elsewhere`
     hops: list[str] = field(default_factory=list)  # targets admitted during this attempt
     payload_digest: str | None = None  # "sha1:" base32 of the body before content decoding
     # With archive=True: every exchange that led here, earlier attempts' first (the
@@ -386,12 +390,15 @@ class Fetcher:
             if redirects >= self._max_redirects:
                 response.error = ErrorKind.TOO_MANY_REDIRECTS
                 break
-            hop = await admit(target)
+            hop = await admit(response.url, target)
             if not hop.follow:
                 response.final_url, response.error = target, hop.error
                 break
             redirects += 1
             hops.append(target)
+            if hop.elsewhere:
+                response.moved_to = target
+                break
             response = await self.get(target, validators if target == validated else None)
             exchanges.extend(response.exchanges)
         response.redirects, response.hops, response.exchanges = redirects, hops, exchanges
