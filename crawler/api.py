@@ -210,6 +210,10 @@ class Crawler:
                 self._store.close()
                 self._store = None
 
+    async def aclose(self) -> None:
+        """`close()`, by the name async iterators close by (`contextlib.aclosing`)."""
+        await self.close()
+
     def _close_dashboard_sockets(self) -> None:
         for sock in self._dashboard_sockets:
             sock.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import platform
 import re
@@ -267,6 +268,18 @@ async def test_leaving_the_loop_early_stops_the_crawl(site):
     assert crawler.stats["records"] == len(site.hits)
 
 
+async def test_contextlib_aclosing_stops_the_crawl_as_async_with_does(site, tmp_path):
+    # The idiom for async iterators, async generators' own; a Crawler had no aclose().
+    chain_site(site, 200)
+    settings = replace(TEST_SETTINGS, concurrency=2, per_host=2, output=str(tmp_path / "p.jsonl"))
+    async with contextlib.aclosing(Crawler([f"{site.url}/"], settings)) as crawler:
+        async for page in crawler:
+            if page.url.endswith("/p3"):
+                break
+    assert len(site.hits) < 100
+    assert crawler.stats["records"] == len(site.hits) == len(read_records(tmp_path / "p.jsonl"))
+
+
 async def test_leaving_early_with_state_commits_everything_and_resumes(site, tmp_path):
     chain_site(site, 60)
     output, state = tmp_path / "pages.jsonl", tmp_path / "state"
@@ -375,8 +388,8 @@ async def test_the_api_shows_the_crawl_not_the_engine(site, tmp_path):
     crawler = Crawler([f"{site.url}/"], settings)
     public = {name for name in dir(crawler) if not name.startswith("_")}
     assert public == {
-        "close", "complete", "crawl", "failure", "figures", "open", "run", "seeds", "settings",
-        "stats", "stop",
+        "aclose", "close", "complete", "crawl", "failure", "figures", "open", "run", "seeds",
+        "settings", "stats", "stop",
     }  # fmt: skip
     assert crawler.open() is None
     assert crawler.complete is False and crawler.failure is None
