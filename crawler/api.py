@@ -12,6 +12,7 @@ only to the sinks the settings name (-o, --state), with no consumer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
@@ -213,6 +214,10 @@ class Crawler:
                 self._store.close()
                 self._store = None
 
+    async def aclose(self) -> None:
+        """`close()`, by the name async iterators close by (`contextlib.aclosing`)."""
+        await self.close()
+
     def _close_dashboard_sockets(self) -> None:
         for sock in self._dashboard_sockets:
             sock.close()
@@ -248,15 +253,21 @@ class Crawler:
     async def _run_engine(self) -> None:
         crawl = self._opened()
         try:
-            if self.settings.dashboard is None:
-                await crawl.run()
-            else:
-                from crawler.observe.dashboard import Dashboard, Figures
+            dashboard = None
+            async with contextlib.AsyncExitStack() as beside:
+                if self.settings.stats is not None:
+                    from crawler.observe.progress import StatsFile
 
-                sockets, self._dashboard_sockets = self._dashboard_sockets, []
-                figures = Figures(crawl.stats, self.settings)
-                async with Dashboard(figures, self.settings, sockets) as dashboard:
-                    await crawl.run()
+                    await beside.enter_async_context(StatsFile(self.settings.stats, self.figures))
+                if self.settings.dashboard is not None:
+                    from crawler.observe.dashboard import Dashboard, Figures
+
+                    sockets, self._dashboard_sockets = self._dashboard_sockets, []
+                    figures = Figures(crawl.stats, self.settings)
+                    dashboard = Dashboard(figures, self.settings, sockets)
+                    await beside.enter_async_context(dashboard)
+                await crawl.run()
+            if dashboard is not None:
                 self.dashboard_figures = dashboard.final
         finally:
             if self._outbox is not None:

@@ -541,7 +541,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "max_url_length",
         "int",
-        "drop URLs longer than this",
+        "drop links longer than this many characters (a trap, counted as url_too_long)",
         _at_least(16),
         metavar="N",
         group="limits",

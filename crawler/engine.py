@@ -46,7 +46,7 @@ from crawler.politeness import (
 from crawler.session import Client
 from crawler.sinks import WriteFailed
 from crawler.state import Store, trap_check
-from crawler.urls import Scope, canonical_links, canonicalize, origin_of
+from crawler.urls import Scope, canonical_links, canonicalize, host_of, origin_of
 
 if TYPE_CHECKING:
     from crawler.history import Previous, PreviousCrawl
@@ -268,7 +268,6 @@ class Crawl:
             settings.any_host,
             settings.include,
             settings.exclude,
-            settings.max_url_length,
         )
         self._is_trap = trap_check(settings, self.stats)
         self._html = HtmlParser()
@@ -302,7 +301,7 @@ class Crawl:
         )
         self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared, settings.state)
         store.gate = self.gate
-        self.stats.watch(store.bloom, store.frontier, self.scheduler, self.gate)
+        self.stats.watch(store.visited_figures, store.frontier, self.scheduler, self.gate)
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._warned_held = False
@@ -523,6 +522,10 @@ class Crawl:
             unconditional.hops[:0] = response.hops
             response = unconditional
         request.hops.extend(response.hops)
+        if response.moved_to is not None:  # on, from the target host's slot
+            request.exchanges += tuple(response.exchanges)
+            self.scheduler.move(request, response.moved_to, response.redirects)
+            return None
         if self._retried(request, response, _throttled(response)):
             request.exchanges += tuple(response.exchanges)
             return None
@@ -879,19 +882,25 @@ class Crawl:
     async def _record_refused(self, request: Request, error: ErrorKind) -> None:
         page = None if request.kind == ROBOTS else self._new_page(request, error=error)
         try:
+            if page is not None and self.hooks is not None:  # on_page sees every record
+                await self.hooks.apply(page, [])
             await self._commit(request, page, [])
             await self._complete_held()
         finally:
             self.scheduler.release(request)
 
-    async def _admit_hop(self, target: str) -> Hop:
-        """May a redirect go on to `target`? Same checks as a link, plus robots.txt."""
+    async def _admit_hop(self, source: str, target: str) -> Hop:
+        """May a redirect go on to `target`? Same checks as a link, plus robots.txt. On
+        another host, it is fetched from that host's slot, after its delay: followed at
+        once, it was sent at the pace of `source`'s host, whatever its own Crawl-delay."""
         if not self.scope.allows(target) or (self._is_trap and self._is_trap(target)):
             return Hop(follow=False)
         refusal = await self._robots.check(target)
         if refusal is not None:
             return Hop(follow=False, error=refusal)
-        return Hop(follow=await self.store.claim(target))
+        if not await self.store.claim(target):
+            return Hop(follow=False)
+        return Hop(follow=True, elsewhere=host_of(target) != host_of(source))
 
 
 def revisit_schedule(settings: Settings) -> AdaptiveSchedule | None:

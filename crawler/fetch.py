@@ -59,13 +59,16 @@ _REDIRECT_BODY_BYTES = 65536
 
 @dataclass(frozen=True, slots=True)
 class Hop:
-    """What the caller says about a redirect target: follow it, or stop with this error."""
+    """What the caller says about a redirect target: follow it, or stop with this error;
+    or (`elsewhere`) it is admitted, but to be followed later, by the caller's own
+    request of it (another host's: from that host's slot, at its pace)."""
 
     follow: bool
     error: ErrorKind | None = None
+    elsewhere: bool = False
 
 
-Admit = Callable[[str], Awaitable[Hop]]
+Admit = Callable[[str, str], Awaitable[Hop]]  # (the URL redirecting, its target)
 
 
 @dataclass(slots=True)
@@ -106,6 +109,7 @@ class Response:
     error: ErrorKind | None = None
     redirects: int = 0  # hops followed so far, this attempt and earlier ones
     final_url: str | None = None  # where following stopped, if not at `url`
+    moved_to: str | None = None  # a redirect target admitted to be fetched `elsewhere`
     hops: list[str] = field(default_factory=list)  # targets admitted during this attempt
     payload_digest: str | None = None  # "sha1:" base32 of the body before content decoding
     # With archive=True: every exchange that led here, earlier attempts' first (the
@@ -457,13 +461,16 @@ class Fetcher:
             # cookie check, which answers once the cookie is sent, as browsers find.
             # Without a cookie, that is a loop, and following stops there.
             back = target == url or target in hops
-            hop = Hop(follow=True) if back and cookie_set else await admit(target)
+            hop = Hop(follow=True) if back and cookie_set else await admit(response.url, target)
             if not hop.follow:
                 response.final_url, response.error = target, hop.error
                 break
             redirects += 1
             if not back:
                 hops.append(target)
+            if hop.elsewhere:
+                response.moved_to = target
+                break
             response = await self.get(target, validators if target == validated else None)
             exchanges.extend(response.exchanges)
         response.redirects, response.hops, response.exchanges = redirects, hops, exchanges

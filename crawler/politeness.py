@@ -34,7 +34,7 @@ from crawler.errors import ErrorKind
 from crawler.fetch import Fetcher, Hop
 from crawler.frontier import ROBOTS, Frontier, Request
 from crawler.sinks import Archive
-from crawler.urls import origin_of
+from crawler.urls import host_of, origin_of
 
 log = logging.getLogger(__name__)
 
@@ -293,11 +293,17 @@ class Robots:
         return RobotsRules(packed=zlib.compress(text.encode()), crawl_delay_s=float(delay))
 
 
+def _slot_of(request: Request) -> str:
+    """The host whose slot `request` takes: the one its redirects brought it to, if any
+    (they never leave a host: a target on another host is moved to that host's line)."""
+    return host_of(request.location) if request.location is not None else request.host
+
+
 def _robots_expiry() -> float:
     return time.monotonic() + ROBOTS_MAX_AGE_S
 
 
-async def _follow_any(_target: str) -> Hop:
+async def _follow_any(_source: str, _target: str) -> Hop:
     return Hop(follow=True)
 
 
@@ -406,7 +412,7 @@ class HostScheduler:
 
     def release(self, request: Request, *, throttled: bool = False) -> None:
         """`request` got its record. `throttled`: the host answered 429 or 503."""
-        host = self._hosts[request.host]
+        host = self._hosts[_slot_of(request)]
         self._end(host, throttled)
         if not throttled:
             host.backoff_s = host.backoff_s / 2 if host.backoff_s > 0.05 else 0.0
@@ -414,15 +420,29 @@ class HostScheduler:
 
     def retry(self, request: Request, wait_s: float, *, throttled: bool) -> None:
         """Try `request` again, first in its host's line, not before `wait_s` from now."""
-        host = self._hosts[request.host]
+        host = self._hosts[_slot_of(request)]
         self._end(host, throttled)
         request.attempt += 1
+        self._first_in_line(host, request)
+        host.next_start = max(host.next_start, time.monotonic() + wait_s)
+        self._after_change(host)
+
+    def move(self, request: Request, location: str, redirects: int) -> None:
+        """`request` was redirected to `location`, on another host: it goes on from
+        there, first in that host's line, in its slots and at its pace."""
+        left = self._hosts[_slot_of(request)]
+        self._end(left, throttled=False)
+        self._after_change(left)
+        request.location, request.redirects = location, redirects
+        host = self._host(_slot_of(request))
+        self._first_in_line(host, request)
+        self._after_change(host)
+
+    def _first_in_line(self, host: _Host, request: Request) -> None:
         if host.retries is None:
             host.retries = deque()
         host.retries.appendleft(request)
         self._retrying += 1
-        host.next_start = max(host.next_start, time.monotonic() + wait_s)
-        self._after_change(host)
 
     async def fetch_robots(self, job: RobotsFetch) -> None:
         """Load robots.txt in the slot `next_job` reserved for it; apply its Crawl-delay."""
@@ -586,11 +606,12 @@ class HostScheduler:
                 self._robots_pending.add(origin)
                 self._start(host, now)
                 return RobotsFetch(host.key, origin)
-            if request.location is None:  # a host forgotten while idle gets it back here
-                self._apply_crawl_delay(host, rules)
-                if rules.restored and not host.next_start and host.delay_s:
-                    host.next_start = now + host.delay_s  # its last request may be that recent
-                    return None
+            # A host forgotten while idle gets it back here (a request's redirects never
+            # left its host: another host's target is moved to that host's line).
+            self._apply_crawl_delay(host, rules)
+            if rules.restored and not host.next_start and host.delay_s:
+                host.next_start = now + host.delay_s  # its last request may be that recent
+                return None
             if retries:
                 retries.popleft()
                 self._retrying -= 1

@@ -563,7 +563,6 @@ class Scope:
         any_host: bool = False,
         include: Sequence[str] = (),
         exclude: Sequence[str] = (),
-        max_url_length: int = 2083,
     ) -> None:
         self._any_host = any_host
         self._hosts = {host_of(url) for url in seed_urls}
@@ -583,7 +582,6 @@ class Scope:
                 self._hosts.add(host.removesuffix(":443"))
         self._include = [re.compile(p) for p in include]
         self._exclude = [re.compile(p) for p in exclude]
-        self._max_url_length = max_url_length
         self._host_verdicts: dict[str, bool] = {}
         self._origin_verdicts: dict[str, bool] = {}
 
@@ -592,9 +590,8 @@ class Scope:
 
     def allowed(self, urls: Iterable[str]) -> list[str]:
         """Those of `urls` the crawl follows, in order: `allows` for a page's links."""
-        max_length = self._max_url_length
         if self._any_host:
-            kept = [url for url in urls if len(url) <= max_length]
+            kept = list(urls)
         else:  # one verdict per origin: the slice is cheaper than host_of()
             verdicts = self._origin_verdicts
             kept = []
@@ -604,7 +601,7 @@ class Scope:
                 verdict = verdicts.get(origin)
                 if verdict is None:
                     verdict = verdicts[origin] = self.allows_host(host_of(url))
-                if verdict and len(url) <= max_length:
+                if verdict:
                     kept.append(url)
         if self._include:
             kept = [url for url in kept if any(p.search(url) for p in self._include)]
@@ -628,6 +625,7 @@ class Scope:
 REPEATING_PATH = "repeating_path"
 PATH_TOO_DEEP = "path_too_deep"
 TOO_MANY_QUERY_PARAMS = "too_many_query_params"
+URL_TOO_LONG = "url_too_long"
 _REPEATS = 3  # a run of segments seen this many times in a row makes a trap
 
 
@@ -659,21 +657,31 @@ def repeats_segments(segments: Sequence[str]) -> bool:
 class TrapRules:
     """Heuristics against crawler traps: link spaces that generate endless unique URLs.
 
-    A canonical URL is a trap when its path has more than `max_path_depth` segments,
+    A canonical URL is a trap when it is longer than `max_url_length` characters (a
+    query that grows by a term a page), its path has more than `max_path_depth` segments,
     its query more than `max_query_params` "&"-separated parameters, or (with
     `repeating_paths`) its path repeats a run of segments 3 times in a row, as
     relative links resolved against the wrong base do: /a/b/a/b/a/b/. A limit of
     0 is no limit.
     """
 
-    def __init__(self, max_path_depth: int, max_query_params: int, repeating_paths: bool) -> None:
+    def __init__(
+        self,
+        max_path_depth: int,
+        max_query_params: int,
+        repeating_paths: bool,
+        max_url_length: int = 0,
+    ) -> None:
         self._max_path_depth = max_path_depth
         self._max_query_params = max_query_params
         self._repeating_paths = repeating_paths
-        self.enabled = bool(max_path_depth or max_query_params or repeating_paths)
+        self._max_url_length = max_url_length
+        self.enabled = bool(max_path_depth or max_query_params or repeating_paths or max_url_length)
 
     def trap(self, url: str) -> str | None:
         """Which rule `url` breaks (REPEATING_PATH, PATH_TOO_DEEP...), or None."""
+        if self._max_url_length and len(url) > self._max_url_length:
+            return URL_TOO_LONG
         path, _, query = url.partition("?")
         if self._max_query_params and query and query.count("&") >= self._max_query_params:
             return TOO_MANY_QUERY_PARAMS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import platform
 import re
@@ -188,6 +189,25 @@ async def test_a_hook_that_raises_marks_the_page_and_the_crawl_goes_on(site, cap
     assert len(failures) == 1 and "ZeroDivisionError" in failures[0].exc_text
 
 
+async def test_on_page_sees_every_record_those_robots_txt_refuses_too(site):
+    # A dataset that tags each record (a crawl id, a source) had records without the tag:
+    # robots.txt's refusals were written without asking on_page.
+    site.page("/robots.txt", body="User-agent: *\nDisallow: /private\n", content_type="text/plain")
+    site.page("/", "home", ["/private", "/public"])
+    site.page("/public", "public")
+    settings = replace(TEST_SETTINGS, ignore_robots=False)
+
+    async with Crawler([f"{site.url}/"], settings, on_page=lambda page: {"source": "t"}) as c:
+        records = [page.record() async for page in c]
+
+    assert {r["url"].removeprefix(site.url): r.get("source") for r in records} == {
+        "/": "t",
+        "/public": "t",
+        "/private": "t",
+    }
+    assert site.count("/private") == 0
+
+
 async def test_a_hook_that_awaits_something_cancelled_fails_that_page_not_the_crawl(site):
     chain_site(site, 5)
 
@@ -253,6 +273,18 @@ async def test_leaving_the_loop_early_stops_the_crawl(site):
     assert crawler.stats["records"] == len(site.hits)
 
 
+async def test_contextlib_aclosing_stops_the_crawl_as_async_with_does(site, tmp_path):
+    # The idiom for async iterators, async generators' own; a Crawler had no aclose().
+    chain_site(site, 200)
+    settings = replace(TEST_SETTINGS, concurrency=2, per_host=2, output=str(tmp_path / "p.jsonl"))
+    async with contextlib.aclosing(Crawler([f"{site.url}/"], settings)) as crawler:
+        async for page in crawler:
+            if page.url.endswith("/p3"):
+                break
+    assert len(site.hits) < 100
+    assert crawler.stats["records"] == len(site.hits) == len(read_records(tmp_path / "p.jsonl"))
+
+
 async def test_leaving_early_with_state_commits_everything_and_resumes(site, tmp_path):
     chain_site(site, 60)
     output, state = tmp_path / "pages.jsonl", tmp_path / "state"
@@ -313,6 +345,23 @@ async def test_run_crawls_to_the_end_without_a_loop_of_its_own(site):
     assert stats["records"] == 6 and len(site.hits) == 6
 
 
+async def test_the_stats_setting_writes_the_stats_file_as_the_flag_does(site, tmp_path):
+    # A config file shared by the CLI and a script: its `stats` key was read, checked,
+    # and ignored by the API, which wrote no file.
+    chain_site(site, 5)
+    config = tmp_path / "crawl.toml"
+    config.write_text(f"stats = '{tmp_path / 'stats.json'}'\n", encoding="utf-8")
+    settings = replace(Settings.from_toml(config), **{"ignore_robots": True, "uvloop": False})
+
+    async with Crawler([f"{site.url}/"], settings) as crawler:
+        async for _ in crawler:
+            pass
+
+    written = orjson.loads((tmp_path / "stats.json").read_bytes())
+    assert (written["records"], written["statuses"]) == (6, {"200": 6})
+    assert written["depths"] == crawler.stats["depths"] == {"0": 1, "1": 5}
+
+
 async def test_run_from_a_coroutine_says_what_to_use_instead():
     crawler = Crawler(["http://127.0.0.1:9/"])
     with pytest.raises(RuntimeError, match=r"await crawler\.crawl\(\)"):
@@ -344,8 +393,8 @@ async def test_the_api_shows_the_crawl_not_the_engine(site, tmp_path):
     crawler = Crawler([f"{site.url}/"], settings)
     public = {name for name in dir(crawler) if not name.startswith("_")}
     assert public == {
-        "close", "complete", "crawl", "dashboard_figures", "failure", "figures", "open", "run",
-        "seeds", "settings", "stats", "stop",
+        "aclose", "close", "complete", "crawl", "dashboard_figures", "failure", "figures",
+        "open", "run", "seeds", "settings", "stats", "stop",
     }  # fmt: skip
     assert crawler.open() is None
     assert crawler.complete is False and crawler.failure is None

@@ -79,8 +79,8 @@ content_types = st.one_of(
     st.tuples(st.sampled_from(CONTENT_TYPES), st.text(max_size=12)).map("".join),
 )
 
-SCOPE = Scope(BASES, allow_hosts=["*.example.com"], exclude=[r"\?sid="], max_url_length=200)
-TRAPS = TrapRules(max_path_depth=32, max_query_params=20, repeating_paths=True)
+SCOPE = Scope(BASES, allow_hosts=["*.example.com"], exclude=[r"\?sid="])
+TRAPS = TrapRules(max_path_depth=32, max_query_params=20, repeating_paths=True, max_url_length=200)
 
 
 def assert_canonical(url: str) -> None:

@@ -78,6 +78,21 @@ async def test_urls_with_more_than_max_query_params_are_dropped(site: Site, tmp_
     assert site.count("/s?a=1&b=2&c=3") == 1
 
 
+async def test_urls_longer_than_max_url_length_are_dropped_and_counted_once(site: Site, tmp_path):
+    # A search form's trap: each result page links to a query one term longer.
+    site.page("/", "index", ["/s?q=a", "/p"])
+    site.page("/p", "p", ["/s?q=a+b+c+d+e+f+g+h"])  # a second link to a too long URL
+    site.page("/s?q=a", "a", ["/s?q=a+b", "/s?q=a+b+c+d+e+f+g+h"])
+    site.page("/s?q=a+b", "a b", ["/s?q=a+b+c+d+e+f+g+h"])
+    limit = len(site.url + "/s?q=a+b")
+
+    records, stats = await crawl_with_stats(tmp_path, [site.url + "/"], max_url_length=limit)
+
+    assert set(site.paths()) == {"/", "/p", "/s?q=a", "/s?q=a+b"}
+    assert len(records) == 4
+    assert stats["dropped"] == {"url_too_long": 1}  # one URL, however many links to it
+
+
 def session_id_site(site: Site) -> None:
     """Every page links to three pages under a fresh ?sid=: endless unique URLs."""
 

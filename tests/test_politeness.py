@@ -111,6 +111,23 @@ async def test_failing_robots_txt_disallows_the_host_as_unreachable(site: Site, 
     assert site.count("/robots.txt") == 2  # tried again before giving up
 
 
+async def test_a_robots_txt_saved_with_a_byte_order_mark_is_obeyed(site: Site, tmp_path):
+    # Notepad saves UTF-8 with a BOM; read as text, it glued itself to the first
+    # "User-agent" line, protego saw no group, and every Disallow was ignored.
+    site.page(
+        "/robots.txt",
+        body="\ufeffUser-agent: *\nDisallow: /private\n".encode(),
+        content_type="text/plain",
+    )
+    site.page("/", "index", ["/private/a", "/public"])
+    site.page("/public", "public")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], ignore_robots=False))
+
+    assert site.count("/private/a") == 0
+    assert records[site.url + "/private/a"]["error"] == "robots_disallowed"
+
+
 async def test_robots_txt_redirects_are_followed(site: Site, tmp_path):
     site.redirect("/robots.txt", "/real-robots.txt", 301)
     robots_text = "User-agent: *\nDisallow: /no\n"
@@ -169,6 +186,38 @@ async def test_delay_spaces_request_starts_on_a_host(site: Site, tmp_path):
 
     assert len(site.hits) == 5
     assert min(start_gaps(site)) >= 0.2
+
+
+async def test_redirects_to_another_host_keep_that_hosts_crawl_delay_and_slots(
+    site: Site, site2: Site, tmp_path
+):
+    # A redirector (a link shortener, /go?url=, an old domain) in front of a host that
+    # asks for a Crawl-delay: the redirects were followed in the redirector's slots, so
+    # the other host got them all at once.
+    robots(site2, "User-agent: *\nCrawl-delay: 0.3\n")
+    site.page("/", "index", [f"/go{n}" for n in range(4)])
+    for n in range(4):
+        site.redirect(f"/go{n}", f"{site2.url}/page{n}")
+        site2.page(f"/page{n}", f"page {n}")
+
+    records = by_url(
+        await crawl(
+            tmp_path,
+            [site.url + "/"],
+            ignore_robots=False,
+            allow_host=("127.0.0.2",),
+            allow_private_addresses=True,  # 127.0.0.2 stands for a public host here
+        )
+    )
+
+    pages = [hit for hit in site2.hits if hit.path.startswith("/page")]
+    assert len(pages) == 4 and site2.max_in_flight == 1
+    starts = sorted(hit.started for hit in pages)
+    assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.3
+    for n in range(4):  # one record each, for the URL linked, as before
+        record = records[f"{site.url}/go{n}"]
+        assert (record["status"], record["final_url"]) == (200, f"{site2.url}/page{n}")
+    assert len(records) == 5
 
 
 async def test_crawl_delay_in_robots_txt_raises_the_delay(site: Site, tmp_path):

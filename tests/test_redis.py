@@ -202,6 +202,25 @@ def test_check_and_add_is_atomic_under_concurrent_callers(redis_server):
     assert slices >= 3  # the filter grew while the callers raced
 
 
+def test_one_call_may_claim_more_urls_than_several_slices_hold(redis_server):
+    # A page of 1,000 links (or a sitemap of 50,000 URLs) against --expected-urls 50:
+    # the script had to add slices it was given no geometry for, and failed ("attempt to
+    # index field '?'"), which ended the crawl as "lost Redis".
+    client = redis_server.client()
+    prefix = f"crawler:{{{crawl_id()}"
+    layout = SharedBloomLayout(prefix, 50, 0.05)
+    claim = client.register_script(CLAIM_ONLY_LUA)
+    urls = [f"http://example.com/{i}" for i in range(1000)]
+
+    reply = claim(args=[prefix, *layout.claim_args(urls)])
+
+    assert reply[0] == 1 and reply[1] >= 5  # five slices or more, added by one call
+    assert 900 < sum(reply[2]) <= 1000
+    layout.slices_known = reply[1]
+    again = claim(args=[prefix, *layout.claim_args(urls)])
+    assert again[0] == 1 and again[2] == [0] * 1000
+
+
 def test_the_shared_filter_takes_at_most_105_percent_of_the_theoretical_bits(redis_server):
     client, prefix, layout, claim = shared_filter(redis_server)
     urls = [f"http://example.com/section/{i % 97}/page-{i}.html" for i in range(20_000)]
@@ -628,3 +647,28 @@ async def test_processes_share_the_near_duplicate_index(tmp_path, redis_server):
     firsts = [r["url"] for r in records if "near_duplicate_of" not in r]
     assert len(firsts) == 1
     assert {r["near_duplicate_of"] for r in records if r["url"] not in firsts} == set(firsts)
+
+
+async def test_the_figures_describe_the_shared_visited_set_that_decides(
+    tmp_path, site: Site, redis_server
+):
+    # The filter is sized far too small, so that it grows and takes some new URLs for
+    # seen ones: the figures must say about as many as went missing. They were the
+    # local filter's, at a tenth of the rate asked for, and said a tenth of the misses.
+    site.page("/", "index", [f"/p{n}" for n in range(1000)])
+
+    records, stats = await crawl_with_stats(
+        tmp_path,
+        [site.url + "/"],
+        redis=redis_server.url,
+        crawl_id=crawl_id(),
+        expected_urls=50,
+        fp_rate=0.05,
+    )
+
+    visited = stats["visited"]
+    missed = 1001 - len(records)
+    assert (visited["target_fp_rate"], visited["capacity"]) == (0.05, 50)
+    assert visited["urls"] == len(records)  # every URL the shared filter took as new
+    assert visited["slices"] > 1
+    assert missed / 3 <= visited["expected_missed_urls"] <= 3 * missed + 3

@@ -390,6 +390,20 @@ async def test_a_sitemap_and_urls_on_a_host_out_of_scope_are_dropped(
     assert records[f"{site.url}/mine.xml"]["sitemap_urls"] == 2
 
 
+async def test_a_sitemaps_urls_meet_the_trap_rules_as_links_do(site: Site, tmp_path):
+    long_path = "/" + "x" * 60
+    site.page("/", "home")
+    serve_xml(site, "/sitemap.xml", urlset(url("/here"), url(long_path), url("/a/a/a/")))
+    site.page("/here", "here")
+
+    records = by_url(
+        await crawl(tmp_path, [site.url + "/"], sitemaps=True, max_url_length=len(site.url) + 40)
+    )
+
+    assert set(records) == {f"{site.url}{p}" for p in ("/", "/sitemap.xml", "/here")}
+    assert site.count(long_path) == site.count("/a/a/a/") == 0
+
+
 async def test_max_sitemaps_caps_the_files_fetched(site: Site, tmp_path):
     site.page("/", "home")
     serve_xml(site, "/sitemap.xml", index(*(f"/s{n}.xml" for n in range(10))))

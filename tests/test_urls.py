@@ -16,7 +16,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from crawler.urls import (
+    URL_TOO_LONG,
     Scope,
+    TrapRules,
     canonical_links,
     canonicalize,
     host_of,
@@ -1051,11 +1053,10 @@ def test_allow_host_patterns_are_canonicalized_like_urls():
 
 
 def test_any_host_lifts_the_host_rule_only():
-    scope = Scope(["http://seed.com/"], any_host=True, exclude=[r"/private/"], max_url_length=40)
+    scope = Scope(["http://seed.com/"], any_host=True, exclude=[r"/private/"])
     assert scope.allows("http://anything.net:1234/")
     assert scope.allows("https://[2001:db8::1]/")
     assert not scope.allows("http://anything.net/private/x")
-    assert not scope.allows("http://anything.net/" + "x" * 40)
 
 
 def test_include_and_exclude_search_the_canonical_url():
@@ -1069,13 +1070,11 @@ def test_include_and_exclude_search_the_canonical_url():
     assert escaped.allows(canonicalize("http://a.com/café"))
 
 
-def test_urls_longer_than_max_url_length_are_out_of_scope():
-    scope = Scope(["http://a.com/"], max_url_length=30)
-    assert scope.allows("http://a.com/" + "x" * 17)  # 30 characters
-    assert not scope.allows("http://a.com/" + "x" * 18)  # 31
-    default = Scope(["http://a.com/"])
-    assert default.allows("http://a.com/" + "x" * (2083 - 13))
-    assert not default.allows("http://a.com/" + "x" * (2084 - 13))
+def test_urls_longer_than_max_url_length_are_traps():
+    rules = TrapRules(0, 0, False, max_url_length=30)
+    assert rules.trap("http://a.com/" + "x" * 17) is None  # 30 characters
+    assert rules.trap("http://a.com/" + "x" * 18) == URL_TOO_LONG  # 31
+    assert not TrapRules(0, 0, False).enabled
 
 
 # --- canonical_links, host_of, origin_of --------------------------------------------------------

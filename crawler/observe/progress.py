@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable
 from types import TracebackType
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Self
 
 from crawler.config import Settings
 from crawler.files import write_whole
@@ -23,6 +24,8 @@ from crawler.stats import CrawlStats, RecrawlFigures
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
+
+log = logging.getLogger(__name__)
 
 LIVE_REFRESH_S = 0.25
 PLAIN_EVERY_S = 10.0
@@ -218,18 +221,12 @@ def silence(stream: IO[str]) -> None:
     os.close(devnull)
 
 
-class Reporter:
-    """Runs beside the crawl: progress on stderr and the --stats file."""
+class _BesideTheCrawl:
+    """A task that runs beside the crawl for as long as the `async with` lasts."""
 
-    def __init__(self, figures: Figures, settings: Settings, stream: IO[str] | None = None) -> None:
-        """`stream`: stderr as it is now, if not given (the CLI may have replaced it)."""
-        self._figures = figures
-        self._settings = settings
-        self._stream = stream if stream is not None else sys.stderr
-        self._task: asyncio.Task[None] | None = None
-        self._live: LiveStatus | None = None
+    _task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> Reporter:
+    async def __aenter__(self) -> Self:
         self._task = asyncio.create_task(self._run())
         return self
 
@@ -242,13 +239,52 @@ class Reporter:
                 await self._task
 
     async def _run(self) -> None:
+        raise NotImplementedError
+
+
+class StatsFile(_BesideTheCrawl):
+    """The --stats file: the crawl's figures every STATS_EVERY_S and at the end."""
+
+    def __init__(self, path: str, figures: Figures) -> None:
+        self._path = path
+        self._figures = figures
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await super().__aexit__(kind, exc, tb)
+        self._write()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(STATS_EVERY_S)
+            self._write()
+
+    def _write(self) -> None:
+        try:
+            write_json_atomically(self._path, self._figures(True))
+        except OSError as exc:
+            log.warning("cannot write %s: %s", self._path, exc.strerror)
+
+
+class Reporter(_BesideTheCrawl):
+    """Progress on stderr, beside the crawl."""
+
+    def __init__(self, figures: Figures, settings: Settings, stream: IO[str] | None = None) -> None:
+        """`stream`: stderr as it is now, if not given (the CLI may have replaced it)."""
+        self._figures = figures
+        self._settings = settings
+        self._stream = stream if stream is not None else sys.stderr
+        self._live: LiveStatus | None = None
+
+    async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         if not self._settings.quiet and self._stream.isatty():
             from rich.console import Console
 
             self._live = LiveStatus(Console(file=self._stream), self._settings.max_pages)
         live = self._live
-        next_plain = next_stats = loop.time() + PLAIN_EVERY_S
+        next_plain = loop.time() + PLAIN_EVERY_S
         try:
             while True:
                 await asyncio.sleep(LIVE_REFRESH_S if live else 1.0)
@@ -259,9 +295,6 @@ class Reporter:
                     line = status_line(self._figures(False), self._settings.max_pages)
                     self._say(f"crawler: {line}")
                     next_plain = now + PLAIN_EVERY_S
-                if now >= next_stats:
-                    self._write_stats()
-                    next_stats = now + STATS_EVERY_S
         finally:
             self.clear()
 
@@ -271,19 +304,10 @@ class Reporter:
             self._live.stop()
             self._live = None
 
-    def _write_stats(self, figures: CrawlStats | None = None) -> None:
-        if self._settings.stats:
-            try:
-                write_json_atomically(self._settings.stats, figures or self._figures(True))
-            except OSError as exc:
-                self._say(f"crawler: warning: cannot write {self._settings.stats}: {exc.strerror}")
-
     def finish(self) -> None:
-        """The crawl is over: final stats file and summary."""
-        figures = self._figures(True)
-        self._write_stats(figures)
+        """The crawl is over: the summary."""
         if not self._settings.quiet:
-            self._say(summary_table(figures))
+            self._say(summary_table(self._figures(True)))
 
     def _say(self, text: str) -> None:
         try:

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Protocol
 from crawler.bloom import BloomFilter, optimal_bits
 from crawler.config import ConfigError, Settings
 from crawler.cookies import CookieJar
-from crawler.frontier import ROBOTS, SITEMAP, Frontier, Request
+from crawler.frontier import PAGE, ROBOTS, SITEMAP, Frontier, Request
 from crawler.page import Page
 from crawler.sinks import Sinks
-from crawler.stats import Stats
+from crawler.stats import Stats, VisitedSet
 from crawler.urls import TrapRules, host_of, visit_key, visit_keys
 
 if TYPE_CHECKING:
@@ -65,6 +65,10 @@ class Store(Protocol):
     @property
     def robots(self) -> RulesTable | None:
         """Where robots.txt rules outlive the process, if anywhere."""
+
+    @property
+    def visited_figures(self) -> VisitedSet:
+        """The visited set that decides, as the summary and --stats describe it."""
 
     @property
     def frontier(self) -> Frontier:
@@ -124,7 +128,10 @@ def trap_check(settings: Settings, stats: Stats) -> Callable[[str], bool] | None
     """`is_trap(url)`, which counts each trap it finds in `stats.dropped`; None if no
     trap rule is on."""
     rules = TrapRules(
-        settings.max_path_depth, settings.max_query_params, settings.drop_repeating_paths
+        settings.max_path_depth,
+        settings.max_query_params,
+        settings.drop_repeating_paths,
+        settings.max_url_length,
     )
     if not rules.enabled:
         return None
@@ -187,6 +194,7 @@ class LocalStore:
     robots: RulesTable | None = None
     visited: Visited
     stats: Stats
+    bloom: BloomFilter
 
     def __init__(self, settings: Settings) -> None:
         self.near_duplicates = near_duplicate_index(settings)
@@ -217,6 +225,10 @@ class LocalStore:
         """Hand `page` to the sinks and queue `new`, whose claims are made (and `claimed`)."""
         raise NotImplementedError
 
+    @property
+    def visited_figures(self) -> VisitedSet:
+        return self.bloom
+
     async def claim(self, url: str) -> bool:
         return self.visited.add(visit_key(url))
 
@@ -242,6 +254,9 @@ class LocalStore:
         listed = [r for r in listed if r.kind != ROBOTS]
         fresh = self.visited.add_many([visit_key(r.url) for r in listed])
         new = [r for r, is_new in zip(listed, fresh, strict=True) if is_new]
+        is_trap = self._is_trap
+        if is_trap is not None:  # a sitemap's URLs are its links
+            new = [r for r in new if r.kind != PAGE or not is_trap(r.url)]
         sitemaps = [r for r in new if r.kind == SITEMAP]
         if sitemaps:
             stats = self.stats

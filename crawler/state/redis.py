@@ -43,9 +43,11 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import secrets
 import socket
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -69,7 +71,13 @@ from crawler.state import (
     warn_sitemaps_dropped,
 )
 from crawler.state.disk import SHAPING_SETTINGS, crawl_shape
-from crawler.state.redis_bloom import CLAIM_LUA, CLAIM_ONLY_LUA, SharedBloomLayout
+from crawler.state.redis_bloom import (
+    CLAIM_LUA,
+    CLAIM_ONLY_LUA,
+    COUNTS_LUA,
+    SharedBloomLayout,
+    SharedVisitedFigures,
+)
 from crawler.state.redis_connection import RedisConnection
 from crawler.stats import Stats, previous_reached
 from crawler.urls import host_of, visit_key, visit_keys
@@ -83,6 +91,9 @@ log = logging.getLogger(__name__)
 IDLE_POLL_S = 0.05  # how often a process with nothing to do asks whether work or the end came
 CONNECT_TIMEOUT_S = 5
 REPLY_TIMEOUT_S = 10  # a Redis that takes longer to answer a heartbeat is taken for lost
+# How often the shared visited set's counts are read for the figures (and at the end):
+# a call that reads every shard, up to 1,024, so not at every tick.
+VISITED_COUNT_S = 5.0
 MAX_TICK_S = 0.25  # a membership change, or a new host to serve, is noticed within this
 # The settings a joiner must share with the crawl it joins: a resume's, and the
 # page budget, which all processes count against together.
@@ -381,6 +392,7 @@ SCRIPTS = {
     "release": _RELEASE,
     "commit": _COMMIT,
     "claim": CLAIM_ONLY_LUA,
+    "counts": COUNTS_LUA,
     "near": _NEAR,
     "record": _RECORD,
     "row": _ROW,
@@ -511,6 +523,9 @@ class RedisStore:
         self._recent = RecentKeys()  # in front of it, as in one process
         self._layout = SharedBloomLayout(
             self._prefix[:-2], settings.expected_urls, settings.fp_rate
+        )
+        self.visited_figures = SharedVisitedFigures(
+            self._layout, settings.expected_urls, self.bloom
         )
         self.frontier = MemoryFrontier()  # URLs taken from Redis, not started yet
         self.stats = Stats()
@@ -746,10 +761,11 @@ class RedisStore:
             # under a key no page has (visit keys have no fragment), they are queued once.
             keys = [visit_key(r.url) + ("#robots" if r.kind == ROBOTS else "") for r in listed]
             maybe_new = self.bloom.add_many(keys)
+            is_trap = self._is_trap  # a sitemap's URLs are its links
             ask += (
                 (r, key, "s" if r.kind == SITEMAP else "-")
                 for r, key, new in zip(listed, keys, maybe_new, strict=True)
-                if new
+                if new and not (r.kind == PAGE and is_trap and is_trap(r.url))
             )
         return ask
 
@@ -780,11 +796,16 @@ class RedisStore:
         find them queued), and one that dies while listing leaves them to the others."""
         self._scheduler = scheduler
         tick_s = min(MAX_TICK_S, self.settings.lease_s / 3)
+        counted_at = -math.inf
         try:
             while True:
                 self._wake.clear()
                 if await self._over(gone_from):
+                    await self._count_visited()
                     break
+                if time.monotonic() - counted_at >= VISITED_COUNT_S:
+                    counted_at = time.monotonic()
+                    await self._count_visited()
                 await self._refill()
                 idle = not self.frontier and not scheduler.in_flight
                 with contextlib.suppress(TimeoutError):
@@ -806,6 +827,11 @@ class RedisStore:
             seen = await self._call(ask)
             self.stats.previous_seen_everywhere = int(seen or 0)
         return over
+
+    async def _count_visited(self) -> None:
+        """Read the shared visited set's counts for its figures (their slices' items)."""
+        ask = _command("counts", self._prefix[:-2], self._layout.shards)
+        self.visited_figures.update(await self._call(ask))
 
     async def _queue_gone(self, gone_from: PreviousCrawl) -> None:
         """--fetch-gone: queue `gone_from`'s pages that no link reached, then tell all."""

@@ -29,7 +29,7 @@ from functools import cache
 
 import mmh3
 
-from crawler.bloom import optimal_bits, optimal_hashes, strided_runs
+from crawler.bloom import BloomFilter, optimal_bits, optimal_hashes, strided_runs
 
 SHARD_MIN_BYTES = 64 * 1024  # smaller filters are not split: the per-key overhead would show
 SHARD_MAX_BYTES = 8 * 2**20  # a first slice's size; eight doublings stay under 512 MiB
@@ -105,14 +105,19 @@ class SharedBloomLayout:
     def claim_args(self, keys: Sequence[str]) -> list[int | bytes]:
         """CLAIM_LUA's arguments for `keys`: how many slices are described, how many keys,
         and the numbers: the geometry of each slice described, then per key its shard and
-        its runs in each slice. One slice more than any shard was seen with is described,
-        so the script can add one; if a shard has grown further, the script changes
+        its runs in each slice. One slice more than any shard was seen with is described
+        (or more, until the last holds every key), so the script can add what the keys
+        fill; if a shard has grown further, the script changes
         nothing and answers with its count (`slices_known` is then raised and the call
         repeated). The numbers go as one string of doubles (exact below 2**53, and Lua's
         numbers are doubles) that the script reads with `struct.unpack`: as arguments of
         their own, each cost a decimal conversion on both sides, which made packing the
         command most of a page's cost in the client."""
         described = self.slices_known + 1
+        # Else the script could fill the last and need one more, which it has no
+        # geometry for (a page of 1,000 links against --expected-urls 50).
+        while self.geometry(described - 1).capacity < len(keys):
+            described += 1
         geometries = [self.geometry(i) for i in range(described)]
         numbers: list[int] = []
         for key in keys:
@@ -263,3 +268,86 @@ flags, top = claim(ARGV[1], c, counts)
 return {1, top, flags}
 """
 )
+
+# ARGV: the key prefix and the number of shards. Each shard's slice count, then the
+# items in each of its slices: {slices, c0, c1, ...} per shard, in shard order.
+COUNTS_LUA = r"""
+local bf, out = ARGV[1], {}
+for shard = 0, tonumber(ARGV[2]) - 1 do
+  local n = bf .. ':bf' .. shard .. '}:n'
+  local row = {tonumber(redis.call('HGET', n, 'slices') or '0')}
+  for j = 0, row[1] - 1 do row[j + 2] = tonumber(redis.call('HGET', n, 'c' .. j) or '0') end
+  out[shard + 1] = row
+end
+return out
+"""
+
+_INTEGRAL_STEPS = 32  # Simpson's rule over a slice's fill: the rate is smooth in the count
+
+
+def _filled_rate(g: SliceGeometry, items: float) -> float:
+    """A slice's false-positive rate after `items` insertions, as theory predicts."""
+    return float((1.0 - math.exp(-g.k * items / g.m)) ** g.k)
+
+
+def _rate_summed_over_fill(g: SliceGeometry, items: int) -> float:
+    """The sum of the slice's rate at each of its first `items` insertions (Simpson)."""
+    if items <= 0:
+        return 0.0
+    h = items / _INTEGRAL_STEPS
+    total = _filled_rate(g, 0) + _filled_rate(g, items)
+    for i in range(1, _INTEGRAL_STEPS):
+        total += (4 if i % 2 else 2) * _filled_rate(g, i * h)
+    return total * h / 3
+
+
+class SharedVisitedFigures:
+    """The shared visited set's figures for the summary, the --stats file and /metrics,
+    from its slices' item counts (read from Redis by `update`, since figures are read
+    where nothing may wait on Redis, and worked out there, since the status line reads
+    them several times a second). The process's local filter stands in front of it:
+    a URL that either takes for seen is skipped, so both count in the rate and in
+    `expected_missed_urls`. Before the first update, only the local filter counts."""
+
+    def __init__(self, layout: SharedBloomLayout, capacity: int, local: BloomFilter) -> None:
+        self._layout = layout
+        self._local = local
+        self.capacity = capacity
+        self.error_rate = layout.error_rate
+        self._urls = self.nbytes = self.slice_count = 0
+        self._rate = self._missed = 0.0
+
+    def update(self, reply: Sequence[Sequence[int]]) -> None:
+        """Take COUNTS_LUA's answer: per shard, the items in each of its slices."""
+        shards = [row[1 : 1 + int(row[0])] for row in reply]
+        geometry = self._layout.geometry
+        self._urls = sum(map(sum, shards))
+        self.nbytes = sum(geometry(j).nbytes for counts in shards for j in range(len(counts)))
+        self.slice_count = max(map(len, shards), default=0)
+        rate = missed = 0.0
+        for counts in shards:
+            # While slice j fills, the full slices before it are part of the rate: each
+            # insertion adds the rate at that moment to the expected misses.
+            survive = 1.0  # the chance that none of the full slices takes a new URL
+            for j, items in enumerate(counts):
+                g = geometry(j)
+                missed += items * (1.0 - survive) + survive * _rate_summed_over_fill(g, items)
+                survive *= 1.0 - _filled_rate(g, items)
+            rate += (1.0 - survive) / len(shards)  # a URL's shard is chosen by its hash
+        self._rate, self._missed = rate, missed
+
+    def __len__(self) -> int:
+        return self._urls
+
+    @property
+    def false_positive_rate(self) -> float:
+        return self.predicted_false_positive_rate
+
+    @property
+    def predicted_false_positive_rate(self) -> float:
+        local = self._local.predicted_false_positive_rate
+        return 1.0 - (1.0 - local) * (1.0 - self._rate)
+
+    @property
+    def expected_missed_urls(self) -> float:
+        return self._local.expected_missed_urls + self._missed
