@@ -111,23 +111,6 @@ async def test_failing_robots_txt_disallows_the_host_as_unreachable(site: Site, 
     assert site.count("/robots.txt") == 2  # tried again before giving up
 
 
-async def test_a_robots_txt_saved_with_a_byte_order_mark_is_obeyed(site: Site, tmp_path):
-    # Notepad saves UTF-8 with a BOM; read as text, it glued itself to the first
-    # "User-agent" line, protego saw no group, and every Disallow was ignored.
-    site.page(
-        "/robots.txt",
-        body="\ufeffUser-agent: *\nDisallow: /private\n".encode(),
-        content_type="text/plain",
-    )
-    site.page("/", "index", ["/private/a", "/public"])
-    site.page("/public", "public")
-
-    records = by_url(await crawl(tmp_path, [site.url + "/"], ignore_robots=False))
-
-    assert site.count("/private/a") == 0
-    assert records[site.url + "/private/a"]["error"] == "robots_disallowed"
-
-
 async def test_robots_txt_redirects_are_followed(site: Site, tmp_path):
     site.redirect("/robots.txt", "/real-robots.txt", 301)
     robots_text = "User-agent: *\nDisallow: /no\n"
