@@ -266,7 +266,22 @@ _LABEL_END = ":.…!：。！"
 # A block's points go to its ancestors up to five levels, a share less at each (as
 # Readability.js does), so that an article cut into many small wrappers still adds up.
 _ANCESTOR_DIVISORS = (1, 2, 6, 9, 12)
-_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]"})
+# Text is escaped where CommonMark would read it as markup: emphasis, code, links,
+# raw HTML and autolinks ("<"), and an entity ("&amp;" written out in the page).
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<"})
+_MD_ENTITY = re.compile(r"&(?=#?[0-9A-Za-z]+;)")
+# What opens a block at the start of a line: a heading, a quote, a list item, a
+# thematic break or setext underline, a code fence. Its first character is escaped
+# (an ordered list's "1." or "1)" at its punctuation).
+_MD_BLOCK_START = re.compile(
+    r"^(?:#{1,6}(?=[ \t]|$)|>|[-+](?=[ \t]|$)|-(?=-*[ \t]*$)|=(?==*[ \t]*$)|~(?=~~)"
+    r"|(\d{1,9})(?=[.)](?:[ \t]|$)))",
+    re.MULTILINE,
+)
+# A heading's trailing "#"s after a space, which CommonMark drops as a closing sequence.
+_MD_CLOSING_HASHES = re.compile(r"(?<=[ \t])(#+[ \t]*)$")
+_CODE_TAGS = frozenset(("code", "kbd", "samp", "tt"))
+_BACKTICKS = re.compile("`+")
 _WHITESPACE = re.compile(r"\s+")
 # Elements nested deeper are written as their flat text (Python's stack has limits).
 _MAX_DEPTH = 150
@@ -611,7 +626,7 @@ class _Writer:
         text = _WHITESPACE.sub(" ", text)
         if text:
             self._text.append(text)
-            self._md.append(text.translate(_MD_SPECIAL))
+            self._md.append(_md_escaped(text))
 
     def _destination(self, reference: str) -> str:
         """A link's URL as a Markdown link destination: absolute, and percent-encoded as a
@@ -643,9 +658,18 @@ class _Writer:
             alt = (node.attrs.get("alt") or "").strip()
             src = (node.attrs.get("src") or "").strip()
             if src and not src.startswith("data:"):
-                self._md.append(f"![{alt.translate(_MD_SPECIAL)}]({self._destination(src)})")
-        elif tag in ("b", "strong", "em", "i", "code", "kbd", "samp", "tt"):
-            mark = {"b": "**", "strong": "**", "em": "*", "i": "*"}.get(tag, "`")
+                self._md.append(f"![{_md_escaped(alt)}]({self._destination(src)})")
+        elif tag in _CODE_TAGS:
+            # A code span takes no escapes: its text as it is, between backticks.
+            code = _WHITESPACE.sub(" ", node.text(deep=True))
+            inner = code.strip()
+            if inner:
+                self._text.append(code)
+                lead = " " if code[0] == " " else ""
+                trail = " " if code[-1] == " " else ""
+                self._md.append(f"{lead}{_code_span(inner)}{trail}")
+        elif tag in ("b", "strong", "em", "i"):
+            mark = "**" if tag in ("b", "strong") else "*"
             start = len(self._md)
             self.render(node)
             inner = "".join(self._md[start:])
@@ -666,7 +690,7 @@ class _Writer:
         elif tag == "pre":
             code = node.text(deep=True).strip("\n")
             if code.strip():
-                fence = "```" if "```" not in code else "~~~"
+                fence = "`" * max(3, _longest_backticks(code) + 1)
                 self.blocks.append((code, f"{fence}\n{code}\n{fence}"))
         elif tag in ("ul", "ol"):
             self._list.append(1 if tag == "ol" else 0)
@@ -730,6 +754,9 @@ class _Writer:
         md = "".join(self._md).strip()
         if "\n" in md:  # after a <br>: the source's indentation is no Markdown indentation
             md = "\n".join(line.lstrip() for line in md.split("\n"))
+        md = _MD_BLOCK_START.sub(_escaped_block_start, md)
+        if self._prefix.startswith("#"):
+            md = _MD_CLOSING_HASHES.sub(r"\\\1", md)
         if text:
             text = "\n".join(line.strip() for line in text.split("\n"))
             if self._kept(text):
@@ -760,6 +787,29 @@ class _Writer:
             parts.append(md)
             item_before = item
         return "".join(parts)
+
+
+def _md_escaped(text: str) -> str:
+    """`text` as Markdown that reads back as `text`, within a line."""
+    text = text.translate(_MD_SPECIAL)
+    return _MD_ENTITY.sub("\\\\&", text) if "&" in text else text
+
+
+def _escaped_block_start(match: re.Match[str]) -> str:
+    start = match[0]
+    return start + "\\" if match[1] else "\\" + start
+
+
+def _longest_backticks(text: str) -> int:
+    return max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+
+
+def _code_span(code: str) -> str:
+    """`code` as a CommonMark code span: between backtick runs longer than any in it,
+    spaced from them where it begins or ends with one."""
+    ticks = "`" * (_longest_backticks(code) + 1)
+    pad = " " if code[0] == "`" or code[-1] == "`" else ""
+    return f"{ticks}{pad}{code}{pad}{ticks}"
 
 
 # --- metadata -----------------------------------------------------------------

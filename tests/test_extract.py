@@ -10,6 +10,8 @@ import subprocess
 import sys
 import zipfile
 
+from markdown_it import MarkdownIt
+
 from crawler.page import Page
 from crawler.simhash import (
     MAX_DISTANCE,
@@ -549,3 +551,65 @@ async def test_kill_9_and_resumes_leave_each_near_duplicate_naming_an_earlier_re
             earlier = record["near_duplicate_of"]
             assert earlier in {m["url"] for m in members}
             assert position[earlier] < position[record["url"]]
+
+
+MARKUP_LOOKALIKES = """<html><head><title>Lookalikes</title></head><body><article>
+<h2>Stars *a*, _under_, [x](y) and #</h2>
+<p>Text with *asterisks*, _underscores_, [brackets](x), `ticks`, &lt;b&gt;not bold&lt;/b&gt;,
+&lt;https://example.com&gt;, &amp;copy; and &amp;#42; as written, AT&amp;T, a \\ backslash.</p>
+<p>+ not a list</p><p>- not a list</p><p>1) not a list</p><p>2. not a list</p>
+<p>&gt; not a quote</p><p># not a heading</p><p>~~~ not a fence</p>
+<p>A line<br>- and a minus<br>===<br>---</p>
+<p>Call <code>my_var * 2</code>, <code>a `tick` b</code>, <code>``</code> and <kbd>[Ctrl]</kbd>.</p>
+<pre>```
+~~~ both fences
+</pre>
+<ul><li>a real item</li><li>- starting with a minus</li><li>3. or a number</li></ul>
+</article></body></html>"""
+
+
+def commonmark_blocks(markdown: str) -> list[tuple[str, str]]:
+    """The blocks a CommonMark reader (markdown-it-py, with GFM tables) finds: each
+    one's tag and text, a line break as a newline."""
+    blocks = []
+    tags: list[str] = []
+    for token in MarkdownIt("commonmark").enable("table").parse(markdown):
+        if token.nesting == 1:
+            tags.append(token.tag)
+        elif token.nesting == -1:
+            tags.pop()
+        elif token.type in ("fence", "code_block"):
+            blocks.append(("pre", token.content.rstrip("\n")))
+        elif token.type == "inline":
+            text = "".join(
+                "\n" if child.type in ("softbreak", "hardbreak") else child.content
+                for child in token.children or []
+            )
+            blocks.append(("/".join(tags), text))
+    return blocks
+
+
+async def test_markdown_reads_back_as_the_main_text_whatever_the_text_looks_like(
+    site: Site, tmp_path
+):
+    """Text that looks like Markdown (a "- " or "1." opening a paragraph, stars, "<b>"
+    written out) is escaped, and code is in spans that take no escapes: a CommonMark
+    reader finds the blocks of the page, each with the main text's words."""
+    site.page("/", body=MARKUP_LOOKALIKES)
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    blocks = commonmark_blocks(record["markdown"])
+    assert blocks == [
+        ("h2", "Stars *a*, _under_, [x](y) and #"),
+        *[("p", line) for line in record["main_text"].split("\n")[1:9]],
+        ("p", "A line\n- and a minus\n===\n---"),
+        ("p", "Call my_var * 2, a `tick` b, `` and [Ctrl]."),
+        ("pre", "```\n~~~ both fences"),
+        ("ul/li/p", "a real item"),
+        ("ul/li/p", "- starting with a minus"),
+        ("ul/li/p", "3. or a number"),
+    ]
+    paragraph = blocks[1][1]
+    assert paragraph.startswith("Text with *asterisks*, _underscores_, [brackets](x), `ticks`")
+    assert "<b>not bold</b>, <https://example.com>, &copy; and &#42; as written, AT&T" in paragraph
