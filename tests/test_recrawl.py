@@ -649,6 +649,10 @@ async def test_a_recrawls_wacz_holds_the_earlier_captures_its_revisits_refer_to(
     wacz = tmp_path / "third.wacz"
     assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(wacz))
     packaged = [name for name in zipfile.ZipFile(wacz).namelist() if name.startswith("archive/")]
+    # Its pages, none changed, are listed as a first crawl's are, for ReplayWeb.page.
+    _, *listed = zipfile.ZipFile(wacz).read("pages/pages.jsonl").splitlines()
+    titles = {page["url"]: page["title"] for page in map(json.loads, listed)}
+    assert titles == {record["url"]: record["title"] for record in third}
     ours = [path for path in warc_files(archive) if path.name != "other-tool.warc.gz"]
     assert sorted(packaged) == sorted(f"archive/{path.name}" for path in ours)
     # Without the directory of the earlier files, the package would lack them, and says so.

@@ -163,6 +163,12 @@ def _header_value(value: str) -> bytes:
     return value.replace("\r", " ").replace("\n", " ").encode("utf-8")
 
 
+def not_modified_revisit(page: Page) -> bool:
+    """Whether `page` is a 304 that says its previous capture is unchanged: archived as a
+    revisit of that capture, and replayed as it."""
+    return page.status == NOT_MODIFIED and page.fields.get("changed") is False
+
+
 def http_response_head(exchange: Exchange) -> bytes:
     """Status line and headers as received, chunked transfer coding and a payload cut
     at --max-bytes accounted for."""
@@ -257,8 +263,7 @@ class WarcSink:
             # revisit: stored as a 304, pywb would replay it, empty, in place of the
             # page fetched after it in the same second.
             self.write_exchange(exchange, not_modified if exchange.not_modified else None)
-        unchanged = page.status == NOT_MODIFIED and page.fields.get("changed") is False
-        location = self.write_exchange(last, not_modified if unchanged else None)
+        location = self.write_exchange(last, not_modified if not_modified_revisit(page) else None)
         page.fields["warc_file"] = location.file
         page.fields["warc_offset"] = location.offset
         page.fields["warc_length"] = location.length
