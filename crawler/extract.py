@@ -286,6 +286,8 @@ _MD_BLOCK_START = re.compile(
 )
 # A heading's trailing "#"s after a space, which CommonMark drops as a closing sequence.
 _MD_CLOSING_HASHES = re.compile(r"(?<=[ \t])(#+[ \t]*)$")
+# A JSON escape of a UTF-16 surrogate (paired ones too, which json.loads joins).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _CODE_TAGS = frozenset(("code", "kbd", "samp", "tt"))
 _BACKTICKS = re.compile("`+")
 _WHITESPACE = re.compile(r"\s+")
@@ -844,7 +846,7 @@ def page_metadata(tree: LexborHTMLParser) -> dict[str, Any]:
     json_ld = []
     for script in tree.css('script[type="application/ld+json" i]'):
         try:
-            json_ld.append(json.loads(script.text(deep=True)))
+            json_ld.append(_json_ld(script.text(deep=True)))
         except ValueError:
             continue
     opengraph: dict[str, str] = {}
@@ -879,6 +881,34 @@ def page_metadata(tree: LexborHTMLParser) -> dict[str, Any]:
     if microdata:
         result["microdata"] = microdata
     return {key: value for key, value in result.items() if value}
+
+
+def _json_ld(text: str) -> Any:
+    """A JSON-LD block as JSON values every writer of records takes (orjson's): NaN and
+    Infinity, which json.loads takes and JSON has not, are a ValueError (a browser's
+    JSON.parse refuses the block too); an integer past 64 bits is a float, as orjson
+    reads one back; a lone surrogate (an escaped emoji cut in half) is U+FFFD."""
+    value = json.loads(text, parse_constant=_not_json, parse_int=_json_int)
+    return _without_surrogates(value) if _SURROGATE_ESCAPE.search(text) else value
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _json_int(digits: str) -> int | float:
+    number = int(digits)
+    return number if -(2**63) <= number < 2**64 else float(number)
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def _json_ld_objects(values: list[Any]) -> list[dict[str, Any]]:

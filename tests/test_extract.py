@@ -10,6 +10,7 @@ import subprocess
 import sys
 import zipfile
 
+import orjson
 from markdown_it import MarkdownIt
 
 from crawler.page import Page
@@ -632,3 +633,39 @@ async def test_a_large_pages_extraction_does_not_hold_the_loop(site: Site, tmp_p
     main_text = records[site.url + "/big"]["main_text"].split("\n")
     assert main_text == [paragraph.format(i)[3:-4] for i in range(30_000)]
     assert records[site.url + "/small"]["main_text"]
+
+
+async def test_json_ld_beyond_json_gives_records_strict_readers_and_a_recrawl_take(
+    site: Site, tmp_path
+):
+    """json.loads takes NaN and Infinity, integers of any size and lone surrogates, and
+    the record then held NaN: jq and JSON.parse refused the line, and --since refused the
+    crawl's own output as not JSON. A block with NaN is no JSON (the browser's JSON.parse
+    refuses it): it is left out; a huge integer is a float, a lone surrogate U+FFFD."""
+    nan_block = '{"@type": "Rating", "ratingValue": NaN}'
+    odd_block = (
+        '{"@type": "NewsArticle", "author": {"name": "Ann \\ud83d"}, '
+        '"wordCount": 123456789012345678901234567890, "emoji": "\\ud83d\\ude00"}'
+    )
+    head = "".join(
+        f'<script type="application/ld+json">{block}</script>' for block in (nan_block, odd_block)
+    )
+    page = _article("<p>A page whose structured data is not quite JSON, read anyway.</p>")
+    site.page("/", body=page.replace("<title>t</title>", f"<title>t</title>{head}"))
+
+    await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+    first = tmp_path / "first.jsonl"
+    (tmp_path / "pages.jsonl").rename(first)
+
+    [record] = [orjson.loads(line) for line in first.read_bytes().splitlines()]
+    assert record["metadata"]["json_ld"] == [
+        {
+            "@type": "NewsArticle",
+            "author": {"name": "Ann \ufffd"},
+            "wordCount": 1.2345678901234568e29,
+            "emoji": "\U0001f600",
+        }
+    ]
+    assert record["metadata"]["author"] == "Ann \ufffd"
+    [again] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0, since=str(first))
+    assert again["changed"] is False
