@@ -673,6 +673,27 @@ async def test_a_recrawls_wacz_holds_the_earlier_captures_its_revisits_refer_to(
             assert replayed == (200, pages.bodies[url.removeprefix(site.url)].encode()), url
 
 
+async def test_a_recrawls_304s_without_their_captures_are_not_listed_in_its_wacz(
+    site: Site, tmp_path: Path
+) -> None:
+    # The first crawl kept no archive: the second's 304s are archived as 304s, which
+    # replay as empty pages, so its package lists only what it holds whole.
+    pages = tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    pages.bodies["/b"] = html("B, new")
+    wacz = tmp_path / "second.wacz"
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        warc=str(tmp_path / "warc"),
+        wacz=str(wacz),
+        since=str(tmp_path / "first.jsonl"),
+    )
+    assert sorted(r["status"] for r in second) == [200] + [304] * 5
+    _, *listed = zipfile.ZipFile(wacz).read("pages/pages.jsonl").splitlines()
+    assert [json.loads(page)["url"] for page in listed] == [site.url + "/b"]
+
+
 def assert_revisit_of(revisit: Any, original: Any, url: str, status: int) -> None:
     """`revisit` (warcio's record headers) refers to `original`, the capture of `url`,
     as a 304 (`status`) or a 200 with the same payload does."""

@@ -74,7 +74,9 @@ def page_entry(page: Page) -> dict[str, Any] | None:
     if page.kind != "page" or response is None or not response.exchanges:
         return None
     if not_modified_revisit(page):  # a 304 has no type: its capture's is carried over
-        listed = (page.content_type or "").partition(";")[0].strip().lower() in HTML_TYPES
+        media_type = (page.content_type or "").partition(";")[0].strip().lower()
+        # Without the capture (a previous crawl with no archive), it replays as a 304.
+        listed = media_type in HTML_TYPES and page.capture is not None
     else:
         listed = page.is_html and page.status is not None and 200 <= page.status < 300
     if not listed:
