@@ -161,6 +161,8 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--user-agent", "bot\r\nX-Injected: 1"], "--user-agent has a control character"),
         (["--proxy", "http://user:secret@proxy:99999"], "--proxy has an invalid host or port"),
         (["--proxy", "http://[::1"], "--proxy has an invalid host or port"),
+        # Not a file named "-", as it was: stdout is -o's (and no stats file is a stream).
+        (["--stats", "-"], "--stats must name a file, not -"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(tmp_path, flags, named):
