@@ -38,7 +38,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, urljoin
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -295,7 +295,6 @@ _WHITESPACE = re.compile(r"\s+")
 _MAX_DEPTH = 150
 # What a browser leaves unescaped in a fragment (all but controls, space, '"<>`').
 _FRAGMENT_KEPT = "!#$%&'()*+,-./:;=?@[\\]^_{|}~"
-_LIST_ITEM = re.compile(r"(?:> )*\s*(?:-|\d+\.) ")
 
 
 @dataclass(slots=True)
@@ -613,6 +612,29 @@ def _class_weight(node: LexborNode) -> float:
     return weight
 
 
+class _Block(NamedTuple):
+    text: str
+    markdown: str  # its lines prefixed for the list items and quotes it is in
+    indent: str  # what its lines after the first start with: "> ", spaces...
+    item: bool  # it begins a list item
+
+
+class _Container:
+    """A list item or a quote that Markdown blocks are in: what the first line of its
+    first block starts with ("- ", "1. ", "> "), and every line after ("> ", or spaces
+    as wide as the list marker: a list item's lines are indented to its content)."""
+
+    __slots__ = ("indent", "marker")
+
+    def __init__(self, marker: str, indent: str) -> None:
+        self.marker = marker
+        self.indent = indent
+
+    def first(self) -> str:
+        marker, self.marker = self.marker, self.indent
+        return marker
+
+
 class _Writer:
     """Blocks of text and Markdown, written while walking the kept elements."""
 
@@ -622,13 +644,13 @@ class _Writer:
         self.base = base
         self.titles = titles  # a heading that repeats the page's title is left out
         self.encoding = encoding  # the page's, which a link's query is encoded in
-        self.blocks: list[tuple[str, str]] = []  # (plain text, Markdown)
+        self.blocks: list[_Block] = []
         self._text: list[str] = []
         self._md: list[str] = []
         self._link_chars = 0
-        self._prefix = ""  # of the Markdown block: "## ", "- ", "> "...
+        self._prefix = ""  # of a heading's Markdown: "## "
         self._list: list[int] = []  # per open list: the next number, or 0 if unordered
-        self._quote = 0
+        self._containers: list[_Container] = []  # the list items and quotes open
         self._depth = 0
 
     def render(self, node: LexborNode) -> None:
@@ -715,26 +737,25 @@ class _Writer:
             code = node.text(deep=True).strip("\n")
             if code.strip():
                 fence = "`" * max(3, _longest_backticks(code) + 1)
-                self.blocks.append((code, f"{fence}\n{code}\n{fence}"))
+                self._add(code, f"{fence}\n{code}\n{fence}")
         elif tag in ("ul", "ol"):
             self._list.append(1 if tag == "ol" else 0)
             self.render(node)
             self.end_block()
             self._list.pop()
-        elif tag == "li":
-            indent = "   " * (len(self._list) - 1) if self._list else ""
-            if self._list and self._list[-1]:
-                self._prefix = f"{indent}{self._list[-1]}. "
+        elif tag in ("li", "blockquote"):
+            if tag == "blockquote":
+                marker = "> "
+            elif self._list and self._list[-1]:
+                marker = f"{self._list[-1]}. "
                 self._list[-1] += 1
             else:
-                self._prefix = f"{indent}- "
+                marker = "- "
+            indent = marker if tag == "blockquote" else " " * len(marker)
+            self._containers.append(_Container(marker, indent))
             self.render(node)
             self.end_block()
-        elif tag == "blockquote":
-            self._quote += 1
-            self.render(node)
-            self.end_block()
-            self._quote -= 1
+            self._containers.pop()
         elif tag == "table":
             self._table(node)
         elif tag == "hr":
@@ -753,14 +774,20 @@ class _Writer:
                     sub.render(cell)
                     sub.end_block()
                     cells.append(
-                        (" ".join(t for t, _ in sub.blocks), " ".join(m for _, m in sub.blocks))
+                        (
+                            " ".join(block.text for block in sub.blocks),
+                            " ".join(block.markdown for block in sub.blocks),
+                        )
                     )
             if any(t for t, _ in cells):
                 rows.append(cells)
         if not rows:
             return
         if len(rows) == 1 or max(len(r) for r in rows) == 1:  # a layout table: its cells are blocks
-            self.blocks.extend(cell for cells in rows for cell in cells if cell[0])
+            for cells in rows:
+                for text, md in cells:
+                    if text:
+                        self._add(text, md)
             return
         width = max(len(r) for r in rows)
         lines = []
@@ -771,7 +798,7 @@ class _Writer:
             if i == 0:
                 lines.append("|" + " --- |" * width)
         text = "\n".join("\t".join(t for t, _ in cells) for cells in rows)
-        self.blocks.append((text, "\n".join(lines)))
+        self._add(text, "\n".join(lines))
 
     def end_block(self) -> None:
         text = "".join(self._text).strip()
@@ -784,11 +811,18 @@ class _Writer:
         if text:
             text = "\n".join(line.strip() for line in text.split("\n"))
             if self._kept(text):
-                prefix = "> " * self._quote + self._prefix
-                self.blocks.append((text, prefix + md))
+                self._add(text, self._prefix + md)
         elif md:  # an image alone: no text, but Markdown
-            self.blocks.append(("", md))
+            self._add("", md)
         self._text, self._md, self._link_chars, self._prefix = [], [], 0, ""
+
+    def _add(self, text: str, md: str) -> None:
+        """A block, inside the list items and quotes open."""
+        containers = self._containers
+        item = any(container.marker != container.indent for container in containers)
+        first = "".join(container.first() for container in containers)
+        indent = "".join(container.indent for container in containers)
+        self.blocks.append(_Block(text, first + md.replace("\n", "\n" + indent), indent, item))
 
     def _kept(self, text: str) -> bool:
         if self._prefix.startswith("#"):
@@ -798,19 +832,28 @@ class _Writer:
         return self._link_chars <= 0.5 * len(text)
 
     def text(self) -> str:
-        return "\n".join(text for text, _ in self.blocks if text)
+        return "\n".join(block.text for block in self.blocks if block.text)
 
     def markdown(self) -> str:
-        """The blocks, a blank line apart; the items of one list on lines of their own."""
+        """The blocks, a blank line apart (a quote's ">" on it, within a quote); the items
+        of one list on lines of their own."""
         parts: list[str] = []
-        item_before = False
-        for _, md in self.blocks:
-            item = _LIST_ITEM.match(md) is not None
-            if parts:
-                parts.append("\n" if item and item_before else "\n\n")
-            parts.append(md)
-            item_before = item
+        before: _Block | None = None
+        for block in self.blocks:
+            if before is not None:
+                if block.item and before.item:
+                    parts.append("\n")
+                else:
+                    shared = _common_start(before.indent, block.indent).rstrip()
+                    parts.append(f"\n{shared}\n")
+            parts.append(block.markdown)
+            before = block
         return "".join(parts)
+
+
+def _common_start(a: str, b: str) -> str:
+    length = min(len(a), len(b))
+    return a[: next((i for i in range(length) if a[i] != b[i]), length)]
 
 
 def _md_escaped(text: str) -> str:

@@ -150,8 +150,8 @@ It costs memory, and it can serve stale answers.
 > There are only two hard things in computer science, cache invalidation and naming things.
 
 - Time to live, the simplest rule
-   - per entry, or
-   - for the whole cache
+  - per entry, or
+  - for the whole cache
 - Write-through, which keeps the cache in step
 
 Call `cache.get(key)` first, and see [the TTL guide](https://cdn.example.org/docs/guide/ttl.html).
@@ -581,7 +581,7 @@ def commonmark_blocks(markdown: str) -> list[tuple[str, str]]:
         elif token.nesting == -1:
             tags.pop()
         elif token.type in ("fence", "code_block"):
-            blocks.append(("pre", token.content.rstrip("\n")))
+            blocks.append(("/".join([*tags, "pre"]), token.content.rstrip("\n")))
         elif token.type == "inline":
             text = "".join(
                 "\n" if child.type in ("softbreak", "hardbreak") else child.content
@@ -669,3 +669,38 @@ async def test_json_ld_beyond_json_gives_records_strict_readers_and_a_recrawl_ta
     assert record["metadata"]["author"] == "Ann \ufffd"
     [again] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0, since=str(first))
     assert again["changed"] is False
+
+
+async def test_markdown_keeps_lists_and_quotes_whatever_their_items_hold(site: Site, tmp_path):
+    """Items that hold paragraphs (as Sphinx and many CMSs write them), a code block or a
+    list of their own, past nine items, and quotes of several paragraphs: a CommonMark
+    reader finds each block in its item or quote. The items were paragraphs, a tenth
+    item's sublist left its list, and a quote's paragraphs were quotes apart."""
+    items = "".join(f"<li>Item {n}<ul><li>under {n}</li></ul></li>" for n in range(1, 11))
+    body = (
+        "<p>An introduction long enough to be the start of the main content here.</p>"
+        "<ul><li><p>A paragraph item</p></li><li><p>Another</p><p>and its second</p></li></ul>"
+        "<ol><li>Install it:<pre>pip install it\n\nit --init</pre></li><li>Run it</li></ol>"
+        f"<ol>{items}</ol>"
+        "<blockquote><p>Quoted first.</p><p>Quoted second.</p></blockquote>"
+    )
+    site.page("/", body=_article(body))
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    assert commonmark_blocks(record["markdown"]) == [
+        ("p", "An introduction long enough to be the start of the main content here."),
+        ("ul/li/p", "A paragraph item"),
+        ("ul/li/p", "Another"),
+        ("ul/li/p", "and its second"),
+        ("ol/li/p", "Install it:"),
+        ("ol/li/pre", "pip install it\n\nit --init"),
+        ("ol/li/p", "Run it"),
+        *[
+            block
+            for n in range(1, 11)
+            for block in [("ol/li/p", f"Item {n}"), ("ol/li/ul/li/p", f"under {n}")]
+        ],
+        ("blockquote/p", "Quoted first."),
+        ("blockquote/p", "Quoted second."),
+    ]
