@@ -651,6 +651,9 @@ class _Writer:
         self._prefix = ""  # of a heading's Markdown: "## "
         self._list: list[int] = []  # per open list: the next number, or 0 if unordered
         self._containers: list[_Container] = []  # the list items and quotes open
+        # The last span written (its mark, inner text, and what was written), which a
+        # span right after it of the same kind joins.
+        self._last_span: tuple[str, str, str] | None = None
         self._depth = 0
 
     def render(self, node: LexborNode) -> None:
@@ -692,6 +695,7 @@ class _Writer:
             self._md.append("  \n")
         elif tag == "a":
             start_text, start_md = len(self._text), len(self._md)
+            self._last_span = None  # a span in the link's text joins none outside it
             self.render(node)
             href = (node.attrs.get("href") or "").strip()
             inner = "".join(self._text[start_text:])
@@ -700,6 +704,7 @@ class _Writer:
                 label = "".join(self._md[start_md:]).strip()
                 del self._md[start_md:]
                 self._md.append(f"[{label}]({self._destination(href)})")
+                self._last_span = None
         elif tag == "img":
             alt = (node.attrs.get("alt") or "").strip()
             src = (node.attrs.get("src") or "").strip()
@@ -708,24 +713,40 @@ class _Writer:
         elif tag in _CODE_TAGS:
             # A code span takes no escapes: its text as it is, between backticks.
             code = _WHITESPACE.sub(" ", node.text(deep=True))
-            inner = code.strip()
-            if inner:
+            if code.strip():
                 self._text.append(code)
-                lead = " " if code[0] == " " else ""
-                trail = " " if code[-1] == " " else ""
-                self._md.append(f"{lead}{_code_span(inner)}{trail}")
+                self._span("`", code)
         elif tag in ("b", "strong", "em", "i"):
-            mark = "**" if tag in ("b", "strong") else "*"
-            start = len(self._md)
+            start, before = len(self._md), self._last_span
+            self._last_span = None  # a span in its text joins none outside it
             self.render(node)
             inner = "".join(self._md[start:])
             if inner.strip():
                 del self._md[start:]
-                lead = inner[: len(inner) - len(inner.lstrip())]
-                trail = inner[len(inner.rstrip()) :]
-                self._md.append(f"{lead}{mark}{inner.strip()}{mark}{trail}")
+                self._last_span = before
+                self._span("**" if tag in ("b", "strong") else "*", inner)
         else:
             self.render(node)
+
+    def _span(self, mark: str, inner: str) -> None:
+        """A code span ("`": `inner` is its text) or emphasis ("*", "**": its Markdown),
+        spaces around it kept out. One that touches the span before it of the same kind
+        joins it: side by side, their delimiters would make one run (`a``b`, *a**b*),
+        and docutils writes "--" as two <code>s."""
+        lead = inner[: len(inner) - len(inner.lstrip())]
+        trail = inner[len(inner.rstrip()) :]
+        inner = inner.strip()
+        last = self._last_span
+        if not lead and last is not None and last[0] == mark and self._md[-1:] == [last[2]]:
+            self._md.pop()
+            inner = last[1] + inner
+        written = _code_span(inner) if mark == "`" else f"{mark}{inner}{mark}"
+        if lead:
+            self._md.append(lead)
+        self._md.append(written)
+        self._last_span = None if trail else (mark, inner, written)
+        if trail:
+            self._md.append(trail)
 
     def _block(self, node: LexborNode, tag: str) -> None:
         self.end_block()
@@ -815,6 +836,7 @@ class _Writer:
         elif md:  # an image alone: no text, but Markdown
             self._add("", md)
         self._text, self._md, self._link_chars, self._prefix = [], [], 0, ""
+        self._last_span = None
 
     def _add(self, text: str, md: str) -> None:
         """A block, inside the list items and quotes open."""

@@ -704,3 +704,23 @@ async def test_markdown_keeps_lists_and_quotes_whatever_their_items_hold(site: S
         ("blockquote/p", "Quoted first."),
         ("blockquote/p", "Quoted second."),
     ]
+
+
+async def test_code_and_emphasis_side_by_side_read_back_as_written(site: Site, tmp_path):
+    """Two <code>s side by side (docutils writes "--" so) or two <em>s made `a``b` and
+    *a**b*, one run of backticks or stars that a CommonMark reader did not close: they
+    are one span now, as they read."""
+    body = (
+        "<p>An introduction long enough to be the start of the main content here.</p>"
+        "<p>A comment starts with <code>'&lt;!-</code><code>-'</code>, a type reads "
+        '<em>tuple</em><em>[</em><a href="/type"><em>type</em></a><em>]</em>, and '
+        '<code>x</code><a href="/y"><code>y</code></a> are two.</p>'
+    )
+    site.page("/", body=_article(body))
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    blocks = commonmark_blocks(record["markdown"])
+    assert [text for _, text in blocks] == record["main_text"].split("\n")
+    assert "`'<!--'`" in record["markdown"]
+    assert f"*tuple\\[*[*type*]({site.url}/type)*\\]*" in record["markdown"]
