@@ -639,9 +639,15 @@ class _Writer:
     """Blocks of text and Markdown, written while walking the kept elements."""
 
     def __init__(
-        self, base: str, titles: frozenset[str] = frozenset(), encoding: str = "utf-8"
+        self,
+        base: str,
+        titles: frozenset[str] = frozenset(),
+        encoding: str = "utf-8",
+        in_cell: bool = False,
     ) -> None:
         self.base = base
+        # A table cell's Markdown is inline: its lists, quotes and headings are text.
+        self.in_cell = in_cell
         self.titles = titles  # a heading that repeats the page's title is left out
         self.encoding = encoding  # the page's, which a link's query is encoded in
         self.blocks: list[_Block] = []
@@ -791,7 +797,7 @@ class _Writer:
             cells = []
             for cell in row.iter():
                 if cell.tag in ("td", "th"):
-                    sub = _Writer(self.base, encoding=self.encoding)
+                    sub = _Writer(self.base, encoding=self.encoding, in_cell=True)
                     sub.render(cell)
                     sub.end_block()
                     cells.append(
@@ -832,7 +838,7 @@ class _Writer:
         if text:
             text = "\n".join(line.strip() for line in text.split("\n"))
             if self._kept(text):
-                self._add(text, self._prefix + md)
+                self._add(text, md if self.in_cell else self._prefix + md)
         elif md:  # an image alone: no text, but Markdown
             self._add("", md)
         self._text, self._md, self._link_chars, self._prefix = [], [], 0, ""
@@ -840,7 +846,7 @@ class _Writer:
 
     def _add(self, text: str, md: str) -> None:
         """A block, inside the list items and quotes open."""
-        containers = self._containers
+        containers = [] if self.in_cell else self._containers
         item = any(container.marker != container.indent for container in containers)
         first = "".join(container.first() for container in containers)
         indent = "".join(container.indent for container in containers)

@@ -724,3 +724,28 @@ async def test_code_and_emphasis_side_by_side_read_back_as_written(site: Site, t
     assert [text for _, text in blocks] == record["main_text"].split("\n")
     assert "`'<!--'`" in record["markdown"]
     assert f"*tuple\\[*[*type*]({site.url}/type)*\\]*" in record["markdown"]
+
+
+async def test_a_table_cells_lists_and_quotes_are_its_text(site: Site, tmp_path):
+    """A GFM table cell holds inline Markdown only: a list, a quote or a heading in a
+    cell is written as its text. Its "- " and "> " marks showed as text in the cell."""
+    cell = "One of:<ul><li><code>'nt'</code>: Windows</li><li>posix</li></ul>"
+    cell += "<blockquote>or</blockquote>"
+    body = (
+        "<p>An introduction long enough to be the start of the main content here.</p>"
+        f"<table><tr><th>Attribute</th><th>Meaning</th></tr><tr><td>name</td><td>{cell}</td></tr>"
+        "<tr><td><h3>lock</h3></td><td>The lock</td></tr></table>"
+    )
+    site.page("/", body=_article(body))
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    assert [text for _, text in commonmark_blocks(record["markdown"])] == [
+        "An introduction long enough to be the start of the main content here.",
+        "Attribute",
+        "Meaning",
+        "name",
+        "One of: 'nt': Windows posix or",
+        "lock",
+        "The lock",
+    ]
