@@ -37,6 +37,7 @@ import asyncio
 import json
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import quote, urljoin
@@ -660,6 +661,7 @@ class _Writer:
         # The last span written (its mark, inner text, and what was written), which a
         # span right after it of the same kind joins.
         self._last_span: tuple[str, str, str] | None = None
+        self._emphasis: dict[str, str] = {}  # this block's emphasis as written: its inner
         self._depth = 0
 
     def render(self, node: LexborNode) -> None:
@@ -709,6 +711,9 @@ class _Writer:
             if href and not href.startswith(("javascript:", "#")) and inner.strip():
                 label = "".join(self._md[start_md:]).strip()
                 del self._md[start_md:]
+                previous = self._md[-1] if self._md else ""
+                if previous.endswith("!") and not previous.endswith("\\!"):
+                    self._md[-1] = previous[:-1] + "\\!"  # "![" opens an image
                 self._md.append(f"[{label}]({self._destination(href)})")
                 self._last_span = None
         elif tag == "img":
@@ -747,6 +752,8 @@ class _Writer:
             self._md.pop()
             inner = last[1] + inner
         written = _code_span(inner) if mark == "`" else f"{mark}{inner}{mark}"
+        if mark != "`":
+            self._emphasis[written] = inner
         if lead:
             self._md.append(lead)
         self._md.append(written)
@@ -827,7 +834,26 @@ class _Writer:
         text = "\n".join("\t".join(t for t, _ in cells) for cells in rows)
         self._add(text, "\n".join(lines))
 
+    def _unflanked_emphasis(self) -> None:
+        """Emphasis whose stars a CommonMark reader would not take for such is written
+        as its text: a star that touches punctuation inside and a letter outside (in
+        `x*.y*`, or `文**“引”**文`) is no delimiter, and showed as a star."""
+        md = self._md
+        for i, piece in enumerate(md):
+            inner = self._emphasis.get(piece)
+            if inner is None:
+                continue
+            before = next((p[-1] for p in reversed(md[:i]) if p), " ")
+            after = next((p[0] for p in md[i + 1 :] if p), " ")
+            if (_punctuation(inner[0]) and not _space_or_punctuation(before)) or (
+                _punctuation(inner[-1]) and not _space_or_punctuation(after)
+            ):
+                md[i] = inner
+
     def end_block(self) -> None:
+        if self._emphasis:
+            self._unflanked_emphasis()
+            self._emphasis.clear()
         text = "".join(self._text).strip()
         md = "".join(self._md).strip()
         if "\n" in md:  # after a <br>: the source's indentation is no Markdown indentation
@@ -877,6 +903,15 @@ class _Writer:
             parts.append(block.markdown)
             before = block
         return "".join(parts)
+
+
+def _punctuation(char: str) -> bool:
+    """CommonMark's Unicode punctuation: general category P or S."""
+    return unicodedata.category(char)[0] in "PS"
+
+
+def _space_or_punctuation(char: str) -> bool:
+    return char.isspace() or _punctuation(char)
 
 
 def _common_start(a: str, b: str) -> str:

@@ -749,3 +749,25 @@ async def test_a_table_cells_lists_and_quotes_are_its_text(site: Site, tmp_path)
         "lock",
         "The lock",
     ]
+
+
+async def test_emphasis_markdown_cannot_hold_is_its_text(site: Site, tmp_path):
+    """A star that touches punctuation inside the emphasis and a letter outside it is no
+    delimiter to a CommonMark reader (`文**“引”**文`, `x*(y)*z`): such emphasis is
+    written as its text, where the stars showed in it. And a "!" before a link is
+    escaped: "![" opens an image."""
+    body = (
+        "<p>An introduction long enough to be the start of the main content here.</p>"
+        "<p>他说<strong>“改革”</strong>是关键，f<em>(x)</em>g 与 <b>正常</b>加粗，"
+        'and <em>“quoted”</em> stays, Wow!<a href="/next">next</a></p>'
+    )
+    site.page("/", body=_article(body))
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    blocks = commonmark_blocks(record["markdown"])
+    assert [text for _, text in blocks] == record["main_text"].split("\n")
+    assert (
+        "他说“改革”是关键，f(x)g 与 **正常**加粗，and *“quoted”* stays, Wow\\![next]("
+        in (record["markdown"])
+    )
