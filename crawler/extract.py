@@ -285,6 +285,7 @@ _MD_BLOCK_START = re.compile(
     r"|(\d{1,9})(?=[.)](?:[ \t]|$)))",
     re.MULTILINE,
 )
+_MD_BLOCK_START_CHARS = frozenset("#>-+=~0123456789")
 # A heading's trailing "#"s after a space, which CommonMark drops as a closing sequence.
 _MD_CLOSING_HASHES = re.compile(r"(?<=[ \t])(#+[ \t]*)$")
 # A JSON escape of a UTF-16 surrogate (paired ones too, which json.loads joins).
@@ -851,6 +852,9 @@ class _Writer:
                 md[i] = inner
 
     def end_block(self) -> None:
+        if not self._md:  # most calls: a block's end right after another's
+            self._text, self._link_chars, self._prefix, self._last_span = [], 0, "", None
+            return
         if self._emphasis:
             self._unflanked_emphasis()
             self._emphasis.clear()
@@ -858,7 +862,8 @@ class _Writer:
         md = "".join(self._md).strip()
         if "\n" in md:  # after a <br>: the source's indentation is no Markdown indentation
             md = "\n".join(line.lstrip() for line in md.split("\n"))
-        md = _MD_BLOCK_START.sub(_escaped_block_start, md)
+        if md[:1] in _MD_BLOCK_START_CHARS or "\n" in md:  # the rare one: no search
+            md = _MD_BLOCK_START.sub(_escaped_block_start, md)
         if self._prefix.startswith("#"):
             md = _MD_CLOSING_HASHES.sub(r"\\\1", md)
         if text:
