@@ -47,7 +47,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from crawler.htmlguard import INLINE_MAX_CHARS
 from crawler.page import Page
 from crawler.parse import copy_of
-from crawler.simhash import simhash, to_hex
+from crawler.simhash import CJK_CHARACTER, simhash, to_hex
 from crawler.urls import canonicalize
 
 # Never content: their text is no part of what a reader reads.
@@ -507,13 +507,20 @@ def _alike_elsewhere(body: LexborNode, top: LexborNode, kept: list[LexborNode]) 
         for node in alike
         if node.mem_id not in inside
         and _shape(node) == shape
-        and len(node.text(deep=True).strip()) >= _MIN_BLOCK_CHARS
+        and _post_chars(node.text(deep=True).strip()) >= _MIN_BLOCK_CHARS
         and _link_density(node) < 0.5
         and not _ancestors(node) & inside
     ]
     # A post inside another found one (a quoted post) goes with it.
     outer = {node.mem_id for node in found}
     return [node for node in found if not _ancestors(node) & outer]
+
+
+def _post_chars(text: str) -> int:
+    """The length of a post's text, a Han or kana character counted as three: it says
+    about what a word of English does, and a short reply in Chinese ("同问，我也遇到了同样
+    的问题", 13 characters) is a post as much as "Same here, I have that problem too"."""
+    return len(text) + 2 * len(CJK_CHARACTER.findall(text))
 
 
 def _shape(node: LexborNode) -> list[tuple[str | None, str | None]]:

@@ -771,3 +771,18 @@ async def test_emphasis_markdown_cannot_hold_is_its_text(site: Site, tmp_path):
         "他说“改革”是关键，f(x)g 与 **正常**加粗，and *“quoted”* stays, Wow\\![next]("
         in (record["markdown"])
     )
+
+
+async def test_a_short_chinese_reply_is_a_post_of_the_thread(site: Site, tmp_path):
+    """A reply of 13 Chinese characters says what 35 English letters do: it is a post
+    (it was left out, shorter than the 25 characters a post needed)."""
+    posts = [*THREAD_POSTS[:2], "同问，我也遇到了同样的问题", THREAD_POSTS[2]]
+    names = ["小明", "老司机", "小红", "小明"]
+    floors = ["楼主", "沙发", "板凳", "地板"]
+    thread = THREAD.split('<div id="postlist">')[0] + '<div id="postlist">'
+    thread += "".join(map(_post, names, floors, posts)) + "</div></div></body></html>"
+    site.page("/thread", body=thread.encode("gbk"), content_type="text/html")
+
+    [record] = await crawl(tmp_path, [site.url + "/thread"], extract=True, max_depth=0)
+
+    assert record["main_text"] == "\n".join(posts)
