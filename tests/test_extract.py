@@ -591,6 +591,17 @@ def commonmark_blocks(markdown: str) -> list[tuple[str, str]]:
     return blocks
 
 
+INTRO = "<p>An introduction long enough to be the start of the main content here.</p>"
+
+
+async def read_back(site: Site, tmp_path, body: str) -> tuple[str, list[tuple[str, str]], str]:
+    """A page of `body` after an introduction, crawled with --extract: its Markdown, the
+    blocks a CommonMark reader finds in it, and its main text."""
+    site.page("/", body=_article(INTRO + body))
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+    return record["markdown"], commonmark_blocks(record["markdown"]), record["main_text"]
+
+
 async def test_markdown_reads_back_as_the_main_text_whatever_the_text_looks_like(
     site: Site, tmp_path
 ):
@@ -678,17 +689,15 @@ async def test_markdown_keeps_lists_and_quotes_whatever_their_items_hold(site: S
     item's sublist left its list, and a quote's paragraphs were quotes apart."""
     items = "".join(f"<li>Item {n}<ul><li>under {n}</li></ul></li>" for n in range(1, 11))
     body = (
-        "<p>An introduction long enough to be the start of the main content here.</p>"
         "<ul><li><p>A paragraph item</p></li><li><p>Another</p><p>and its second</p></li></ul>"
         "<ol><li>Install it:<pre>pip install it\n\nit --init</pre></li><li>Run it</li></ol>"
         f"<ol>{items}</ol>"
         "<blockquote><p>Quoted first.</p><p>Quoted second.</p></blockquote>"
     )
-    site.page("/", body=_article(body))
 
-    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+    _, blocks, _ = await read_back(site, tmp_path, body)
 
-    assert commonmark_blocks(record["markdown"]) == [
+    assert blocks == [
         ("p", "An introduction long enough to be the start of the main content here."),
         ("ul/li/p", "A paragraph item"),
         ("ul/li/p", "Another"),
@@ -711,19 +720,16 @@ async def test_code_and_emphasis_side_by_side_read_back_as_written(site: Site, t
     *a**b*, one run of backticks or stars that a CommonMark reader did not close: they
     are one span now, as they read."""
     body = (
-        "<p>An introduction long enough to be the start of the main content here.</p>"
         "<p>A comment starts with <code>'&lt;!-</code><code>-'</code>, a type reads "
         '<em>tuple</em><em>[</em><a href="/type"><em>type</em></a><em>]</em>, and '
         '<code>x</code><a href="/y"><code>y</code></a> are two.</p>'
     )
-    site.page("/", body=_article(body))
 
-    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+    markdown, blocks, main_text = await read_back(site, tmp_path, body)
 
-    blocks = commonmark_blocks(record["markdown"])
-    assert [text for _, text in blocks] == record["main_text"].split("\n")
-    assert "`'<!--'`" in record["markdown"]
-    assert f"*tuple\\[*[*type*]({site.url}/type)*\\]*" in record["markdown"]
+    assert [text for _, text in blocks] == main_text.split("\n")
+    assert "`'<!--'`" in markdown
+    assert f"*tuple\\[*[*type*]({site.url}/type)*\\]*" in markdown
 
 
 async def test_a_table_cells_lists_and_quotes_are_its_text(site: Site, tmp_path):
@@ -732,15 +738,13 @@ async def test_a_table_cells_lists_and_quotes_are_its_text(site: Site, tmp_path)
     cell = "One of:<ul><li><code>'nt'</code>: Windows</li><li>posix</li></ul>"
     cell += "<blockquote>or</blockquote>"
     body = (
-        "<p>An introduction long enough to be the start of the main content here.</p>"
         f"<table><tr><th>Attribute</th><th>Meaning</th></tr><tr><td>name</td><td>{cell}</td></tr>"
         "<tr><td><h3>lock</h3></td><td>The lock</td></tr></table>"
     )
-    site.page("/", body=_article(body))
 
-    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+    _, blocks, _ = await read_back(site, tmp_path, body)
 
-    assert [text for _, text in commonmark_blocks(record["markdown"])] == [
+    assert [text for _, text in blocks] == [
         "An introduction long enough to be the start of the main content here.",
         "Attribute",
         "Meaning",
@@ -757,20 +761,15 @@ async def test_emphasis_markdown_cannot_hold_is_its_text(site: Site, tmp_path):
     written as its text, where the stars showed in it. And a "!" before a link is
     escaped: "![" opens an image."""
     body = (
-        "<p>An introduction long enough to be the start of the main content here.</p>"
         "<p>他说<strong>“改革”</strong>是关键，f<em>(x)</em>g 与 <b>正常</b>加粗，"
         'and <em>“quoted”</em> stays, Wow!<a href="/next">next</a></p>'
     )
-    site.page("/", body=_article(body))
 
-    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+    markdown, blocks, main_text = await read_back(site, tmp_path, body)
 
-    blocks = commonmark_blocks(record["markdown"])
-    assert [text for _, text in blocks] == record["main_text"].split("\n")
-    assert (
-        "他说“改革”是关键，f(x)g 与 **正常**加粗，and *“quoted”* stays, Wow\\![next]("
-        in (record["markdown"])
-    )
+    assert [text for _, text in blocks] == main_text.split("\n")
+    assert "他说“改革”是关键，f(x)g 与 **正常**加粗，" in markdown
+    assert "and *“quoted”* stays, Wow\\![next](" in markdown
 
 
 async def test_a_short_chinese_reply_is_a_post_of_the_thread(site: Site, tmp_path):
