@@ -23,7 +23,7 @@ from crawler.config import (
     print_error,
     read_seeds,
 )
-from crawler.files import check_writable
+from crawler.files import check_writable, same_file
 from crawler.malloc import keep_freed_memory
 from crawler.observe.progress import Reporter, silence
 from crawler.sinks import OutputClosed
@@ -89,20 +89,10 @@ def _check_output_paths(settings: Settings) -> None:
         if path is None:
             continue
         for label, other in taken:
-            if other is not None and other != "-" and _same_file(path, other):
+            if other is not None and other != "-" and same_file(path, other):
                 raise ConfigError(f"{flag} {path} is the {label}; refusing to overwrite it")
         check_writable(path, replaced)
         taken.append((f"{flag} file", path))
-
-
-def _same_file(path: str, other: str) -> bool:
-    """Would writing `path` overwrite the regular file `other` (or the one it will be)?
-    Devices such as /dev/null may be written by two outputs."""
-    if os.path.exists(path) and not os.path.isfile(path):
-        return False
-    if os.path.abspath(path) == os.path.abspath(other):
-        return True
-    return os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
 
 
 def _fill_closed_standard_streams() -> None:

@@ -16,6 +16,7 @@ and ends it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -42,15 +43,17 @@ from crawler.politeness import (
     RobotsFetch,
     backoff_s,
 )
-from crawler.revisit import AdaptiveSchedule, due_at, is_due, lastmod_after
 from crawler.session import Client
 from crawler.sinks import WriteFailed
-from crawler.sitemaps import SITEMAP_MAX_BYTES, in_robots, listed_in, parse_sitemap
 from crawler.state import Store, trap_check
 from crawler.urls import Scope, canonical_links, canonicalize, origin_of
 
 if TYPE_CHECKING:
     from crawler.history import Previous, PreviousCrawl
+    from crawler.revisit import AdaptiveSchedule
+
+# --since, --revisit and --sitemaps import their modules where they are used: off, they
+# cost no import.
 
 log = logging.getLogger(__name__)
 
@@ -275,9 +278,6 @@ class Crawl:
         self._fetcher = Fetcher(
             client, settings.timeout, settings.max_bytes, settings.max_redirects, keep
         )
-        self._sitemap_fetcher = Fetcher(
-            client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects, keep
-        )
         robots_fetcher = Fetcher(
             client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep
         )
@@ -477,6 +477,8 @@ class Crawl:
                 # None if its rules expired since, or it had none
                 parser = self._robots.parser(origin, self._robots.cached(origin))
                 lines = list(parser.sitemaps) if parser is not None else []
+                from crawler.sitemaps import in_robots
+
                 page, listed = None, in_robots(request, lines)
             else:
                 response = await self._fetch(request, self._sitemap_fetcher)
@@ -649,6 +651,15 @@ class Crawl:
             return page, []
         return page, self._to_follow(request, page.links)
 
+    @functools.cached_property
+    def _sitemap_fetcher(self) -> Fetcher:
+        from crawler.sitemaps import SITEMAP_MAX_BYTES
+
+        settings, keep = self.settings, self.store.sinks.archive is not None
+        return Fetcher(
+            self.client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects, keep
+        )
+
     def _to_follow(self, request: Request, links: list[str]) -> list[str]:
         if request.depth >= self.settings.max_depth:  # too deep: not even claimed
             return []
@@ -736,6 +747,8 @@ class Crawl:
         """--revisit: whether the page is due by its schedule, or by its sitemap's
         <lastmod> if its host's have proved right. A page no link reaches any more is
         due whenever --fetch-gone asks whether it is still there: it has no next round."""
+        from crawler.revisit import is_due, lastmod_after
+
         if request.kind == UNLINKED or is_due(previous.due_at):
             return True
         assert self.history is not None
@@ -748,6 +761,8 @@ class Crawl:
     def _schedule_next(self, request: Request, page: Page, previous: Previous | None) -> None:
         """--revisit: when the page is due again, from what this fetch found; whether
         its sitemap's <lastmod> told true."""
+        from crawler.revisit import due_at, lastmod_after
+
         assert self.schedule is not None
         changed = page.fields.get("changed")
         if request.lastmod is not None and previous is not None and changed is not None:
@@ -780,6 +795,8 @@ class Crawl:
         self, request: Request, response: Response, elapsed_s: float
     ) -> tuple[Page, list[Request]]:
         """The page of a fetched sitemap, and what it lists."""
+        from crawler.sitemaps import listed_in, parse_sitemap
+
         page = self._fetched_page(request, response, elapsed_s)
         if response.error is not None or not 200 <= (response.status or 0) < 300:
             return page, []
@@ -874,6 +891,8 @@ class Crawl:
 def revisit_schedule(settings: Settings) -> AdaptiveSchedule | None:
     if settings.revisit is None:
         return None
+    from crawler.revisit import AdaptiveSchedule
+
     return AdaptiveSchedule(
         settings.revisit_interval,
         settings.revisit_min_interval,

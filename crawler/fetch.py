@@ -14,6 +14,7 @@ the time.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import hashlib
 import ssl
@@ -216,6 +217,7 @@ def _proxy_errors() -> tuple[type[Exception], ...]:
         return _HTTP_PROXY_ERRORS
     return (
         *_HTTP_PROXY_ERRORS,
+        asyncio.IncompleteReadError,  # the proxy hung up during its handshake
         socks.ProxyError,
         socks.ProxyConnectionError,
         socks.ProxyTimeoutError,
@@ -223,6 +225,8 @@ def _proxy_errors() -> tuple[type[Exception], ...]:
 
 
 def _error_kind(exc: BaseException) -> ErrorKind:
+    if isinstance(exc, BlockedAddress):  # refused before it went to a proxy
+        return ErrorKind.BLOCKED_ADDRESS
     if isinstance(getattr(exc, "os_error", None), BlockedAddress):
         return ErrorKind.BLOCKED_ADDRESS
     if isinstance(exc, _proxy_errors()):

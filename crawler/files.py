@@ -22,6 +22,16 @@ def check_writable(path: str, replaced: bool = False) -> None:
         raise ConfigError(f"cannot write {path}: permission denied")
 
 
+def same_file(path: str, other: str) -> bool:
+    """Would writing `path` overwrite the regular file `other` (or the one it will be)?
+    Devices such as /dev/null may be written by two outputs."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        return False
+    if os.path.abspath(path) == os.path.abspath(other):
+        return True
+    return os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
+
+
 def write_whole(path: str, data: bytes) -> None:
     """Make `data` the whole of `path`: written beside it, then renamed over it, so that a
     reader sees the old file or the new one. A symbolic link is followed (its file is

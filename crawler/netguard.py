@@ -145,6 +145,22 @@ class AddressGuard:
         if kind is not None:
             self.refuse(address, address, kind)
 
+    def check_proxied(self, host: str) -> None:
+        """Through a proxy, which resolves and connects for us: raise BlockedAddress if the
+        URL's `host` is itself a non-public address no named host leads to, or a name
+        under `localhost`, which RFC 6761 keeps on loopback. Other names are the proxy's
+        to resolve, and it alone sees where they lead."""
+        if host in self._named:
+            return
+        name = host.lower().rstrip(".")
+        if name == "localhost" or name.endswith(".localhost"):
+            self.refuse(host, "127.0.0.1", "loopback")
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return
+        self.check_socket(host)
+
     def refuse(self, host: str, address: str, kind: str) -> None:
         if not self._warned:
             self._warned = True
@@ -233,22 +249,16 @@ class OverrideResolver(AbstractResolver):
         await self._inner.close()
 
 
-def connector_options(
-    named_urls: Iterable[str], *, guard: bool, resolve: Sequence[str] = ()
-) -> dict[str, Any]:
-    """Keyword arguments for aiohttp.TCPConnector: the guard, --resolve entries, or nothing.
-
-    `named_urls` are the URLs whose hosts the user named (the seeds, a proxy).
-    """
-    if not guard and not resolve:
+def connector_options(guard: AddressGuard | None, resolve: Sequence[str] = ()) -> dict[str, Any]:
+    """Keyword arguments for aiohttp.TCPConnector: the guard, --resolve entries, or nothing."""
+    if guard is None and not resolve:
         return {}
     resolver: AbstractResolver = DefaultResolver()
     if resolve:
         resolver = OverrideResolver(resolve, resolver)
-    if not guard:
+    if guard is None:
         return {"resolver": resolver}
-    address_guard = AddressGuard(named_urls)
     return {
-        "resolver": GuardedResolver(resolver, address_guard),
-        "socket_factory": address_guard.socket_factory,
+        "resolver": GuardedResolver(resolver, guard),
+        "socket_factory": guard.socket_factory,
     }

@@ -15,7 +15,8 @@ handshake), never inside a URL that aiohttp could put into an exception's messag
 
 The connector connects only where crawler.netguard allows: the seeds and the
 proxy are the hosts the user named. Through a proxy, the proxy makes the
-connections to the sites, so the guard sees only the connection to the proxy.
+connections to the sites, so the guard sees only the connection to the proxy; a
+URL's own host is checked before it goes there (AddressGuard.check_proxied).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from yarl import URL
 from crawler.config import ConfigError, Settings, proxy_problem, redact_url
 from crawler.cookies import CookieJar, read_cookies_file
 from crawler.fetch import ACCEPT_ENCODING, PeerRecordingResponse
-from crawler.netguard import connector_options
+from crawler.netguard import AddressGuard, connector_options
 
 DEFAULT_ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"
 SOCKS_DEFAULT_PORT = 1080
@@ -85,7 +86,7 @@ def _route(settings: Settings, environ: Mapping[str, str]) -> Route:
     """The proxy per URL: --proxy, or HTTP_PROXY, HTTPS_PROXY and NO_PROXY."""
     by_scheme: dict[str, Proxy] = {}
     if settings.proxy is not None:
-        if settings.proxy.lower().startswith("socks5"):
+        if _is_socks(settings.proxy):
             return _direct  # the connector goes through it
         for scheme in ("http", "https"):
             by_scheme[scheme] = _proxy_for(scheme, settings.proxy, "--proxy")
@@ -112,6 +113,10 @@ def _route(settings: Settings, environ: Mapping[str, str]) -> Route:
         return proxy
 
     return route
+
+
+def _is_socks(proxy: str | None) -> bool:
+    return proxy is not None and proxy.lower().startswith("socks5")
 
 
 def _proxy_urls(settings: Settings, environ: Mapping[str, str]) -> list[str]:
@@ -151,21 +156,21 @@ class BoundedPoolConnector(aiohttp.TCPConnector):
                 del self._conns[old_key]
 
 
-def make_connector(settings: Settings, named_urls: Sequence[str]) -> aiohttp.TCPConnector:
+def make_connector(settings: Settings, guard: AddressGuard | None) -> aiohttp.TCPConnector:
     """The connector every request goes out by: direct, or through --proxy if it is SOCKS.
 
-    `named_urls` are the URLs whose hosts the user named: the address guard lets
-    them reach a non-public address.
+    `guard`: the address guard, if it is on, which the connector's resolver and
+    sockets go through.
     """
     options: dict[str, Any] = {"limit": 0, "limit_per_host": 0, "ttl_dns_cache": 300}
     proxy = settings.proxy
-    if proxy is None or not proxy.lower().startswith("socks5"):
-        guard = not settings.allow_private_addresses
-        options |= connector_options(named_urls, guard=guard, resolve=settings.resolve)
+    if not _is_socks(proxy):
+        options |= connector_options(guard, resolve=settings.resolve)
         max_idle = IDLE_CONNECTIONS_PER_WORKER * settings.concurrency
         return BoundedPoolConnector(max_idle=max_idle, **options)
     from aiohttp_socks import ProxyConnector, ProxyType
 
+    assert proxy is not None
     parsed = URL(proxy.rstrip("/"))
     assert parsed.raw_host is not None  # proxy_problem() refused a proxy URL without one
     return ProxyConnector(
@@ -194,7 +199,10 @@ class Client:
         )
         self._route = _route(settings, environ)
         proxies = _proxy_urls(settings, environ)
-        self._named_urls = [*seeds, *proxies]
+        self._guard = None if settings.allow_private_addresses else AddressGuard([*seeds, *proxies])
+        # A proxy connects for us, so a URL is checked before it goes to one.
+        self._proxied_guard = self._guard if proxies else None
+        self._all_proxied = _is_socks(settings.proxy)
         # Through a proxy, the peer is the proxy: the archive then names no address.
         self._response_class = (
             PeerRecordingResponse if settings.warc and not proxies else aiohttp.ClientResponse
@@ -210,7 +218,7 @@ class Client:
             headers[name] = value  # replaces, whatever the case
         headers["Accept-Encoding"] = ACCEPT_ENCODING
         self._session = aiohttp.ClientSession(
-            connector=make_connector(settings, self._named_urls),
+            connector=make_connector(settings, self._guard),
             headers=headers,
             auto_decompress=False,
             cookie_jar=aiohttp.DummyCookieJar() if self.cookie_jar is None else self.cookie_jar,
@@ -231,6 +239,8 @@ class Client:
         `headers` are this request's own (a recrawl's validators)."""
         proxy = self._route(url)
         assert self._session is not None, "a Client is used inside `async with`"
+        if self._proxied_guard is not None and (self._all_proxied or proxy.url is not None):
+            self._proxied_guard.check_proxied(URL(url, encoded=True).raw_host or "")
         return self._session.get(
             # encoded=True: the request line is the canonical URL byte for byte, as a browser
             # sends it; yarl would otherwise re-escape it ("%7e" to "~", "?a=%2F" to "?a=/").

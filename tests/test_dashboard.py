@@ -214,7 +214,8 @@ async def test_a_plain_crawl_imports_nothing_of_the_options_it_does_not_use(
         "print(sorted(m for m in sys.modules if m.startswith(('crawler.observe.dashboard', "
         "'crawler.observe.metrics', 'prometheus_client', 'crawler.sinks.warc', "
         "'crawler.sinks.cdxj', 'crawler.sinks.wacz', 'surt', 'crawler.history', "
-        "'crawler.extract', 'crawler.simhash', 'sqlite3', 'tomllib', 'ada_url')))); "
+        "'crawler.extract', 'crawler.simhash', 'crawler.revisit', 'crawler.sitemaps', "
+        "'sqlite3', 'tomllib', 'ada_url')))); "
         "sys.exit(code)"
     )
     process = await asyncio.create_subprocess_exec(

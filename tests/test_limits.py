@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import signal
 from dataclasses import replace
@@ -13,6 +14,7 @@ from aiohttp import web
 
 from crawler import Crawler
 from tests.conftest import TEST_SETTINGS, Site, html, read_records
+from tests.test_cli import run_cli_async
 from tests.test_state import Run
 
 
@@ -161,3 +163,27 @@ async def test_expected_missed_urls_survive_a_resume(site: Site, tmp_path):
     final = json.loads(stats_file.read_text())["visited"]["expected_missed_urls"]
     assert code == 0
     assert 0 < first < final < 1
+
+
+async def test_the_summary_says_how_many_urls_max_pages_left_unfetched(site: Site, tmp_path):
+    site.page("/", "home", [f"/p{n}" for n in range(12)])
+    for n in range(12):
+        site.page(f"/p{n}", f"p{n}")
+    (tmp_path / "seeds.txt").write_text(f"{site.url}/\n")
+
+    code, _, err = await run_cli_async(
+        str(tmp_path / "seeds.txt"),
+        "--max-pages",
+        "5",
+        "--ignore-robots",
+        "-o",
+        str(tmp_path / "o"),
+    )
+
+    assert code == 0
+    row = re.search(r"\n  not fetched +(.*)", err)
+    assert row is not None and re.split(r"  +", row[1]) == [
+        "8",
+        "URLs still queued when the crawl stopped",
+    ]
+    assert len(read_records(tmp_path / "o")) == len(site.paths()) == 5

@@ -302,6 +302,37 @@ async def test_every_request_goes_through_the_proxy_with_its_credentials(
     assert proxy.refused == 0
 
 
+@pytest.mark.parametrize("proxy_type", [HttpProxy, Socks5Proxy])
+async def test_through_a_proxy_a_link_to_a_non_public_address_never_goes_out(
+    site: Site, site2: Site, tmp_path, proxy_type
+):
+    # The proxy resolves and connects for us, where the guard cannot look: an address
+    # written in the URL, and localhost, are checked before the request goes to it.
+    port = URL(site.url).port
+    others = [f"{site2.url}/secret", f"http://localhost:{port}/admin", f"http://[::1]:{port}/x"]
+    site.page("/", "home", others)
+    site2.page("/secret", "secret")
+    async with proxy_type() as proxy:
+        records = await crawl(tmp_path, [f"{site.url}/"], any_host=True, proxy=proxy.url)
+
+    assert {r["url"]: r["error"] for r in records} == {
+        f"{site.url}/": None,
+        **dict.fromkeys(others, "blocked_address"),
+    }
+    assert proxy.paths == ["/"] and not site2.hits
+
+
+async def test_a_socks_proxy_that_hangs_up_is_a_proxy_error_and_the_crawl_goes_on(
+    site: Site, tmp_path
+):
+    closed = f"http://127.0.0.1:{free_port()}/"  # the proxy cannot connect, and hangs up
+    small_site(site)
+    async with Socks5Proxy() as proxy:
+        records = await crawl(tmp_path, [closed, f"{site.url}/b"], proxy=proxy.url)
+
+    assert {r["url"]: r["error"] for r in records} == {closed: "proxy_error", f"{site.url}/b": None}
+
+
 async def test_a_proxy_that_refuses_us_is_a_proxy_error_and_the_crawl_goes_on(site: Site, tmp_path):
     pages = small_site(site)
     async with Socks5Proxy("crawler", "right") as proxy:

@@ -102,6 +102,11 @@ def summary_table(figures: CrawlStats) -> str:
             f"{sum(figures['dropped'].values()):,}",
             ", ".join(f"{kind} {n:,}" for kind, n in sorted(figures["dropped"].items())),
         ),
+        *(
+            [("not fetched", f"{queued:,}", "URLs still queued when the crawl stopped")]
+            if (queued := figures.get("queued", 0))
+            else []
+        ),
         (
             "data",
             _size(figures["bytes"]),

@@ -32,7 +32,7 @@ import orjson
 
 from crawler.bloom import BloomFilter
 from crawler.config import ConfigError, OneLineParser, mistyped_field, print_error
-from crawler.files import check_writable, write_whole
+from crawler.files import check_writable, same_file, write_whole
 from crawler.observe.progress import silence
 from crawler.stats import LATENCY_BUCKETS_MS
 
@@ -547,6 +547,6 @@ def _check_paths(arguments: argparse.Namespace) -> None:
     if not arguments.output:
         raise ConfigError("-o must not be empty")
     for label, path in (("records file", arguments.records), ("--stats file", arguments.stats)):
-        if path and os.path.exists(arguments.output) and os.path.samefile(arguments.output, path):
+        if path and same_file(arguments.output, path):
             raise ConfigError(f"-o {arguments.output} is the {label}; refusing to overwrite it")
     check_writable(arguments.output, replaced=True)

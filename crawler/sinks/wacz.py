@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from crawler import __version__
-from crawler.config import ConfigError
 from crawler.fetch import HTML_TYPES
+from crawler.files import check_writable
 from crawler.page import Page
 from crawler.sinks import WriteFailed
 from crawler.sinks.cdxj import index_path
@@ -106,7 +106,7 @@ class WaczSink:
         earlier_dirs: Sequence[str] = (),
     ) -> None:
         self.path = Path(path)
-        _check_writable(self.path)  # now, not when the crawl is over
+        check_writable(str(self.path), replaced=True)  # now, not when the crawl is over
         self._warc = warc
         self._earlier_dirs = [warc.directory, *map(Path, earlier_dirs)]
         self.pages_path = warc.directory / f"{warc.prefix}{PAGES_SUFFIX}"
@@ -194,16 +194,6 @@ def _payload_digests(index: Path) -> tuple[set[str], set[str]]:
             if isinstance(digest, str):
                 (refers if fields.get("mime") == "warc/revisit" else holds).add(digest)
     return refers, holds
-
-
-def _check_writable(path: Path) -> None:
-    directory = path.absolute().parent
-    if not directory.is_dir():
-        raise ConfigError(f"cannot write --wacz {path}: directory {directory} does not exist")
-    if path.is_dir():
-        raise ConfigError(f"cannot write --wacz {path}: it is a directory")
-    if not os.access(directory, os.W_OK):
-        raise ConfigError(f"cannot write --wacz {path}: {directory} is not writable")
 
 
 def write_wacz(

@@ -234,7 +234,6 @@ class WarcSink:
         self._path = Path()  # the current file's
         self._info_length = -1  # the current file's length with only its warcinfo
         self._first_captures: dict[str, Capture] = {}
-        self.revisits = 0
         self.files: list[str] = []  # the crawl's files so far, in order, the current one last
         self.on_record: OnRecord | None = None  # (exchange, is_revisit, location)
 
@@ -334,7 +333,6 @@ class WarcSink:
             # to, headers and payload; with the 304's head as block, pywb replays the
             # 304, an empty page. The payload digest is the capture's, by which
             # replay tools find it.
-            self.revisits += 1
             digest, first = not_modified.digest, not_modified.capture
             capture = first
             block = b""
@@ -342,7 +340,6 @@ class WarcSink:
             fields[:0] = [b"WARC-Type: revisit"]
             fields += [b"WARC-Profile: " + NOT_MODIFIED_PROFILE, *_lines(first.refers_to())]
         elif first is not None:
-            self.revisits += 1
             block = head
             fields[:0] = [b"WARC-Type: revisit"]
             fields += [b"WARC-Profile: " + REVISIT_PROFILE, *_lines(first.refers_to())]
