@@ -720,7 +720,7 @@ class _Writer:
                 label = "".join(self._md[start_md:]).strip()
                 del self._md[start_md:]
                 previous = self._md[-1] if self._md else ""
-                if previous.endswith("!") and not previous.endswith("\\!"):
+                if previous.endswith("!") and not _escaped_at_end(previous[:-1]):
                     self._md[-1] = previous[:-1] + "\\!"  # "![" opens an image
                 self._md.append(f"[{label}]({self._destination(href)})")
                 self._last_span = None
@@ -845,7 +845,8 @@ class _Writer:
     def _unflanked_emphasis(self) -> None:
         """Emphasis whose stars a CommonMark reader would not take for such is written
         as its text: a star that touches punctuation inside and a letter outside (in
-        `x*.y*`, or `文**“引”**文`) is no delimiter, and showed as a star."""
+        `x*.y*`, or `文**“引”**文`) is no delimiter, and showed as a star; and stars that
+        touch the stars of emphasis beside it (**a***b*) make one run with them."""
         md = self._md
         for i, piece in enumerate(md):
             inner = self._emphasis.get(piece)
@@ -853,8 +854,10 @@ class _Writer:
                 continue
             before = next((p[-1] for p in reversed(md[:i]) if p), " ")
             after = next((p[0] for p in md[i + 1 :] if p), " ")
-            if (_punctuation(inner[0]) and not _space_or_punctuation(before)) or (
-                _punctuation(inner[-1]) and not _space_or_punctuation(after)
+            if (
+                "*" in (before, after)
+                or (_punctuation(inner[0]) and not _space_or_punctuation(before))
+                or (_punctuation(inner[-1]) and not _space_or_punctuation(after))
             ):
                 md[i] = inner
 
@@ -915,6 +918,11 @@ class _Writer:
             parts.append(block.markdown)
             before = block
         return "".join(parts)
+
+
+def _escaped_at_end(md: str) -> bool:
+    """Whether what follows `md` is escaped: it ends with an odd run of backslashes."""
+    return (len(md) - len(md.rstrip("\\"))) % 2 == 1
 
 
 def _punctuation(char: str) -> bool:
