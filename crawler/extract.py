@@ -719,9 +719,8 @@ class _Writer:
             if href and not href.startswith(("javascript:", "#")) and inner.strip():
                 label = "".join(self._md[start_md:]).strip()
                 del self._md[start_md:]
-                previous = self._md[-1] if self._md else ""
-                if previous.endswith("!") and not _escaped_at_end(previous[:-1]):
-                    self._md[-1] = previous[:-1] + "\\!"  # "![" opens an image
+                if self._md:
+                    self._md[-1] = _before_link(self._md[-1])
                 self._md.append(f"[{label}]({self._destination(href)})")
                 self._last_span = None
         elif tag == "img":
@@ -852,14 +851,15 @@ class _Writer:
             inner = self._emphasis.get(piece)
             if inner is None:
                 continue
-            before = next((p[-1] for p in reversed(md[:i]) if p), " ")
-            after = next((p[0] for p in md[i + 1 :] if p), " ")
+            # The pieces around it: no piece is empty.
+            before = md[i - 1][-1] if i else " "
+            after = md[i + 1][0] if i + 1 < len(md) else " "
             if (
                 "*" in (before, after)
                 or (_punctuation(inner[0]) and not _space_or_punctuation(before))
                 or (_punctuation(inner[-1]) and not _space_or_punctuation(after))
             ):
-                md[i] = inner
+                md[i] = _before_link(inner) if after == "[" else inner
 
     def end_block(self) -> None:
         if not self._md:  # most calls: a block's end right after another's
@@ -920,9 +920,13 @@ class _Writer:
         return "".join(parts)
 
 
-def _escaped_at_end(md: str) -> bool:
-    """Whether what follows `md` is escaped: it ends with an odd run of backslashes."""
-    return (len(md) - len(md.rstrip("\\"))) % 2 == 1
+def _before_link(md: str) -> str:
+    """`md`, which a link follows, with a "!" at its end escaped: "![" opens an image."""
+    if not md.endswith("!"):
+        return md
+    head = md[:-1]
+    escaped = (len(head) - len(head.rstrip("\\"))) % 2 == 1  # an odd run of backslashes
+    return md if escaped else head + "\\!"
 
 
 def _punctuation(char: str) -> bool:

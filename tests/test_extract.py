@@ -764,7 +764,8 @@ async def test_emphasis_markdown_cannot_hold_is_its_text(site: Site, tmp_path):
     escaped: "![" opens an image."""
     body = (
         "<p>他说<strong>“改革”</strong>是关键，f<em>(x)</em>g 与 <b>正常</b>加粗，"
-        'and <em>“quoted”</em> stays, Wow!<a href="/next">next</a></p>'
+        'and <em>“quoted”</em> stays, Wow!<a href="/next">next</a>, '
+        'x<em>(so!</em><a href="/more">more</a>)</p>'
     )
 
     markdown, blocks, main_text = await read_back(site, tmp_path, body)
@@ -772,6 +773,7 @@ async def test_emphasis_markdown_cannot_hold_is_its_text(site: Site, tmp_path):
     assert [text for _, text in blocks] == main_text.split("\n")
     assert "他说“改革”是关键，f(x)g 与 **正常**加粗，" in markdown
     assert "and *“quoted”* stays, Wow\\![next](" in markdown
+    assert "x(so\\![more](" in markdown
 
 
 async def test_a_short_chinese_reply_is_a_post_of_the_thread(site: Site, tmp_path):
