@@ -740,6 +740,10 @@ OPTIONS: tuple[Option, ...] = (
         "stats",
         "path",
         "write JSON stats here every 10 s and at the end",
+        # A file named "-" is not what a user who wrote it meant (stdout holds -o's lines).
+        lambda v: (
+            "must name a file, not - (the stats are rewritten every 10 s)" if v == STDOUT else None
+        ),
         metavar="FILE",
         group="output",
     ),

@@ -21,7 +21,7 @@ import itertools
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler.bloom import BloomFilter
@@ -73,13 +73,13 @@ MAX_HELD_PAGES_ON_DISK = 100_000
 PAST_CLAIMS_BLOOM = (100_000, 1e-6)
 
 
-def _main_content(settings: Settings) -> Callable[[Page, str], None] | None:
+def _main_content(settings: Settings) -> Callable[[Page, str], Awaitable[None]] | None:
     """--extract's step, which adds a page's main content; None (and no import) without it."""
     if not settings.extract:
         return None
-    from crawler.extract import add_main_content
+    from crawler.extract import MainContent
 
-    return add_main_content
+    return MainContent().add
 
 
 class Consumer(Protocol):
@@ -643,7 +643,7 @@ class Crawl:
         if parsed.canonical_href:
             page.canonical = canonicalize(parsed.canonical_href, base, encoding)
         if self._extract is not None:
-            self._extract(page, response.url)
+            await self._extract(page, response.url)
         if self.settings.text:
             # Only hooks and a consumer see the tree after this: without them, no copy.
             seen = self.hooks is not None or self.consumer is not None

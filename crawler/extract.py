@@ -25,22 +25,29 @@ Readability.js):
    that repeats the page's title, and a page's machinery labels ("Advertisement").
 
 It reads the tree through a few CSS queries and one walk of the kept part: about
-3 ms a page (benchmarks/extract_eval.py measures it, and its accuracy).
+3 ms a page (benchmarks/extract_eval.py measures it, and its accuracy), and some 0.3 s
+a MB of markup. `MainContent` runs it on the event loop for a small page, and in a
+thread for a larger one: on the loop, a 9 MB page held every other page of the crawl
+for 3 s.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, urljoin
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from crawler.htmlguard import INLINE_MAX_CHARS
 from crawler.page import Page
 from crawler.parse import copy_of
-from crawler.simhash import simhash, to_hex
+from crawler.simhash import CJK_CHARACTER, simhash, to_hex
 from crawler.urls import canonicalize
 
 # Never content: their text is no part of what a reader reads.
@@ -266,13 +273,30 @@ _LABEL_END = ":.…!：。！"
 # A block's points go to its ancestors up to five levels, a share less at each (as
 # Readability.js does), so that an article cut into many small wrappers still adds up.
 _ANCESTOR_DIVISORS = (1, 2, 6, 9, 12)
-_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]"})
+# Text is escaped where CommonMark would read it as markup: emphasis, code, links,
+# raw HTML and autolinks ("<"), and an entity ("&amp;" written out in the page).
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<"})
+_MD_ENTITY = re.compile(r"&(?=#?[0-9A-Za-z]+;)")
+# What opens a block at the start of a line: a heading, a quote, a list item, a
+# thematic break or setext underline, a code fence. Its first character is escaped
+# (an ordered list's "1." or "1)" at its punctuation).
+_MD_BLOCK_START = re.compile(
+    r"^(?:#{1,6}(?=[ \t]|$)|>|[-+](?=[ \t]|$)|-(?=-*[ \t]*$)|=(?==*[ \t]*$)|~(?=~~)"
+    r"|(\d{1,9})(?=[.)](?:[ \t]|$)))",
+    re.MULTILINE,
+)
+_MD_BLOCK_START_CHARS = frozenset("#>-+=~0123456789")
+# A heading's trailing "#"s after a space, which CommonMark drops as a closing sequence.
+_MD_CLOSING_HASHES = re.compile(r"(?<=[ \t])(#+[ \t]*)$")
+# A JSON escape of a UTF-16 surrogate (paired ones too, which json.loads joins).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_CODE_TAGS = frozenset(("code", "kbd", "samp", "tt"))
+_BACKTICKS = re.compile("`+")
 _WHITESPACE = re.compile(r"\s+")
 # Elements nested deeper are written as their flat text (Python's stack has limits).
 _MAX_DEPTH = 150
 # What a browser leaves unescaped in a fragment (all but controls, space, '"<>`').
 _FRAGMENT_KEPT = "!#$%&'()*+,-./:;=?@[\\]^_{|}~"
-_LIST_ITEM = re.compile(r"(?:> )*\s*(?:-|\d+\.) ")
 
 
 @dataclass(slots=True)
@@ -282,6 +306,22 @@ class Extracted:
     main_text: str
     markdown: str
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class MainContent:
+    """--extract's step of a crawl: `add` gives a page its main content, in a thread
+    when the page is larger than the parser would parse on the event loop."""
+
+    def __init__(self) -> None:
+        # As many at once as there are cores: a copy of the tree is some 25 times the page.
+        self._threads = asyncio.Semaphore(os.cpu_count() or 1)
+
+    async def add(self, page: Page, url: str) -> None:
+        if len(page.body) <= INLINE_MAX_CHARS:
+            add_main_content(page, url)
+            return
+        async with self._threads:
+            await asyncio.to_thread(add_main_content, page, url)
 
 
 def add_main_content(page: Page, url: str) -> None:
@@ -467,13 +507,20 @@ def _alike_elsewhere(body: LexborNode, top: LexborNode, kept: list[LexborNode]) 
         for node in alike
         if node.mem_id not in inside
         and _shape(node) == shape
-        and len(node.text(deep=True).strip()) >= _MIN_BLOCK_CHARS
+        and _post_chars(node.text(deep=True).strip()) >= _MIN_BLOCK_CHARS
         and _link_density(node) < 0.5
         and not _ancestors(node) & inside
     ]
     # A post inside another found one (a quoted post) goes with it.
     outer = {node.mem_id for node in found}
     return [node for node in found if not _ancestors(node) & outer]
+
+
+def _post_chars(text: str) -> int:
+    """The length of a post's text, a Han or kana character counted as three: it says
+    about what a word of English does, and a short reply in Chinese ("同问，我也遇到了同样
+    的问题", 13 characters) is a post as much as "Same here, I have that problem too"."""
+    return len(text) + 2 * len(CJK_CHARACTER.findall(text))
 
 
 def _shape(node: LexborNode) -> list[tuple[str | None, str | None]]:
@@ -574,22 +621,55 @@ def _class_weight(node: LexborNode) -> float:
     return weight
 
 
+class _Block(NamedTuple):
+    text: str
+    markdown: str  # its lines prefixed for the list items and quotes it is in
+    indent: str  # what its lines after the first start with: "> ", spaces...
+    item: bool  # it begins a list item
+
+
+class _Container:
+    """A list item or a quote that Markdown blocks are in: what the first line of its
+    first block starts with ("- ", "1. ", "> "), and every line after ("> ", or spaces
+    as wide as the list marker: a list item's lines are indented to its content)."""
+
+    __slots__ = ("indent", "marker")
+
+    def __init__(self, marker: str, indent: str) -> None:
+        self.marker = marker
+        self.indent = indent
+
+    def first(self) -> str:
+        marker, self.marker = self.marker, self.indent
+        return marker
+
+
 class _Writer:
     """Blocks of text and Markdown, written while walking the kept elements."""
 
     def __init__(
-        self, base: str, titles: frozenset[str] = frozenset(), encoding: str = "utf-8"
+        self,
+        base: str,
+        titles: frozenset[str] = frozenset(),
+        encoding: str = "utf-8",
+        in_cell: bool = False,
     ) -> None:
         self.base = base
+        # A table cell's Markdown is inline: its lists, quotes and headings are text.
+        self.in_cell = in_cell
         self.titles = titles  # a heading that repeats the page's title is left out
         self.encoding = encoding  # the page's, which a link's query is encoded in
-        self.blocks: list[tuple[str, str]] = []  # (plain text, Markdown)
+        self.blocks: list[_Block] = []
         self._text: list[str] = []
         self._md: list[str] = []
         self._link_chars = 0
-        self._prefix = ""  # of the Markdown block: "## ", "- ", "> "...
+        self._prefix = ""  # of a heading's Markdown: "## "
         self._list: list[int] = []  # per open list: the next number, or 0 if unordered
-        self._quote = 0
+        self._containers: list[_Container] = []  # the list items and quotes open
+        # The last span written (its mark, inner text, and what was written), which a
+        # span right after it of the same kind joins.
+        self._last_span: tuple[str, str, str] | None = None
+        self._emphasis: dict[str, str] = {}  # this block's emphasis as written: its inner
         self._depth = 0
 
     def render(self, node: LexborNode) -> None:
@@ -611,7 +691,7 @@ class _Writer:
         text = _WHITESPACE.sub(" ", text)
         if text:
             self._text.append(text)
-            self._md.append(text.translate(_MD_SPECIAL))
+            self._md.append(_md_escaped(text))
 
     def _destination(self, reference: str) -> str:
         """A link's URL as a Markdown link destination: absolute, and percent-encoded as a
@@ -631,6 +711,7 @@ class _Writer:
             self._md.append("  \n")
         elif tag == "a":
             start_text, start_md = len(self._text), len(self._md)
+            self._last_span = None  # a span in the link's text joins none outside it
             self.render(node)
             href = (node.attrs.get("href") or "").strip()
             inner = "".join(self._text[start_text:])
@@ -638,24 +719,54 @@ class _Writer:
             if href and not href.startswith(("javascript:", "#")) and inner.strip():
                 label = "".join(self._md[start_md:]).strip()
                 del self._md[start_md:]
+                if self._md:
+                    self._md[-1] = _before_link(self._md[-1])
                 self._md.append(f"[{label}]({self._destination(href)})")
+                self._last_span = None
         elif tag == "img":
             alt = (node.attrs.get("alt") or "").strip()
             src = (node.attrs.get("src") or "").strip()
             if src and not src.startswith("data:"):
-                self._md.append(f"![{alt.translate(_MD_SPECIAL)}]({self._destination(src)})")
-        elif tag in ("b", "strong", "em", "i", "code", "kbd", "samp", "tt"):
-            mark = {"b": "**", "strong": "**", "em": "*", "i": "*"}.get(tag, "`")
-            start = len(self._md)
+                self._md.append(f"![{_md_escaped(alt)}]({self._destination(src)})")
+        elif tag in _CODE_TAGS:
+            # A code span takes no escapes: its text as it is, between backticks.
+            code = _WHITESPACE.sub(" ", node.text(deep=True))
+            if code.strip():
+                self._text.append(code)
+                self._span("`", code)
+        elif tag in ("b", "strong", "em", "i"):
+            start, before = len(self._md), self._last_span
+            self._last_span = None  # a span in its text joins none outside it
             self.render(node)
             inner = "".join(self._md[start:])
             if inner.strip():
                 del self._md[start:]
-                lead = inner[: len(inner) - len(inner.lstrip())]
-                trail = inner[len(inner.rstrip()) :]
-                self._md.append(f"{lead}{mark}{inner.strip()}{mark}{trail}")
+                self._last_span = before
+                self._span("**" if tag in ("b", "strong") else "*", inner)
         else:
             self.render(node)
+
+    def _span(self, mark: str, inner: str) -> None:
+        """A code span ("`": `inner` is its text) or emphasis ("*", "**": its Markdown),
+        spaces around it kept out. One that touches the span before it of the same kind
+        joins it: side by side, their delimiters would make one run (`a``b`, *a**b*),
+        and docutils writes "--" as two <code>s."""
+        lead = inner[: len(inner) - len(inner.lstrip())]
+        trail = inner[len(inner.rstrip()) :]
+        inner = inner.strip()
+        last = self._last_span
+        if not lead and last is not None and last[0] == mark and self._md[-1:] == [last[2]]:
+            self._md.pop()
+            inner = last[1] + inner
+        written = _code_span(inner) if mark == "`" else f"{mark}{inner}{mark}"
+        if mark != "`":
+            self._emphasis[written] = inner
+        if lead:
+            self._md.append(lead)
+        self._md.append(written)
+        self._last_span = None if trail else (mark, inner, written)
+        if trail:
+            self._md.append(trail)
 
     def _block(self, node: LexborNode, tag: str) -> None:
         self.end_block()
@@ -666,27 +777,26 @@ class _Writer:
         elif tag == "pre":
             code = node.text(deep=True).strip("\n")
             if code.strip():
-                fence = "```" if "```" not in code else "~~~"
-                self.blocks.append((code, f"{fence}\n{code}\n{fence}"))
+                fence = "`" * max(3, _longest_backticks(code) + 1)
+                self._add(code, f"{fence}\n{code}\n{fence}")
         elif tag in ("ul", "ol"):
             self._list.append(1 if tag == "ol" else 0)
             self.render(node)
             self.end_block()
             self._list.pop()
-        elif tag == "li":
-            indent = "   " * (len(self._list) - 1) if self._list else ""
-            if self._list and self._list[-1]:
-                self._prefix = f"{indent}{self._list[-1]}. "
+        elif tag in ("li", "blockquote"):
+            if tag == "blockquote":
+                marker = "> "
+            elif self._list and self._list[-1]:
+                marker = f"{self._list[-1]}. "
                 self._list[-1] += 1
             else:
-                self._prefix = f"{indent}- "
+                marker = "- "
+            indent = marker if tag == "blockquote" else " " * len(marker)
+            self._containers.append(_Container(marker, indent))
             self.render(node)
             self.end_block()
-        elif tag == "blockquote":
-            self._quote += 1
-            self.render(node)
-            self.end_block()
-            self._quote -= 1
+            self._containers.pop()
         elif tag == "table":
             self._table(node)
         elif tag == "hr":
@@ -701,18 +811,24 @@ class _Writer:
             cells = []
             for cell in row.iter():
                 if cell.tag in ("td", "th"):
-                    sub = _Writer(self.base, encoding=self.encoding)
+                    sub = _Writer(self.base, encoding=self.encoding, in_cell=True)
                     sub.render(cell)
                     sub.end_block()
                     cells.append(
-                        (" ".join(t for t, _ in sub.blocks), " ".join(m for _, m in sub.blocks))
+                        (
+                            " ".join(block.text for block in sub.blocks),
+                            " ".join(block.markdown for block in sub.blocks),
+                        )
                     )
             if any(t for t, _ in cells):
                 rows.append(cells)
         if not rows:
             return
         if len(rows) == 1 or max(len(r) for r in rows) == 1:  # a layout table: its cells are blocks
-            self.blocks.extend(cell for cells in rows for cell in cells if cell[0])
+            for cells in rows:
+                for text, md in cells:
+                    if text:
+                        self._add(text, md)
             return
         width = max(len(r) for r in rows)
         lines = []
@@ -723,21 +839,59 @@ class _Writer:
             if i == 0:
                 lines.append("|" + " --- |" * width)
         text = "\n".join("\t".join(t for t, _ in cells) for cells in rows)
-        self.blocks.append((text, "\n".join(lines)))
+        self._add(text, "\n".join(lines))
+
+    def _unflanked_emphasis(self) -> None:
+        """Emphasis whose stars a CommonMark reader would not take for such is written
+        as its text: a star that touches punctuation inside and a letter outside (in
+        `x*.y*`, or `文**“引”**文`) is no delimiter, and showed as a star; and stars that
+        touch the stars of emphasis beside it (**a***b*) make one run with them."""
+        md = self._md
+        for i, piece in enumerate(md):
+            inner = self._emphasis.get(piece)
+            if inner is None:
+                continue
+            # The pieces around it: no piece is empty.
+            before = md[i - 1][-1] if i else " "
+            after = md[i + 1][0] if i + 1 < len(md) else " "
+            if (
+                "*" in (before, after)
+                or (_punctuation(inner[0]) and not _space_or_punctuation(before))
+                or (_punctuation(inner[-1]) and not _space_or_punctuation(after))
+            ):
+                md[i] = _before_link(inner) if after == "[" else inner
 
     def end_block(self) -> None:
+        if not self._md:  # most calls: a block's end right after another's
+            self._text, self._link_chars, self._prefix, self._last_span = [], 0, "", None
+            return
+        if self._emphasis:
+            self._unflanked_emphasis()
+            self._emphasis.clear()
         text = "".join(self._text).strip()
         md = "".join(self._md).strip()
         if "\n" in md:  # after a <br>: the source's indentation is no Markdown indentation
             md = "\n".join(line.lstrip() for line in md.split("\n"))
+        if md[:1] in _MD_BLOCK_START_CHARS or "\n" in md:  # the rare one: no search
+            md = _MD_BLOCK_START.sub(_escaped_block_start, md)
+        if self._prefix.startswith("#"):
+            md = _MD_CLOSING_HASHES.sub(r"\\\1", md)
         if text:
             text = "\n".join(line.strip() for line in text.split("\n"))
             if self._kept(text):
-                prefix = "> " * self._quote + self._prefix
-                self.blocks.append((text, prefix + md))
+                self._add(text, md if self.in_cell else self._prefix + md)
         elif md:  # an image alone: no text, but Markdown
-            self.blocks.append(("", md))
+            self._add("", md)
         self._text, self._md, self._link_chars, self._prefix = [], [], 0, ""
+        self._last_span = None
+
+    def _add(self, text: str, md: str) -> None:
+        """A block, inside the list items and quotes open."""
+        containers = [] if self.in_cell else self._containers
+        item = any(container.marker != container.indent for container in containers)
+        first = "".join(container.first() for container in containers)
+        indent = "".join(container.indent for container in containers)
+        self.blocks.append(_Block(text, first + md.replace("\n", "\n" + indent), indent, item))
 
     def _kept(self, text: str) -> bool:
         if self._prefix.startswith("#"):
@@ -747,19 +901,69 @@ class _Writer:
         return self._link_chars <= 0.5 * len(text)
 
     def text(self) -> str:
-        return "\n".join(text for text, _ in self.blocks if text)
+        return "\n".join(block.text for block in self.blocks if block.text)
 
     def markdown(self) -> str:
-        """The blocks, a blank line apart; the items of one list on lines of their own."""
+        """The blocks, a blank line apart (a quote's ">" on it, within a quote); the items
+        of one list on lines of their own."""
         parts: list[str] = []
-        item_before = False
-        for _, md in self.blocks:
-            item = _LIST_ITEM.match(md) is not None
-            if parts:
-                parts.append("\n" if item and item_before else "\n\n")
-            parts.append(md)
-            item_before = item
+        before: _Block | None = None
+        for block in self.blocks:
+            if before is not None:
+                if block.item and before.item:
+                    parts.append("\n")
+                else:
+                    shared = _common_start(before.indent, block.indent).rstrip()
+                    parts.append(f"\n{shared}\n")
+            parts.append(block.markdown)
+            before = block
         return "".join(parts)
+
+
+def _before_link(md: str) -> str:
+    """`md`, which a link follows, with a "!" at its end escaped: "![" opens an image."""
+    if not md.endswith("!"):
+        return md
+    head = md[:-1]
+    escaped = (len(head) - len(head.rstrip("\\"))) % 2 == 1  # an odd run of backslashes
+    return md if escaped else head + "\\!"
+
+
+def _punctuation(char: str) -> bool:
+    """CommonMark's Unicode punctuation: general category P or S."""
+    return unicodedata.category(char)[0] in "PS"
+
+
+def _space_or_punctuation(char: str) -> bool:
+    return char.isspace() or _punctuation(char)
+
+
+def _common_start(a: str, b: str) -> str:
+    length = min(len(a), len(b))
+    return a[: next((i for i in range(length) if a[i] != b[i]), length)]
+
+
+def _md_escaped(text: str) -> str:
+    """`text` as Markdown that reads back as `text`, within a line."""
+    text = text.translate(_MD_SPECIAL)
+    return _MD_ENTITY.sub("\\\\&", text) if "&" in text else text
+
+
+def _escaped_block_start(match: re.Match[str]) -> str:
+    start = match[0]
+    return start + "\\" if match[1] else "\\" + start
+
+
+def _longest_backticks(text: str) -> int:
+    return max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+
+
+def _code_span(code: str) -> str:
+    """`code` as a CommonMark code span: between backtick runs longer than any in it,
+    spaced from them where it begins or ends with one."""
+    ticks = "`" * (_longest_backticks(code) + 1)
+    pad = " " if code[0] == "`" or code[-1] == "`" else ""
+    return f"{ticks}{pad}{code}{pad}{ticks}"
 
 
 # --- metadata -----------------------------------------------------------------
@@ -772,7 +976,7 @@ def page_metadata(tree: LexborHTMLParser) -> dict[str, Any]:
     json_ld = []
     for script in tree.css('script[type="application/ld+json" i]'):
         try:
-            json_ld.append(json.loads(script.text(deep=True)))
+            json_ld.append(_json_ld(script.text(deep=True)))
         except ValueError:
             continue
     opengraph: dict[str, str] = {}
@@ -807,6 +1011,34 @@ def page_metadata(tree: LexborHTMLParser) -> dict[str, Any]:
     if microdata:
         result["microdata"] = microdata
     return {key: value for key, value in result.items() if value}
+
+
+def _json_ld(text: str) -> Any:
+    """A JSON-LD block as JSON values every writer of records takes (orjson's): NaN and
+    Infinity, which json.loads takes and JSON has not, are a ValueError (a browser's
+    JSON.parse refuses the block too); an integer past 64 bits is a float, as orjson
+    reads one back; a lone surrogate (an escaped emoji cut in half) is U+FFFD."""
+    value = json.loads(text, parse_constant=_not_json, parse_int=_json_int)
+    return _without_surrogates(value) if _SURROGATE_ESCAPE.search(text) else value
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _json_int(digits: str) -> int | float:
+    number = int(digits)
+    return number if -(2**63) <= number < 2**64 else float(number)
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def _json_ld_objects(values: list[Any]) -> list[dict[str, Any]]:

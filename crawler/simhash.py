@@ -43,7 +43,7 @@ _BLOCK_MASK = (1 << _BLOCK_BITS) - 1
 # whose runs are cut into pairs of characters.
 _CJK = "\u2e80-\u2fdf\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
 _TOKENS = re.compile(f"[{_CJK}]+|[^\\W{_CJK}]+")
-_HAS_CJK = re.compile(f"[{_CJK}]")
+CJK_CHARACTER = re.compile(f"[{_CJK}]")
 # Byte value -> its 8 bits spread into 8 lanes of 32 bits, so that adding the
 # spread bytes of many hashes counts, in one big integer, how many have each bit.
 _LANE_BITS = 32
@@ -54,11 +54,11 @@ _SPREAD = [sum(((b >> i) & 1) << (_LANE_BITS * i) for i in range(8)) for b in ra
 def tokens(text: str) -> list[str]:
     """The words of `text`, casefolded; in CJK text, each pair of adjacent characters."""
     words = _TOKENS.findall(text.casefold())
-    if not _HAS_CJK.search(text):
+    if not CJK_CHARACTER.search(text):
         return words
     found: list[str] = []
     for word in words:
-        if len(word) > 1 and _HAS_CJK.match(word):
+        if len(word) > 1 and CJK_CHARACTER.match(word):
             found.extend(word[i : i + 2] for i in range(len(word) - 1))
         else:
             found.append(word)

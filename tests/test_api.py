@@ -10,6 +10,7 @@ import re
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -259,6 +260,22 @@ async def test_on_page_may_not_replace_the_records_own_fields(site):
     async with Crawler([f"{site.url}/"], TEST_SETTINGS, on_page=lambda p: {"url": "x"}) as c:
         records = [page.record() async for page in c]
     assert records[0]["url"] == f"{site.url}/" and records[0]["error"] == "hook_failed"
+
+
+async def test_on_page_values_json_has_not_are_written_as_orjson_writes_them(site, tmp_path):
+    """NaN is null in the line, as orjson writes it, also when a lone surrogate sends
+    the record to the standard library's encoder (which wrote NaN, no JSON: jq and
+    JSON.parse refused the line)."""
+    site.page("/", "home", [])
+    output = tmp_path / "pages.jsonl"
+    settings = replace(TEST_SETTINGS, output=str(output))
+
+    def on_page(page: Page) -> dict[str, Any]:
+        return {"score": float("nan"), "scores": [float("inf"), 1.5], "name": "half \ud83d"}
+
+    await Crawler([f"{site.url}/"], settings, on_page=on_page).crawl()
+    [record] = [orjson.loads(line) for line in output.read_bytes().splitlines()]
+    assert (record["score"], record["scores"], record["name"]) == (None, [None, 1.5], "half ?")
 
 
 async def test_leaving_the_loop_early_stops_the_crawl(site):

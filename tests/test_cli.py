@@ -164,6 +164,8 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--redis", "http://127.0.0.1:6379/0", "--crawl-id", "x"], "must be a redis:// URL"),
         (["--redis", "redis://:s@127.0.0.1:6379/abc", "--crawl-id", "x"], "database by number"),
         (["--redis", "redis://127.0.0.1:99999/0", "--crawl-id", "x"], "Port out of range"),
+        # Not a file named "-", as it was: stdout is -o's (and no stats file is a stream).
+        (["--stats", "-"], "--stats must name a file, not -"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(tmp_path, flags, named):

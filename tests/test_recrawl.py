@@ -649,6 +649,10 @@ async def test_a_recrawls_wacz_holds_the_earlier_captures_its_revisits_refer_to(
     wacz = tmp_path / "third.wacz"
     assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(wacz))
     packaged = [name for name in zipfile.ZipFile(wacz).namelist() if name.startswith("archive/")]
+    # Its pages, none changed, are listed as a first crawl's are, for ReplayWeb.page.
+    _, *listed = zipfile.ZipFile(wacz).read("pages/pages.jsonl").splitlines()
+    titles = {page["url"]: page["title"] for page in map(json.loads, listed)}
+    assert titles == {record["url"]: record["title"] for record in third}
     ours = [path for path in warc_files(archive) if path.name != "other-tool.warc.gz"]
     assert sorted(packaged) == sorted(f"archive/{path.name}" for path in ours)
     # Without the directory of the earlier files, the package would lack them, and says so.
@@ -667,6 +671,27 @@ async def test_a_recrawls_wacz_holds_the_earlier_captures_its_revisits_refer_to(
             async with client.get(f"{base}/third/2999id_/{url}") as response:
                 replayed = (response.status, await response.read())
             assert replayed == (200, pages.bodies[url.removeprefix(site.url)].encode()), url
+
+
+async def test_a_recrawls_304s_without_their_captures_are_not_listed_in_its_wacz(
+    site: Site, tmp_path: Path
+) -> None:
+    # The first crawl kept no archive: the second's 304s are archived as 304s, which
+    # replay as empty pages, so its package lists only what it holds whole.
+    pages = tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    pages.bodies["/b"] = html("B, new")
+    wacz = tmp_path / "second.wacz"
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        warc=str(tmp_path / "warc"),
+        wacz=str(wacz),
+        since=str(tmp_path / "first.jsonl"),
+    )
+    assert sorted(r["status"] for r in second) == [200] + [304] * 5
+    _, *listed = zipfile.ZipFile(wacz).read("pages/pages.jsonl").splitlines()
+    assert [json.loads(page)["url"] for page in listed] == [site.url + "/b"]
 
 
 def assert_revisit_of(revisit: Any, original: Any, url: str, status: int) -> None:

@@ -260,6 +260,9 @@ async def test_gzip_payload_stays_gzip_and_chunked_and_truncated_bodies_are_mark
     big = archive[site.url + "/big"]
     assert big["headers"].get_header("WARC-Truncated") == "length"
     assert big["payload"] == b"x" * 20_000
+    # The head says the length kept, as for a chunked body, and keeps the server's.
+    assert big["http"].get_header("Content-Length") == "20000"
+    assert big["http"].get_header("X-Crawler-Content-Length") == "50000"
     assert records[site.url + "/big"]["truncated"] is True
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any
 
@@ -17,9 +18,22 @@ def encode(record: dict[str, Any]) -> bytes:
     """One JSON line, UTF-8, non-ASCII as is."""
     try:
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
-    except orjson.JSONEncodeError:  # a lone surrogate: keep the line, replace the character
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    except orjson.JSONEncodeError:
+        # A lone surrogate or an integer past 64 bits (a hook's): the standard library
+        # writes both, the character replaced; NaN and infinities null, as orjson writes
+        # them (its NaN is no JSON: jq and JSON.parse refused the line).
+        line = json.dumps(_finite(record), ensure_ascii=False, separators=(",", ":"))
         return line.encode("utf-8", "replace") + b"\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 class JsonlSink:

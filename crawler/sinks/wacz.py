@@ -7,7 +7,8 @@ the ZIP that ReplayWeb.page opens and pywb imports (`wb-manager add --unpack-wac
                              gzip members of 1024 lines, stored
     indexes/index.idx        a line per member: its first key, offset, length and sha256;
                              what ReplayWeb.page binary-searches to read one member of the index
-    pages/pages.jsonl        a header line, then each page: id, url, ts (RFC 3339), title, and
+    pages/pages.jsonl        a header line, then each page (a recrawl's unchanged ones too):
+                             id, url, ts (RFC 3339), title, and
                              its text (`main_text`, else `text`) when the crawl extracted one
     datapackage.json         every file's path, size and sha256, and the WACZ version
     datapackage-digest.json  the sha256 of datapackage.json
@@ -47,12 +48,13 @@ from pathlib import Path
 from typing import Any
 
 from crawler import __version__
+from crawler.fetch import HTML_TYPES
 from crawler.files import check_writable
 from crawler.page import Page
 from crawler.sinks import WriteFailed
 from crawler.sinks.cdxj import index_path
 from crawler.sinks.jsonl import JsonlSink
-from crawler.sinks.warc import WarcSink
+from crawler.sinks.warc import WarcSink, not_modified_revisit
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +68,18 @@ _MODE = 0o644 << 16  # rw-r--r-- for unzip
 
 
 def page_entry(page: Page) -> dict[str, Any] | None:
-    """The pages.jsonl entry of an HTML page archived with a 2xx status; None for others."""
+    """The pages.jsonl entry of an HTML page archived with a 2xx status, or as a 304's
+    revisit of such a capture (a recrawl's unchanged page); None for others."""
     response = page.response
-    status = page.status
-    if (
-        page.kind != "page"
-        or response is None
-        or not response.exchanges
-        or not page.is_html
-        or status is None
-        or not 200 <= status < 300
-    ):
+    if page.kind != "page" or response is None or not response.exchanges:
+        return None
+    if not_modified_revisit(page):  # a 304 has no type: its capture's is carried over
+        media_type = (page.content_type or "").partition(";")[0].strip().lower()
+        # Without the capture (a previous crawl with no archive), it replays as a 304.
+        listed = media_type in HTML_TYPES and page.capture is not None
+    else:
+        listed = page.is_html and page.status is not None and 200 <= page.status < 300
+    if not listed:
         return None
     final = response.exchanges[-1]
     entry: dict[str, Any] = {

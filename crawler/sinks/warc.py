@@ -14,7 +14,10 @@ it and as warcio and pywb read it: the `Transfer-Encoding` header renamed to
 `X-Crawler-Transfer-Encoding` (and any `Content-Length` beside it to
 `X-Crawler-Content-Length`), and a `Content-Length` of the stored payload added.
 A reader that saw `Transfer-Encoding: chunked` would try to undo chunks that are
-no longer there; one that sees a Content-Length reads exactly the payload.
+no longer there; one that sees a Content-Length reads exactly the payload. A payload
+cut at --max-bytes (`WARC-Truncated: length`) gets the same treatment: with the
+server's Content-Length, pywb replayed a head promising more bytes than it had, and
+the browser waited for them until it timed out.
 
 The records are serialized here and compressed with ISA-L's deflate (the `isal`
 package; zlib if it is missing): warcio took 10x and zlib 5x the CPU per page
@@ -160,14 +163,24 @@ def _header_value(value: str) -> bytes:
     return value.replace("\r", " ").replace("\n", " ").encode("utf-8")
 
 
+def not_modified_revisit(page: Page) -> bool:
+    """Whether `page` is a 304 that says its previous capture is unchanged: archived as a
+    revisit of that capture, and replayed as it."""
+    return page.status == NOT_MODIFIED and page.fields.get("changed") is False
+
+
 def http_response_head(exchange: Exchange) -> bytes:
-    """Status line and headers as received, chunked transfer coding accounted for."""
+    """Status line and headers as received, chunked transfer coding and a payload cut
+    at --max-bytes accounted for."""
     headers = exchange.raw_headers
     lines = _CRLF.join([exchange.status_line, *map(b": ".join, headers), b"", b""])
     # One search of the whole head first: a chunked response is the rare one.
-    if b"chunked" not in lines.lower() or not any(
-        name.lower() == b"transfer-encoding" and b"chunked" in value.lower()
-        for name, value in headers
+    if not exchange.truncated and (
+        b"chunked" not in lines.lower()
+        or not any(
+            name.lower() == b"transfer-encoding" and b"chunked" in value.lower()
+            for name, value in headers
+        )
     ):
         return lines
     renamed = [exchange.status_line]
@@ -249,8 +262,7 @@ class WarcSink:
             # revisit: stored as a 304, pywb would replay it, empty, in place of the
             # page fetched after it in the same second.
             self.write_exchange(exchange, not_modified if exchange.not_modified else None)
-        unchanged = page.status == NOT_MODIFIED and page.fields.get("changed") is False
-        location = self.write_exchange(last, not_modified if unchanged else None)
+        location = self.write_exchange(last, not_modified if not_modified_revisit(page) else None)
         page.fields["warc_file"] = location.file
         page.fields["warc_offset"] = location.offset
         page.fields["warc_length"] = location.length
