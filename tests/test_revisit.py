@@ -405,7 +405,7 @@ async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditio
         bodies[0]["/p/3"] = html("page 3", ["/p/10"])
         client = redis.Redis.from_url(redis_url)
         try:
-            await members_following(client, round_crawl_id("fresh", 2), 3)
+            members = await members_following(client, round_crawl_id("fresh", 2), 3)
         finally:
             client.close()
         round_2_open.set()
@@ -433,7 +433,11 @@ async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditio
             assert record["status"] == 304 and record["changed"] is False
             assert record["title"] == first[url]["title"]  # carried from round 1
             assert record["revisit_interval_s"] == 1.2
-    assert crawl.writers(2) >= 2  # round 2 was shared
+    # Round 2 was shared: each host's pages written by the process that owns it (and a
+    # first request or two by one that began the round before the others joined). All
+    # three hosts go to one of the three processes in 1 round of 9.
+    owners = {owner(site.url.removeprefix("http://"), members) for site in sites}
+    assert crawl.writers(2) >= len(owners)
     for figures in stats:  # of the whole crawl's round 2, in each process
         assert figures["gone"] == 1
         assert figures["previous_pages"] == len(urls)
