@@ -33,7 +33,12 @@ from crawler.held import Held, HeldPages
 from crawler.hooks import Hooks
 from crawler.htmlguard import HtmlParser
 from crawler.page import Page
-from crawler.parse import language, robots_directives_forbid_following, visible_text
+from crawler.parse import (
+    language,
+    refresh_url,
+    robots_directives_forbid_following,
+    visible_text,
+)
 from crawler.politeness import (
     ROBOTS_MAX_BYTES,
     ROBOTS_MAX_REDIRECTS,
@@ -649,7 +654,10 @@ class Crawl:
             seen = self.hooks is not None or self.consumer is not None
             page.fields["text"] = visible_text(tree, keep_tree=seen)
             page.fields["lang"] = language(tree)
-        page.links = canonical_links(parsed.hrefs, base, encoding)
+        hrefs = parsed.hrefs
+        if (refresh := response.headers.get("Refresh")) and (url := refresh_url(refresh)):
+            hrefs.append(url)  # the header's refresh, as a <meta http-equiv=refresh>'s
+        page.links = canonical_links(hrefs, base, encoding)
         robots_header = response.headers.get("X-Robots-Tag", "")
         if parsed.nofollow or robots_directives_forbid_following(robots_header):
             page.fields["nofollow"] = True

@@ -543,6 +543,21 @@ async def test_a_meta_refresh_is_a_link_as_browsers_go_there(site: Site, tmp_pat
     assert records[site.url + "/other2"]["title"] == "other2"
 
 
+async def test_a_refresh_header_is_a_link_as_a_meta_refresh_is(site: Site, tmp_path):
+    async def refreshing(_request: web.Request) -> web.Response:
+        headers = {"Refresh": "0;url=/next"}
+        return web.Response(text=html("moved", ["/a"]), content_type="text/html", headers=headers)
+
+    site.handle("/", refreshing)
+    site.page("/a", "a")
+    site.page("/next", "next")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"]))
+
+    assert records[site.url + "/"]["links"] == [site.url + "/a", site.url + "/next"]
+    assert records[site.url + "/next"]["title"] == "next"
+
+
 async def test_links_outside_scope_are_listed_but_not_followed(site: Site, site2: Site, tmp_path):
     site.page(
         "/",
