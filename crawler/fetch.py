@@ -82,7 +82,9 @@ class Exchange:
     raw_headers: tuple[tuple[bytes, bytes], ...]  # as received, in order
     payload: bytes  # the body still in its Content-Encoding, transfer coding removed
     payload_digest: str
-    truncated: bool
+    # Why the payload is not the whole body (WARC-Truncated): "length", cut at the
+    # fetcher's max_bytes; "disconnect", the connection closed before the body's end.
+    truncated: str | None
     ip_address: str | None
 
     @property
@@ -220,6 +222,14 @@ class BadContentEncoding(Exception):
     """The body's Content-Encoding is unknown to us, or its data is corrupt."""
 
 
+class BodyCut(Exception):
+    """The connection closed (or the chunks broke off) before the body's end."""
+
+    def __init__(self, payload: bytes) -> None:
+        super().__init__("the body ended before its end")
+        self.payload = payload  # what came of it, as received
+
+
 def _decoder_for(content_encoding: str | None) -> _Decoder | _Decoders | None:
     """What undoes `content_encoding`: a list of codings in the order they were applied
     (RFC 9110 8.4), "identity" among them meaning none, as browsers read it."""
@@ -248,14 +258,17 @@ async def _read_body(
     decoder = _decoder_for(response.headers.get("Content-Encoding"))
     parts: list[bytes] = []
     size = 0
-    async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
-        if decoder is not None:
-            raw.append(chunk)
-            chunk = _decoded(decoder, chunk, max_bytes + 1 - size)
-        parts.append(chunk)
-        size += len(chunk)
-        if size > max_bytes:
-            break
+    try:
+        async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
+            if decoder is not None:
+                raw.append(chunk)
+                chunk = _decoded(decoder, chunk, max_bytes + 1 - size)
+            parts.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                break
+    except aiohttp.ClientPayloadError:
+        raise BodyCut(b"".join(raw if decoder is not None else parts)) from None
     else:
         # What a stacked coding's inner layer held back for `max_bytes`, let out.
         while decoder is not None and decoder.pending and size <= max_bytes:
@@ -376,20 +389,25 @@ def _request_head(r: aiohttp.ClientResponse) -> bytes:
 
 
 def _exchange(
-    r: aiohttp.ClientResponse, fetched_at: float, payload: bytes, response: Response
+    r: aiohttp.ClientResponse,
+    url: str,
+    fetched_at: float,
+    payload: tuple[bytes, str],
+    truncated: str | None,
 ) -> Exchange:
-    """`response`'s exchange, its digest already taken."""
+    """The exchange of `url`: `r`'s head, and `payload`, what was received of its body,
+    with its digest."""
     version = r.version or aiohttp.HttpVersion11  # set once the status line was read
     status_line = f"HTTP/{version.major}.{version.minor} {r.status} {r.reason or ''}".rstrip()
     return Exchange(
-        url=response.url,
+        url=url,
         fetched_at=fetched_at,
         request_head=_request_head(r),
         status_line=status_line.encode("latin-1", "replace"),
         raw_headers=r.raw_headers,
-        payload=payload,
-        payload_digest=response.payload_digest or "",
-        truncated=response.truncated,
+        payload=payload[0],
+        payload_digest=payload[1],
+        truncated=truncated,
         ip_address=getattr(r, "ip_address", None),
     )
 
@@ -491,12 +509,22 @@ class Fetcher:
                 response.content_type = r.headers.get("Content-Type")
                 if r.status in REDIRECT_STATUSES:
                     limit = min(limit, _REDIRECT_BODY_BYTES)
-                body = await _read_body(r, limit, raw)
+                try:
+                    body = await _read_body(r, limit, raw)
+                except BodyCut as cut:  # kept for the archive, as Heritrix keeps it
+                    response.error = ErrorKind.CONNECTION_ERROR
+                    if self._archive:
+                        received = cut.payload, payload_digest(cut.payload)
+                        exchange = _exchange(r, url, fetched_at, received, "disconnect")
+                        response.exchanges.append(exchange)
+                    return response
                 response.body, response.truncated, response.incomplete = body
                 payload = b"".join(raw) if raw else response.body
                 response.payload_digest = payload_digest(payload)
                 if self._archive:
-                    response.exchanges.append(_exchange(r, fetched_at, payload, response))
+                    received = payload, response.payload_digest
+                    truncated = "length" if response.truncated else None
+                    response.exchanges.append(_exchange(r, url, fetched_at, received, truncated))
         except (
             TimeoutError,
             aiohttp.ClientError,

@@ -31,6 +31,7 @@ from crawler.sinks.warc import REVISIT_PROFILE
 from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, html, read_records
 from tests.test_state import Run, build_graph_site
+from tests.test_traps import raw
 
 REVISIT = REVISIT_PROFILE.decode()
 
@@ -220,6 +221,27 @@ async def test_a_gzip_stream_cut_short_is_read_as_far_as_it_goes_and_archived_as
     response = archive[site.url + "/"]
     assert response["payload"] == cut
     assert response["headers"].get_header("WARC-Truncated") is None  # every byte is there
+
+
+async def test_a_body_cut_before_its_length_is_archived_as_received_marked_disconnect(
+    site: Site, tmp_path: Path
+) -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\n\r\n"
+    site.handle("/cut", raw(head + b"<title>cut</title>"))  # then the connection closes
+    site.page("/", "Home", ["/cut"])
+    warc = tmp_path / "warc"
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], warc=str(warc)))
+
+    assert records[site.url + "/cut"]["error"] == "connection_error"
+    archive = read_archive(warc)
+    assert [r["type"] for r in archive if r["uri"] == site.url + "/cut"] == ["request", "response"]
+    [cut] = [r for r in archive if r["uri"] == site.url + "/cut" and r["type"] == "response"]
+    # WARC 1.1 5.13: "disconnect" (network disconnect); the head says what came.
+    assert cut["headers"].get_header("WARC-Truncated") == "disconnect"
+    assert cut["payload"] == b"<title>cut</title>"
+    assert cut["http"].get_header("Content-Length") == "18"
+    assert cut["http"].get_header("X-Crawler-Content-Length") == "5000"
 
 
 async def test_gzip_payload_stays_gzip_and_chunked_and_truncated_bodies_are_marked(

@@ -357,7 +357,7 @@ class WarcSink:
             b"WARC-Payload-Digest: " + digest.encode("ascii"),
         ]
         if exchange.truncated and first is None and not_modified is None:
-            fields.append(b"WARC-Truncated: length")
+            fields.append(b"WARC-Truncated: " + exchange.truncated.encode("ascii"))
         fields.append(self._warcinfo_line)
         request = [
             b"WARC-Type: request",
