@@ -122,7 +122,7 @@ class Settings:
                 checked = _validated(option.name, value, option.name, strict=True)
                 object.__setattr__(self, option.name, checked)
         if self.seeds is not None:
-            _validated("seeds", self.seeds, "seeds", strict=True)
+            object.__setattr__(self, "seeds", _validated("seeds", self.seeds, "seeds", strict=True))
         if self.fresh and self.state is None:
             raise ConfigError("--fresh only makes sense with --state DIR")
         if self.redis is not None and self.crawl_id is None:
@@ -902,6 +902,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _convert(kind: str, raw: Any, strict: bool) -> Any:
     """Turn a flag string or a TOML value into the setting's type, or say what is wrong."""
+    if kind in ("path", "cookies") and isinstance(raw, os.PathLike):
+        raw = os.fspath(raw)  # a pathlib.Path, as an API user writes one
     if kind == "bool":
         if isinstance(raw, bool):
             return raw

@@ -62,6 +62,28 @@ def test_settings_refuse_a_value_of_the_wrong_type():
         Settings(seeds=5)
 
 
+async def test_settings_take_pathlib_paths_as_the_strings_they_name(site, tmp_path):
+    site.page("/", "home", ["/a"])
+    site.page("/a", "a")
+    cookies = tmp_path / "cookies.txt"
+    cookies.write_text("# Netscape HTTP Cookie File\n")
+    settings = replace(
+        TEST_SETTINGS,
+        output=tmp_path / "out.jsonl",
+        state=tmp_path / "state",
+        warc=tmp_path / "warc",
+        stats=tmp_path / "stats.json",
+        cookies=cookies,
+    )
+    assert (settings.output, settings.cookies) == (str(tmp_path / "out.jsonl"), str(cookies))
+
+    async with Crawler([site.url + "/"], settings) as crawler:
+        await crawler.crawl()
+
+    assert len(read_records(tmp_path / "out.jsonl")) == 2
+    assert (tmp_path / "stats.json").exists() and list((tmp_path / "warc").glob("*.warc.gz"))
+
+
 def test_settings_refuse_an_option_they_do_not_have_by_name():
     with pytest.raises(ConfigError, match=r"no option 'max_depht' \(did you mean 'max_depth'\?\)"):
         Settings(max_depht=3)
