@@ -104,6 +104,17 @@ async def test_the_report_of_a_crawl_opens_offline_with_its_figures_charts_and_t
         assert duplicate[1] == "2"
         assert sorted(duplicate[2].split("\n")) == [f"{site.url}/dup1", f"{site.url}/dup2"]
         assert tables["languages"]
+        assert await tab.evaluate("document.getElementById('chart-errors').innerText") == (
+            "Errors by kind: none"  # a report is the crawl's end: no "yet"
+        )
+        # A line of zeros (no page in a while) has an axis of 0 to 1.1, not to 1.10e-9.
+        axis = await tab.evaluate(
+            "(() => { const box = document.createElement('div'); document.body.append(box);"
+            " Charts.line(box, [[0, 0], [1, 0]], 'Pages/s', String);"
+            " const labels = [...box.querySelectorAll('text')].map(t => t.textContent);"
+            " box.remove(); return labels; })()"
+        )
+        assert axis[:3] == ["0", "0.550", "1.10"]
         png = await tab.screenshot(tmp_path / "report.png")
         assert png.startswith(b"\x89PNG") and len(png) > 10_000
         assert tab.errors == []

@@ -51,7 +51,7 @@ const Charts = (() => {
   function empty(box, label) {
     const note = document.createElement("p");
     note.className = "muted none";
-    note.textContent = `${label}: none yet`;
+    note.textContent = `${label}: none`;  // the report's too, which no more will come to
     box.replaceChildren(note);
   }
 
@@ -105,7 +105,10 @@ const Charts = (() => {
     const height = 180, left = 50, bottom = 24, top = 10, right = 10;
     const root = svg(box, height, label);
     const x0 = points[0][0], x1 = points[points.length - 1][0];
-    const yMax = Math.max(...points.map((p) => p[1]), 1e-9) * 1.1;
+    // All zero (a crawl waiting on a page that never answers): an axis of 0 to 1, not of
+    // 0 to 1.10e-9.
+    const highest = Math.max(...points.map((p) => p[1]));
+    const yMax = (highest > 0 ? highest : 1) * 1.1;
     const sx = (x) => left + ((WIDTH - left - right) * (x - x0)) / (x1 - x0 || 1);
     const sy = (y) => height - bottom - ((height - bottom - top) * y) / yMax;
     for (const f of [0, 0.5, 1]) {
