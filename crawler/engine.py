@@ -24,6 +24,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from multidict import CIMultiDictProxy
+
 from crawler.bloom import BloomFilter
 from crawler.config import Settings
 from crawler.errors import ErrorKind
@@ -34,9 +36,11 @@ from crawler.hooks import Hooks
 from crawler.htmlguard import HtmlParser
 from crawler.page import Page
 from crawler.parse import (
+    NOFOLLOW,
+    NOINDEX,
     language,
     refresh_url,
-    robots_directives_forbid_following,
+    robots_directives,
     visible_text,
 )
 from crawler.politeness import (
@@ -634,6 +638,9 @@ class Crawl:
                 fields = previous.fields()
                 if self._carries(fields, page):
                     return page, self._carry(request, page, previous, fields)
+        said = _x_robots_tag(response)
+        if not NOINDEX.isdisjoint(said):
+            page.fields["noindex"] = True  # a PDF's too: the header is how one says it
         if response.error is not None or 300 <= status < 400 or not response.is_html:
             return page, []
         tree, parsed, bounded = await self._html.parse(page.text() or "")
@@ -658,8 +665,9 @@ class Crawl:
         if (refresh := response.headers.get("Refresh")) and (url := refresh_url(refresh)):
             hrefs.append(url)  # the header's refresh, as a <meta http-equiv=refresh>'s
         page.links = canonical_links(hrefs, base, encoding)
-        robots_header = response.headers.get("X-Robots-Tag", "")
-        if parsed.nofollow or robots_directives_forbid_following(robots_header):
+        if parsed.noindex:
+            page.fields["noindex"] = True
+        if parsed.nofollow or not NOFOLLOW.isdisjoint(said):
             page.fields["nofollow"] = True
             return page, []
         if not 200 <= status < 300 or request.kind == UNLINKED:
@@ -909,6 +917,17 @@ class Crawl:
         if not await self.store.claim(target):
             return Hop(follow=False)
         return Hop(follow=True, elsewhere=host_of(target) != host_of(source))
+
+
+_NO_DIRECTIVES: frozenset[str] = frozenset()
+
+
+def _x_robots_tag(response: Response) -> frozenset[str]:
+    """The directives of the response's X-Robots-Tag headers (those for every crawler:
+    one that names a user agent, "googlebot: noindex", is not ours)."""
+    headers = response.headers
+    values = headers.getall("X-Robots-Tag", ()) if isinstance(headers, CIMultiDictProxy) else ()
+    return frozenset().union(*map(robots_directives, values)) if values else _NO_DIRECTIVES
 
 
 def revisit_schedule(settings: Settings) -> AdaptiveSchedule | None:

@@ -37,7 +37,7 @@ from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 13  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 14  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -45,7 +45,10 @@ NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
 CARRIED_FIELDS = ("title", "description", "canonical", "links", "content_type", "bytes")
 # --text's and --extract's, if the previous crawl had them (near_duplicate_of is found
 # again from the simhash, among this crawl's pages).
-CARRIED_EXTRA = ("text", "lang", "nofollow", "main_text", "markdown", "metadata", "simhash")
+CARRIED_EXTRA = (
+    *("text", "lang", "nofollow", "noindex"),
+    *("main_text", "markdown", "metadata", "simhash"),
+)
 # The types a crawl writes the fields a recrawl reads in; each but url may be null.
 FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "url": str,
@@ -65,6 +68,7 @@ FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "text": str,
     "lang": str,
     "nofollow": bool,
+    "noindex": bool,
     "main_text": str,
     "markdown": str,
     "metadata": dict,

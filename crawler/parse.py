@@ -53,14 +53,20 @@ class ParsedPage:
     hrefs: list[str]  # as written in the page, in page order
     base_href: str | None
     nofollow: bool
+    noindex: bool = False
     description: str | None = None
     canonical_href: str | None = None  # as written in <link rel=canonical>
 
 
-def robots_directives_forbid_following(content: str) -> bool:
-    """True when a meta robots or X-Robots-Tag value says not to follow links."""
-    directives = {d.strip().lower() for d in content.replace(";", ",").split(",")}
-    return bool(directives & {"nofollow", "none"})
+# The directives of a meta robots tag or an X-Robots-Tag header that forbid following
+# the page's links, and indexing the page ("none" is both).
+NOFOLLOW = frozenset({"nofollow", "none"})
+NOINDEX = frozenset({"noindex", "none"})
+
+
+def robots_directives(content: str) -> frozenset[str]:
+    """The directives of a meta robots or X-Robots-Tag value, lowercased."""
+    return frozenset(d.strip().lower() for d in content.replace(";", ",").split(","))
 
 
 def parse_html(tree: LexborHTMLParser) -> ParsedPage:
@@ -94,9 +100,9 @@ def parse_html(tree: LexborHTMLParser) -> ParsedPage:
         else:
             name = name.strip().lower()
             if name == "robots":
-                page.nofollow = page.nofollow or robots_directives_forbid_following(
-                    attributes.get("content") or ""
-                )
+                directives = robots_directives(attributes.get("content") or "")
+                page.nofollow = page.nofollow or not NOFOLLOW.isdisjoint(directives)
+                page.noindex = page.noindex or not NOINDEX.isdisjoint(directives)
             elif name == "description" and page.description is None:
                 page.description = _collapsed(attributes.get("content") or "") or None
     if title_node is not None:

@@ -595,6 +595,27 @@ async def test_meta_robots_nofollow_lists_links_without_following(site: Site, tm
     assert site.count("/a") == 0
 
 
+async def test_a_page_that_asks_not_to_be_indexed_says_so_in_its_record(site: Site, tmp_path):
+    # For a search index: the page is fetched, its links followed, and it is marked.
+    site.page("/", "index", ["/meta", "/none", "/header", "/pdf", "/theirs", "/plain"])
+    site.page("/meta", "meta", ["/after"], head='<meta name="robots" content="NOINDEX">')
+    site.page("/none", "none", head="<meta name=robots content=none>")
+    site.page("/header", "header", headers={"X-Robots-Tag": "noarchive, noindex"})
+    site.page("/pdf", body=b"%PDF-1.4", content_type="application/pdf",
+              headers={"X-Robots-Tag": "noindex"})  # fmt: skip
+    site.page("/theirs", "theirs", headers={"X-Robots-Tag": "otherbot: noindex"})
+    site.page("/plain", "plain")
+    site.page("/after", "after")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"]))
+
+    marked = {url.removeprefix(site.url) for url, r in records.items() if r.get("noindex")}
+    assert marked == {"/meta", "/none", "/header", "/pdf"}
+    assert all(r["noindex"] is True for r in records.values() if "noindex" in r)
+    assert records[site.url + "/after"]["title"] == "after"  # noindex alone follows links
+    assert records[site.url + "/none"]["nofollow"] is True
+
+
 async def test_base_href_is_the_base_of_relative_links(site: Site, tmp_path):
     site.page("/", "index", ["page"], head='<base href="/docs/">')
     site.page("/docs/page", "page")

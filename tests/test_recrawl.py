@@ -1005,3 +1005,18 @@ def test_a_previous_record_with_a_field_of_the_wrong_type_is_bad_input(tmp_path,
     previous.write_text(json.dumps({**record, field: value}) + "\n")
     with pytest.raises(ConfigError, match=rf"line 1 is not a crawl's record \(its {field} "):
         Crawler(["http://127.0.0.1:9/"], Settings(since=str(previous))).open()
+
+
+async def test_a_304_keeps_the_previous_records_noindex(site: Site, tmp_path: Path) -> None:
+    noindex = '<meta name="robots" content="noindex">'
+    pages = Validating(site, {"/": html("home", ["/hidden"]), "/hidden": html("hid", head=noindex)})
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+
+    second, _ = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+
+    assert sorted(pages.not_modified) == ["/", "/hidden"]
+    record = by_url(second)[site.url + "/hidden"]
+    assert (record["status"], record["noindex"]) == (304, True)
+    assert "noindex" not in by_url(second)[site.url + "/"]
