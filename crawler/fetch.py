@@ -95,8 +95,7 @@ class Exchange:
     @property
     def not_modified(self) -> bool:
         """A 304: a conditional request's answer that the payload asked about is unchanged."""
-        parts = self.status_line.split(None, 2)
-        return len(parts) > 1 and parts[1] == b"%d" % NOT_MODIFIED
+        return _status_code(self.status_line) == b"%d" % NOT_MODIFIED
 
 
 @dataclass(slots=True)
@@ -124,7 +123,7 @@ class Response:
 
     @property
     def media_type(self) -> str:
-        return (self.content_type or "").partition(";")[0].strip().lower()
+        return media_type(self.content_type)
 
     @property
     def is_html(self) -> bool:
@@ -392,11 +391,12 @@ def _exchange(
     r: aiohttp.ClientResponse,
     url: str,
     fetched_at: float,
-    payload: tuple[bytes, str],
+    payload: bytes,
+    digest: str,
     truncated: str | None,
 ) -> Exchange:
     """The exchange of `url`: `r`'s head, and `payload`, what was received of its body,
-    with its digest."""
+    whose digest is `digest`."""
     version = r.version or aiohttp.HttpVersion11  # set once the status line was read
     status_line = f"HTTP/{version.major}.{version.minor} {r.status} {r.reason or ''}".rstrip()
     return Exchange(
@@ -405,17 +405,28 @@ def _exchange(
         request_head=_request_head(r),
         status_line=status_line.encode("latin-1", "replace"),
         raw_headers=r.raw_headers,
-        payload=payload[0],
-        payload_digest=payload[1],
+        payload=payload,
+        payload_digest=digest,
         truncated=truncated,
         ip_address=getattr(r, "ip_address", None),
     )
 
 
+def media_type(content_type: str | None) -> str:
+    """The type/subtype of a Content-Type value, lowercased ("" if there is none)."""
+    return (content_type or "").partition(";")[0].strip().lower()
+
+
 def status_is_2xx(status_line: bytes) -> bool:
     """Whether an HTTP status line (b"HTTP/1.1 200 OK") says 2xx."""
+    code = _status_code(status_line)
+    return len(code) == 3 and code.startswith(b"2")
+
+
+def _status_code(status_line: bytes) -> bytes:
+    """The status code of an HTTP status line, as written (b"" if it has none)."""
     parts = status_line.split(None, 2)
-    return len(parts) > 1 and len(parts[1]) == 3 and parts[1].startswith(b"2")
+    return parts[1] if len(parts) > 1 else b""
 
 
 class Client(Protocol):
@@ -514,17 +525,17 @@ class Fetcher:
                 except BodyCut as cut:  # kept for the archive, as Heritrix keeps it
                     response.error = ErrorKind.CONNECTION_ERROR
                     if self._archive:
-                        received = cut.payload, payload_digest(cut.payload)
-                        exchange = _exchange(r, url, fetched_at, received, "disconnect")
-                        response.exchanges.append(exchange)
+                        digest = payload_digest(cut.payload)
+                        cut_short = _exchange(r, url, fetched_at, cut.payload, digest, "disconnect")
+                        response.exchanges.append(cut_short)
                     return response
                 response.body, response.truncated, response.incomplete = body
                 payload = b"".join(raw) if raw else response.body
-                response.payload_digest = payload_digest(payload)
+                response.payload_digest = digest = payload_digest(payload)
                 if self._archive:
-                    received = payload, response.payload_digest
                     truncated = "length" if response.truncated else None
-                    response.exchanges.append(_exchange(r, url, fetched_at, received, truncated))
+                    exchange = _exchange(r, url, fetched_at, payload, digest, truncated)
+                    response.exchanges.append(exchange)
         except (
             TimeoutError,
             aiohttp.ClientError,

@@ -40,7 +40,7 @@ from crawler.sinks.warc import FILE_NAME, RecordLocation, WarcSink
 from crawler.urls import DEFAULT_PORTS
 
 INDEX_SUFFIX = ".cdxj"
-_WARC_SUFFIX = ".warc.gz"
+WARC_SUFFIX = ".warc.gz"
 _MEDIA_TYPE_END = re.compile(r"[;\s]")  # where cdxj-indexer cuts a Content-Type
 _OFFSET = re.compile(rb'"offset": "(\d+)"')
 # An http(s) URL with no userinfo, query or fragment, whose path's segments hold only
@@ -62,7 +62,7 @@ _WWW = re.compile(r"www\d*\.")
 
 def index_path(directory: Path, warc_file: str) -> Path:
     """The index of the WARC file `warc_file` in `directory`."""
-    return directory / (warc_file.removesuffix(_WARC_SUFFIX) + INDEX_SUFFIX)
+    return directory / (warc_file.removesuffix(WARC_SUFFIX) + INDEX_SUFFIX)
 
 
 def cdxj_line(exchange: Exchange, revisit: bool, location: RecordLocation) -> bytes:
@@ -211,7 +211,7 @@ class CdxjSink:
             if previous.exists():
                 sort_index(previous)
         for path in self.directory.glob(f"{glob.escape(warc.prefix)}-*{INDEX_SUFFIX}"):
-            warc_name = path.name.removesuffix(INDEX_SUFFIX) + _WARC_SUFFIX
+            warc_name = path.name.removesuffix(INDEX_SUFFIX) + WARC_SUFFIX
             match = FILE_NAME.fullmatch(warc_name)
             if (
                 match

@@ -48,11 +48,11 @@ from pathlib import Path
 from typing import Any
 
 from crawler import __version__
-from crawler.fetch import HTML_TYPES
+from crawler.fetch import HTML_TYPES, media_type
 from crawler.files import check_writable
 from crawler.page import Page
 from crawler.sinks import WriteFailed
-from crawler.sinks.cdxj import index_path
+from crawler.sinks.cdxj import WARC_SUFFIX, index_path
 from crawler.sinks.jsonl import JsonlSink
 from crawler.sinks.warc import WarcSink, not_modified_revisit
 
@@ -63,7 +63,6 @@ PAGES_SUFFIX = ".pages.jsonl"
 LINES_PER_BLOCK = 1024  # as py-wacz and ArchiveWeb.page write them
 _COPY_BYTES = 1 << 20
 _GZIP_WBITS = 31
-_WARC_SUFFIX = ".warc.gz"
 _MODE = 0o644 << 16  # rw-r--r-- for unzip
 
 
@@ -74,9 +73,8 @@ def page_entry(page: Page) -> dict[str, Any] | None:
     if page.kind != "page" or response is None or not response.exchanges:
         return None
     if not_modified_revisit(page):  # a 304 has no type: its capture's is carried over
-        media_type = (page.content_type or "").partition(";")[0].strip().lower()
         # Without the capture (a previous crawl with no archive), it replays as a 304.
-        listed = media_type in HTML_TYPES and page.capture is not None
+        listed = media_type(page.content_type) in HTML_TYPES and page.capture is not None
     else:
         listed = page.is_html and page.status is not None and 200 <= page.status < 300
     if not listed:
@@ -152,7 +150,7 @@ def with_referred_files(files: Sequence[Path], directories: Sequence[Path]) -> l
     candidates: dict[Path, tuple[set[str], set[str]]] = {}
     if wanted:  # a first crawl's revisits refer to its own captures: nothing to look for
         for directory in dict.fromkeys(directories):
-            for path in sorted(directory.glob(f"*{_WARC_SUFFIX}")):
+            for path in sorted(directory.glob(f"*{WARC_SUFFIX}")):
                 index = index_path(path.parent, path.name)
                 if path.resolve() not in included and index.exists():
                     candidates[path] = _payload_digests(index)
