@@ -313,12 +313,13 @@ class Client:
         `headers` are this request's own (a recrawl's validators)."""
         proxy = self._route(url)
         assert self._session is not None, "a Client is used inside `async with`"
+        # encoded=True: the request line is the canonical URL byte for byte, as a browser
+        # sends it; yarl would otherwise re-escape it ("%7e" to "~", "?a=%2F" to "?a=/").
+        target = URL(url, encoded=True)
         if self._proxied_guard is not None and (self._all_proxied or proxy.url is not None):
-            self._proxied_guard.check_proxied(URL(url, encoded=True).raw_host or "")
+            self._proxied_guard.check_proxied(target.raw_host or "")
         return self._session.get(
-            # encoded=True: the request line is the canonical URL byte for byte, as a browser
-            # sends it; yarl would otherwise re-escape it ("%7e" to "~", "?a=%2F" to "?a=/").
-            URL(url, encoded=True),
+            target,
             allow_redirects=False,
             timeout=timeout,
             headers={**(proxy.headers or {}), **headers} if headers else proxy.headers,
