@@ -282,12 +282,12 @@ class Crawl:
         self._html = HtmlParser()
         self._extract = _main_content(settings)
         archive = store.sinks.archive
-        keep = archive is not None
+        keep, on_exchange = archive is not None, store.sinks.on_exchange
         self._fetcher = Fetcher(
-            client, settings.timeout, settings.max_bytes, settings.max_redirects, keep
+            client, settings.timeout, settings.max_bytes, settings.max_redirects, keep, on_exchange
         )
         robots_fetcher = Fetcher(
-            client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep
+            client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep, on_exchange
         )
         self._robots = Robots(
             robots_fetcher,
@@ -678,9 +678,14 @@ class Crawl:
     def _sitemap_fetcher(self) -> Fetcher:
         from crawler.sitemaps import SITEMAP_MAX_BYTES
 
-        settings, keep = self.settings, self.store.sinks.archive is not None
+        settings, sinks = self.settings, self.store.sinks
         return Fetcher(
-            self.client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects, keep
+            self.client,
+            settings.timeout,
+            SITEMAP_MAX_BYTES,
+            settings.max_redirects,
+            sinks.archive is not None,
+            sinks.on_exchange,
         )
 
     def _to_follow(self, request: Request, links: list[str]) -> list[str]:
