@@ -12,11 +12,12 @@ selectolax 1.0.2 (benchmarks/hostile_pages.py):
 
 `HtmlParser.parse()` is how the crawl parses a page. A small page is parsed on the event loop,
 as before: its worst shape costs little. A larger one is first looked at: a cheap sampled count
-says whether it may hold one of those shapes. If not, and it is not very large, it is parsed on
-the loop too, timed: the first such parse to take longer than its budget (a shape the look
-missed) sends every larger page of the rest of the crawl to a thread. Other pages are parsed in
-a thread (Lexbor lets go of the GIL), so that they cannot hold the loop whatever their shape,
-with their markup bounded first where the count says so. `bounded()` reads the page as the HTML
+says whether it may hold one of those shapes. If not, and it is not very large, it is parsed as
+a plain page, timed (on the loop; or, where the process has more than one CPU, its tree built
+in a thread beside the loop): the first such parse to take longer than its budget (a shape the
+look missed) sends every larger page of the rest of the crawl to the guarded threads. Other
+pages are parsed in a thread (Lexbor lets go of the GIL), so that they cannot hold the loop
+whatever their shape, with their markup bounded first where the count says so. `bounded()` reads the page as the HTML
 tokenizer does (comments, raw text, quoted attribute values), keeps an estimate of the stack of
 open elements meant never to be lower than the parser's, and edits the markup only where a
 bound is passed:
@@ -39,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import random
 import re
 import threading
@@ -49,6 +49,7 @@ from typing import Generic, TypeVar
 
 from selectolax.lexbor import LexborHTMLParser
 
+from crawler.cpus import usable_cpus
 from crawler.parse import ParsedPage, parse_html
 
 MAX_DEPTH = 512
@@ -57,11 +58,12 @@ MAX_OPTIONS = 256
 # At most this many characters a page is parsed on the event loop: the slowest shape of this
 # size measured 0.07 s (6,500 nested <div>s), the cost of a thread hand-off is saved.
 INLINE_MAX_CHARS = 32 * 1024
-# At most this many, a page the sampled look finds plain is parsed on the event loop too, until
+# At most this many, a page the sampled look finds plain is parsed as a plain page is, until
 # one such parse takes longer than its budget (a shape the look missed): then, for the rest of
-# the crawl, every page over INLINE_MAX_CHARS goes to a thread. The hand-off cost more than the
-# parse: on the Python docs (127 KB a page), 2.42 ms of CPU a page against 2.11 inline, with the
-# crawler on one CPU, and 2.62 against 2.20 on two (benchmarks/crawl_bench.py --docs).
+# the crawl, every page over INLINE_MAX_CHARS goes to the guarded threads. On one CPU, it is
+# parsed on the event loop: a thread's hand-off cost more than the parse (on the Python docs,
+# 127 KB a page, 2.42 ms of CPU a page against 2.11 inline). With more, its tree is built in a
+# thread beside the loop, and only what `parse_html` reads in it is read on the loop.
 LOOKED_INLINE_MAX_CHARS = 256 * 1024
 # The CPU time a parse may take before the page's markup is bounded and parsed again: 15 times
 # what plain HTML takes (Lexbor parses it at about 60 MB/s), and a margin for a busy machine.
@@ -367,6 +369,7 @@ class _Job(Generic[_T]):
         self._function = function
         self._html = html
         self._clock: int | None = None
+        self._spent_s = 0.0  # its CPU time, once it has ended
         self._started_s = time.monotonic()
         threading.Thread(target=self._run, name="crawler-parse", daemon=True).start()
 
@@ -374,9 +377,9 @@ class _Job(Generic[_T]):
         if not _THREAD_CPU_CLOCKS:  # macOS, Windows: the time since it started
             return time.monotonic() - self._started_s
         try:
-            return time.clock_gettime(self._clock) if self._clock is not None else 0.0
+            return time.clock_gettime(self._clock) if self._clock is not None else self._spent_s
         except OSError:  # the thread has just ended
-            return 0.0
+            return self._spent_s
 
     def _run(self) -> None:
         if _THREAD_CPU_CLOCKS:
@@ -385,6 +388,8 @@ class _Job(Generic[_T]):
             result, error = self._function(self._html), None
         except Exception as exc:  # given to the awaiting page, as if raised there
             result, error = None, exc
+        if self._clock is not None:
+            self._spent_s = time.clock_gettime(self._clock)
         self._clock = None
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it any more
             self._loop.call_soon_threadsafe(self._settle, result, error)
@@ -407,8 +412,9 @@ class HtmlParser:
         self._random = random.Random()
         # As many pages parse at once as there are cores: a tree takes some 25 times its page's
         # size in memory (260 MB for 10 MB of paragraphs). A parse given up on leaves its place.
-        self._threads = asyncio.Semaphore(os.cpu_count() or 1)
-        self._inline_overran = False  # a page parsed on the loop took longer than its budget
+        self._threads = asyncio.Semaphore(usable_cpus())
+        self._beside_loop = usable_cpus() > 1  # a plain large page's tree is built in a thread
+        self._inline_overran = False  # a plain large page took longer than its budget
 
     async def parse(self, html: str) -> _Parsed:
         """The page's tree, what `parse_html` reads in it, and whether its markup had to be
@@ -418,9 +424,18 @@ class HtmlParser:
             return _parsed(html)
         suspect = bool(self._runaways) or may_be_slow(html, self._random)
         if not suspect and size <= LOOKED_INLINE_MAX_CHARS and not self._inline_overran:
+            if self._beside_loop:  # Lexbor lets go of the GIL: the loop goes on meanwhile
+                async with self._threads:
+                    job = _Job(LexborHTMLParser, html)
+                    tree = await job.future
+                spent_s = job.cpu_s()
+            else:
+                started_s = time.thread_time()
+                tree = LexborHTMLParser(html)
+                spent_s = time.thread_time() - started_s
             started_s = time.thread_time()
-            parsed = _parsed(html)
-            if time.thread_time() - started_s > size / _BUDGET_CHARS_PER_S:
+            parsed = tree, parse_html(tree), False
+            if spent_s + time.thread_time() - started_s > size / _BUDGET_CHARS_PER_S:
                 self._inline_overran = True
             return parsed
         async with self._threads:

@@ -70,6 +70,7 @@ from typing import Any
 
 from crawler import __version__
 from crawler.config import ConfigError, Settings, make_directory
+from crawler.cpus import usable_cpus
 from crawler.fetch import NOT_MODIFIED, Exchange, payload_digest, sha1_base32, status_is_2xx
 from crawler.history import Capture
 from crawler.page import Page
@@ -299,15 +300,7 @@ def deflate_ahead() -> Callable[[Exchange], None] | None:
     CRC-32s of two parts cannot be combined (zlib's module has no crc32_combine)."""
     if not hasattr(_deflate, "crc32_combine"):
         return None
-    return _deflater.ahead if _usable_cpus() > 1 else None
-
-
-def _usable_cpus() -> int:
-    """The CPUs this process may run on: those of its affinity mask where there is one
-    (Linux; `taskset` narrows it), else the machine's."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    return _deflater.ahead if usable_cpus() > 1 else None
 
 
 class WarcSink:
