@@ -17,10 +17,10 @@ a plain page, timed (on the loop; or, where the process has more than one CPU, i
 in a thread beside the loop): the first such parse to take longer than its budget (a shape the
 look missed) sends every larger page of the rest of the crawl to the guarded threads. Other
 pages are parsed in a thread (Lexbor lets go of the GIL), so that they cannot hold the loop
-whatever their shape, with their markup bounded first where the count says so. `bounded()` reads the page as the HTML
-tokenizer does (comments, raw text, quoted attribute values), keeps an estimate of the stack of
-open elements meant never to be lower than the parser's, and edits the markup only where a
-bound is passed:
+whatever their shape, with their markup bounded first where the count says so. `bounded()`
+reads the page as the HTML tokenizer does (comments, raw text, quoted attribute values), keeps
+an estimate of the stack of open elements meant never to be lower than the parser's, and edits
+the markup only where a bound is passed:
 
 - at MAX_DEPTH open elements (Chromium's cap, 512), an end tag for the innermost one goes
   before the next start tag, so deeper elements become its siblings, as Chromium attaches
@@ -45,6 +45,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, TypeVar
 
 from selectolax.lexbor import LexborHTMLParser
@@ -351,6 +352,13 @@ def _parsed(html: str, edited: bool = False) -> _Parsed:
     return tree, parse_html(tree), edited
 
 
+def _timed_tree(html: str) -> tuple[LexborHTMLParser, float]:
+    """The tree of `html`, and the CPU time building it took this thread."""
+    started_s = time.thread_time()
+    tree = LexborHTMLParser(html)
+    return tree, time.thread_time() - started_s
+
+
 def _bounded_parsed(html: str) -> _Parsed:
     markup = bounded(html)
     return _parsed(markup, markup is not html)
@@ -369,7 +377,6 @@ class _Job(Generic[_T]):
         self._function = function
         self._html = html
         self._clock: int | None = None
-        self._spent_s = 0.0  # its CPU time, once it has ended
         self._started_s = time.monotonic()
         threading.Thread(target=self._run, name="crawler-parse", daemon=True).start()
 
@@ -377,9 +384,9 @@ class _Job(Generic[_T]):
         if not _THREAD_CPU_CLOCKS:  # macOS, Windows: the time since it started
             return time.monotonic() - self._started_s
         try:
-            return time.clock_gettime(self._clock) if self._clock is not None else self._spent_s
+            return time.clock_gettime(self._clock) if self._clock is not None else 0.0
         except OSError:  # the thread has just ended
-            return self._spent_s
+            return 0.0
 
     def _run(self) -> None:
         if _THREAD_CPU_CLOCKS:
@@ -388,8 +395,6 @@ class _Job(Generic[_T]):
             result, error = self._function(self._html), None
         except Exception as exc:  # given to the awaiting page, as if raised there
             result, error = None, exc
-        if self._clock is not None:
-            self._spent_s = time.clock_gettime(self._clock)
         self._clock = None
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it any more
             self._loop.call_soon_threadsafe(self._settle, result, error)
@@ -413,7 +418,13 @@ class HtmlParser:
         # As many pages parse at once as there are cores: a tree takes some 25 times its page's
         # size in memory (260 MB for 10 MB of paragraphs). A parse given up on leaves its place.
         self._threads = asyncio.Semaphore(usable_cpus())
-        self._beside_loop = usable_cpus() > 1  # a plain large page's tree is built in a thread
+        # Where a plain large page's tree is built: threads that live as long as the parser (one
+        # a page took 60-100 us of the loop's time to start), leaving the loop a CPU of its own.
+        self._beside_loop = (
+            ThreadPoolExecutor(usable_cpus() - 1, thread_name_prefix="crawler-parse")
+            if usable_cpus() > 1
+            else None
+        )
         self._inline_overran = False  # a plain large page took longer than its budget
 
     async def parse(self, html: str) -> _Parsed:
@@ -424,15 +435,11 @@ class HtmlParser:
             return _parsed(html)
         suspect = bool(self._runaways) or may_be_slow(html, self._random)
         if not suspect and size <= LOOKED_INLINE_MAX_CHARS and not self._inline_overran:
-            if self._beside_loop:  # Lexbor lets go of the GIL: the loop goes on meanwhile
-                async with self._threads:
-                    job = _Job(LexborHTMLParser, html)
-                    tree = await job.future
-                spent_s = job.cpu_s()
+            if self._beside_loop is not None:  # Lexbor lets go of the GIL: the loop goes on
+                loop = asyncio.get_running_loop()
+                tree, spent_s = await loop.run_in_executor(self._beside_loop, _timed_tree, html)
             else:
-                started_s = time.thread_time()
-                tree = LexborHTMLParser(html)
-                spent_s = time.thread_time() - started_s
+                tree, spent_s = _timed_tree(html)
             started_s = time.thread_time()
             parsed = tree, parse_html(tree), False
             if spent_s + time.thread_time() - started_s > size / _BUDGET_CHARS_PER_S:
