@@ -59,6 +59,9 @@ MAX_OPTIONS = 256
 # At most this many characters a page is parsed on the event loop: the slowest shape of this
 # size measured 0.07 s (6,500 nested <div>s), the cost of a thread hand-off is saved.
 INLINE_MAX_CHARS = 32 * 1024
+# With a CPU beside the loop, a page of at least this many characters has its tree built
+# there: Lexbor takes about 12 us for 2 KB, what handing it to a thread costs the loop.
+BESIDE_MIN_CHARS = 4 * 1024
 # At most this many, a page the sampled look finds plain is parsed as a plain page is, until
 # one such parse takes longer than its budget (a shape the look missed): then, for the rest of
 # the crawl, every page over INLINE_MAX_CHARS goes to the guarded threads. On one CPU, it is
@@ -432,21 +435,28 @@ class HtmlParser:
         bounded. A large page's are read in a thread too: a page of 500,000 links took 1.2 s."""
         size = len(html)
         if size <= INLINE_MAX_CHARS:
-            return _parsed(html)
+            if self._beside_loop is None or size < BESIDE_MIN_CHARS:
+                return _parsed(html)
+            return await self._plain(html)
         suspect = bool(self._runaways) or may_be_slow(html, self._random)
         if not suspect and size <= LOOKED_INLINE_MAX_CHARS and not self._inline_overran:
-            if self._beside_loop is not None:  # Lexbor lets go of the GIL: the loop goes on
-                loop = asyncio.get_running_loop()
-                tree, spent_s = await loop.run_in_executor(self._beside_loop, _timed_tree, html)
-            else:
-                tree, spent_s = _timed_tree(html)
-            started_s = time.thread_time()
-            parsed = tree, parse_html(tree), False
-            if spent_s + time.thread_time() - started_s > size / _BUDGET_CHARS_PER_S:
-                self._inline_overran = True
-            return parsed
+            return await self._plain(html)
         async with self._threads:
             return await self._parse_in_threads(html, suspect)
+
+    async def _plain(self, html: str) -> _Parsed:
+        """A page parsed as a plain one: its tree built beside the loop where there is a
+        CPU for it (Lexbor lets go of the GIL), else on the loop; timed against its budget."""
+        if self._beside_loop is not None:
+            loop = asyncio.get_running_loop()
+            tree, spent_s = await loop.run_in_executor(self._beside_loop, _timed_tree, html)
+        else:
+            tree, spent_s = _timed_tree(html)
+        started_s = time.thread_time()
+        parsed = tree, parse_html(tree), False
+        if spent_s + time.thread_time() - started_s > len(html) / _BUDGET_CHARS_PER_S:
+            self._inline_overran = True
+        return parsed
 
     async def _parse_in_threads(self, html: str, suspect: bool) -> _Parsed:
         if suspect or self._runaways:
