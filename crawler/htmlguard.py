@@ -448,8 +448,11 @@ class HtmlParser:
         """A page parsed as a plain one: its tree built beside the loop where there is a
         CPU for it (Lexbor lets go of the GIL), else on the loop; timed against its budget."""
         if self._beside_loop is not None:
-            loop = asyncio.get_running_loop()
-            tree, spent_s = await loop.run_in_executor(self._beside_loop, _timed_tree, html)
+            # Trees built ahead of the loop's turn to read them would pile up (64 pages in
+            # flight made the peak RSS 48 MiB -> 110 on the generated site).
+            async with self._threads:
+                loop = asyncio.get_running_loop()
+                tree, spent_s = await loop.run_in_executor(self._beside_loop, _timed_tree, html)
         else:
             tree, spent_s = _timed_tree(html)
         started_s = time.thread_time()
