@@ -291,6 +291,7 @@ _MD_CLOSING_HASHES = re.compile(r"(?<=[ \t])(#+[ \t]*)$")
 # A JSON escape of a UTF-16 surrogate (paired ones too, which json.loads joins).
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _CODE_TAGS = frozenset(("code", "kbd", "samp", "tt"))
+_CODE_BLOCKS = _CODE_TAGS | {"pre"}
 _BACKTICKS = re.compile("`+")
 _WHITESPACE = re.compile(r"\s+")
 # Elements nested deeper are written as their flat text (Python's stack has limits).
@@ -358,7 +359,7 @@ def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extrac
         if not any(len(p.text(deep=True)) >= _LEAD_CHARS for p in header.css("p")):
             header.decompose()
     for node in body.css(_MAY_BE_BOILERPLATE):
-        if node.tag not in _NEVER_BOILERPLATE and _named_boilerplate(node):
+        if node.tag not in _NEVER_BOILERPLATE and _named_boilerplate(node) and not _in_code(node):
             node.decompose()
     for node in body.css(_HIDDEN_OR_ASIDE):
         if node.tag not in _NEVER_BOILERPLATE:
@@ -412,6 +413,17 @@ def _named_boilerplate(node: LexborNode) -> bool:
                 return True
             if character == " ":
                 break
+    return False
+
+
+def _in_code(node: LexborNode) -> bool:
+    """Whether `node` is inside code, where a highlighter's class names a kind of token
+    ("token comment" is a comment in the code, not a page's comments)."""
+    parent = node.parent
+    while parent is not None:
+        if parent.tag in _CODE_BLOCKS:
+            return True
+        parent = parent.parent
     return False
 
 

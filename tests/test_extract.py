@@ -827,3 +827,19 @@ def test_random_markdown_lookalikes_read_back_as_the_main_text():
         found = extract(LexborHTMLParser(page), "http://127.0.0.1/")
         read = "".join(text for _, text in commonmark_blocks(found.markdown))
         assert "".join(read.split()) == "".join(found.main_text.split()), page
+
+
+async def test_code_keeps_its_comments_whatever_the_highlighter_calls_them(site: Site, tmp_path):
+    """Highlighters mark a comment in code with a class (Prism's "token comment",
+    rustdoc's "comment", highlight.js's "hljs-comment"): it is part of the code, not a
+    page's comment thread, and was cut out of the code block."""
+    body = (
+        '<pre><code><span class="token comment"># the defaults</span>\n'
+        'retries = 3  <span class="hljs-comment"># per host</span></code></pre>'
+        '<p>and <code>Vec&lt;T&gt; { <span class="comment">/* private fields */</span> }</code>.</p>'
+    )
+
+    _, _, main_text = await read_back(site, tmp_path, body)
+
+    assert "# the defaults\nretries = 3  # per host" in main_text
+    assert "Vec<T> { /* private fields */ }" in main_text
