@@ -75,6 +75,7 @@ _STRIPPED_TAGS = [
     "object",
     "embed",
 ]
+_STRIPPED_TAGS_BUT_NOSCRIPT = [tag for tag in _STRIPPED_TAGS if tag != "noscript"]
 # Class and id words of boilerplate, matched as whole class names or ids, or as a
 # prefix before a hyphen or underscore ("comment-list", "share_bar").
 _BOILERPLATE_WORDS = [
@@ -179,6 +180,8 @@ _BLOCK_TAGS = frozenset(
 )
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _MIN_BLOCK_CHARS = 25
+# Main text this short may be a page whose text is in <noscript>, for browsers without scripts.
+_SHORT_CHARS = 200
 _LEAD_CHARS = 80
 _LEADS = ", ".join(
     f'[class~={word} i], [class*="-{word}" i], [class*="_{word}" i], [class^="{word}-" i]'
@@ -349,11 +352,35 @@ def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extrac
     base_node = tree.css_first("base[href]")
     if base_node is not None:
         base = urljoin(url, (base_node.attrs.get("href") or "").strip())
+    titles = _titles(tree, metadata)
+    writer = _written(tree, _Writer(base, titles, encoding), noscript=False)
+    text = writer.text()
+    if len(text) < _SHORT_CHARS and tree.css_first("noscript") is not None:
+        # A single-page app's text for a browser without scripts, which a crawler is.
+        with_noscript = _written(tree, _Writer(base, titles, encoding), noscript=True)
+        if len(with_noscript.text()) > len(text):
+            writer, text = with_noscript, with_noscript.text()
+    article_body = _article_body(metadata)
+    if len(article_body) > 2 * len(text):
+        # The page shows a teaser, or nothing until a script runs; its JSON-LD has it all.
+        writer = _Writer(base, titles, encoding)
+        writer.write_article_body(article_body)
+    return Extracted(writer.text(), writer.markdown(), metadata)
+
+
+def _written(tree: LexborHTMLParser, writer: _Writer, noscript: bool) -> _Writer:
+    """`writer`, having written the main content of `tree`'s body, <noscript>'s content
+    in it or not."""
     work = copy_of(tree)
     body = work.body
     if body is None:
-        return Extracted("", "", metadata)
-    work.strip_tags(_STRIPPED_TAGS)
+        return writer
+    if noscript:
+        for node in body.css("noscript"):
+            node.unwrap()
+        work.strip_tags(_STRIPPED_TAGS_BUT_NOSCRIPT)
+    else:
+        work.strip_tags(_STRIPPED_TAGS)
     for header in body.css("header"):
         # A site's header goes; an article's may hold its lead, a paragraph of its own.
         if not any(len(p.text(deep=True)) >= _LEAD_CHARS for p in header.css("p")):
@@ -368,11 +395,19 @@ def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extrac
     lead = _lead(roots)
     if lead is not None:
         roots.insert(0, lead)
-    writer = _Writer(base, _titles(tree, metadata), encoding)
     for root in roots:
         writer.render(root)
     writer.end_block()
-    return Extracted(writer.text(), writer.markdown(), metadata)
+    return writer
+
+
+def _article_body(metadata: dict[str, Any]) -> str:
+    """The articleBody of the page's JSON-LD Article, or ""."""
+    for value in _json_ld_objects(metadata.get("json_ld", [])):
+        body = value.get("articleBody")
+        if isinstance(body, str) and _is_article(value):
+            return body.strip()
+    return ""
 
 
 def _lead(roots: list[LexborNode]) -> LexborNode | None:
@@ -698,6 +733,18 @@ class _Writer:
             else:
                 self._inline(child, tag)
         self._depth -= 1
+
+    def write_article_body(self, body: str) -> None:
+        """A JSON-LD articleBody: HTML, or text whose lines are paragraphs."""
+        if "</" in body:
+            html = LexborHTMLParser(body).body
+            if html is not None:
+                self.render(html)
+        else:
+            for line in body.splitlines():
+                self._inline_text(line)
+                self.end_block()
+        self.end_block()
 
     def _inline_text(self, text: str) -> None:
         text = _WHITESPACE.sub(" ", text)

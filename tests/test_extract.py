@@ -843,3 +843,34 @@ async def test_code_keeps_its_comments_whatever_the_highlighter_calls_them(site:
 
     assert "# the defaults\nretries = 3  # per host" in main_text
     assert "Vec<T> { /* private fields */ }" in main_text
+
+
+async def test_a_single_page_apps_text_is_found_where_it_ships_it(site: Site, tmp_path):
+    """A single-page app's body is an empty <div id="root"> until a script runs, which a
+    crawler never does. Its text is in <noscript>, for such browsers, or in the
+    articleBody of its JSON-LD: both gave an empty main text."""
+    paragraphs = PARAGRAPHS[:2]
+    noscript = (
+        '<html><head><title>Bridge</title></head><body><div id="root"></div><noscript>'
+        f"<h1>Bridge</h1><p>{paragraphs[0]}</p><p>{paragraphs[1]}</p></noscript>"
+        "<script>start()</script></body></html>"
+    )
+    json_ld = json.dumps({"@type": "NewsArticle", "articleBody": "\n\n".join(paragraphs)})
+    app = (
+        f'<html><head><script type="application/ld+json">{json_ld}</script></head>'
+        '<body><div id="app"><noscript>Please enable JavaScript.</noscript></div></body></html>'
+    )
+    teaser = app.replace('<div id="app">', f'<div id="app"><p>{paragraphs[0][:120]}</p>')
+    site.page("/noscript", body=noscript)
+    site.page("/app", body=app)
+    site.page("/teaser", body=teaser)
+
+    records = by_url(
+        await crawl(
+            tmp_path, [site.url + p for p in ("/noscript", "/app", "/teaser")], extract=True
+        )
+    )
+
+    for path in ("/noscript", "/app", "/teaser"):
+        assert records[site.url + path]["main_text"] == "\n".join(paragraphs), path
+        assert records[site.url + path]["markdown"] == "\n\n".join(paragraphs), path
