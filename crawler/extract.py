@@ -118,7 +118,8 @@ _BOILERPLATE_WORDS = [
     "taboola",
     "tags",
     "tag-list",
-    "author-bio",
+    "author",
+    "signature",
     "caption",
     "credit",
     "image-credit",
@@ -141,7 +142,6 @@ _BOILERPLATE_WORDS = [
     "post-meta",
     "postmetadata",
     "entry-footer",
-    "author-box",
 ]
 _BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
 # One CSS query finds the elements whose class or id holds one of the words anywhere
@@ -271,6 +271,7 @@ _LABELS = frozenset(
         "返回頂部",
     ]
 )
+_REPLY = re.compile(r"^(?:re|aw|sv|vs|回复|回覆|答复)\s*[:：]\s*")
 # What ends a label ("Share:", "分享到：").
 _LABEL_END = ":.…!：。！"
 # A block's points go to its ancestors up to five levels, a share less at each (as
@@ -553,7 +554,7 @@ def _alike_elsewhere(body: LexborNode, top: LexborNode, kept: list[LexborNode]) 
         node
         for node in alike
         if node.mem_id not in inside
-        and _shape(node) == shape
+        and _alike_shapes(_shape(node), shape)
         and _post_chars(node.text(deep=True).strip()) >= _MIN_BLOCK_CHARS
         and _link_density(node) < 0.5
         and not _ancestors(node) & inside
@@ -570,9 +571,23 @@ def _post_chars(text: str) -> int:
     return len(text) + 2 * len(CJK_CHARACTER.findall(text))
 
 
-def _shape(node: LexborNode) -> list[tuple[str | None, str | None]]:
-    """The tags and classes of the three ancestors of `node`."""
-    return [(ancestor.tag, ancestor.attrs.get("class")) for ancestor in _ancestor_nodes(node)[:3]]
+def _shape(node: LexborNode) -> list[tuple[str | None, frozenset[str]]]:
+    """The tags and class names of the three ancestors of `node`."""
+    return [
+        (ancestor.tag, frozenset((ancestor.attrs.get("class") or "").split()))
+        for ancestor in _ancestor_nodes(node)[:3]
+    ]
+
+
+def _alike_shapes(
+    shape: list[tuple[str | None, frozenset[str]]], other: list[tuple[str | None, frozenset[str]]]
+) -> bool:
+    """Ancestors of the same tags, each with a class name of the other's, or both none: a
+    thread's rows alternate a class of theirs ("post bg1", "post bg2"; "odd", "even")."""
+    return len(shape) == len(other) and all(
+        tag == other_tag and (bool(names & other_names) or names == other_names)
+        for (tag, names), (other_tag, other_names) in zip(shape, other, strict=True)
+    )
 
 
 def _in_page_order(body: LexborNode, roots: list[LexborNode]) -> list[LexborNode]:
@@ -642,8 +657,14 @@ def _own_text_chars(node: LexborNode) -> int:
     return total
 
 
-def _link_chars(node: LexborNode) -> int:
-    return sum(len(a.text(deep=True)) for a in node.css("a"))
+def _link_chars(node: LexborNode) -> float:
+    """The characters of `node`'s links' text, a link within the page counting 0.3 of
+    its length (as Readability.js weighs it): a forum post's subject links to the post."""
+    return sum(_link_weight(a.attrs.get("href")) * len(a.text(deep=True)) for a in node.css("a"))
+
+
+def _link_weight(href: str | None) -> float:
+    return 0.3 if href is not None and href.startswith("#") and len(href) > 1 else 1.0
 
 
 def _link_density(node: LexborNode) -> float:
@@ -709,7 +730,7 @@ class _Writer:
         self.blocks: list[_Block] = []
         self._text: list[str] = []
         self._md: list[str] = []
-        self._link_chars = 0
+        self._link_chars = 0.0
         self._prefix = ""  # of a heading's Markdown: "## "
         self._list: list[int] = []  # per open list: the next number, or 0 if unordered
         self._containers: list[_Container] = []  # the list items and quotes open
@@ -774,7 +795,7 @@ class _Writer:
             self.render(node)
             href = (node.attrs.get("href") or "").strip()
             inner = "".join(self._text[start_text:])
-            self._link_chars += len(inner.strip())
+            self._link_chars += _link_weight(href) * len(inner.strip())
             if href and not href.startswith(("javascript:", "#")) and inner.strip():
                 label = "".join(self._md[start_md:]).strip()
                 del self._md[start_md:]
@@ -922,7 +943,7 @@ class _Writer:
 
     def end_block(self) -> None:
         if not self._md:  # most calls: a block's end right after another's
-            self._text, self._link_chars, self._prefix, self._last_span = [], 0, "", None
+            self._text, self._link_chars, self._prefix, self._last_span = [], 0.0, "", None
             return
         if self._emphasis:
             self._unflanked_emphasis()
@@ -941,7 +962,7 @@ class _Writer:
                 self._add(text, md if self.in_cell else self._prefix + md)
         elif md:  # an image alone: no text, but Markdown
             self._add("", md)
-        self._text, self._md, self._link_chars, self._prefix = [], [], 0, ""
+        self._text, self._md, self._link_chars, self._prefix = [], [], 0.0, ""
         self._last_span = None
 
     def _add(self, text: str, md: str) -> None:
@@ -954,7 +975,9 @@ class _Writer:
 
     def _kept(self, text: str) -> bool:
         if self._prefix.startswith("#"):
-            return " ".join(text.split()).casefold() not in self.titles
+            # A forum's reply is titled "Re: " and the thread's title.
+            heading = _REPLY.sub("", " ".join(text.split()).casefold())
+            return heading not in self.titles
         if len(text) < 40 and text.casefold().rstrip(_LABEL_END).strip() in _LABELS:
             return False
         return self._link_chars <= 0.5 * len(text)

@@ -836,7 +836,8 @@ async def test_code_keeps_its_comments_whatever_the_highlighter_calls_them(site:
     body = (
         '<pre><code><span class="token comment"># the defaults</span>\n'
         'retries = 3  <span class="hljs-comment"># per host</span></code></pre>'
-        '<p>and <code>Vec&lt;T&gt; { <span class="comment">/* private fields */</span> }</code>.</p>'
+        '<p>and <code>Vec&lt;T&gt; { <span class="comment">/* private fields */</span> }'
+        "</code>.</p>"
     )
 
     _, _, main_text = await read_back(site, tmp_path, body)
@@ -874,3 +875,35 @@ async def test_a_single_page_apps_text_is_found_where_it_ships_it(site: Site, tm
     for path in ("/noscript", "/app", "/teaser"):
         assert records[site.url + path]["main_text"] == "\n".join(paragraphs), path
         assert records[site.url + path]["markdown"] == "\n\n".join(paragraphs), path
+
+
+def _phpbb_post(number: int, author: str, text: str) -> str:
+    """One post of a phpBB thread, as prosilver writes it: rows alternate bg1 and bg2."""
+    subject = "Router drops every evening" if number == 1 else "Re: Router drops every evening"
+    return (
+        f'<div id="p{number}" class="post has-profile bg{2 - number % 2}"><div class="inner">'
+        f'<dl class="postprofile"><dt><a href="/u/{author}">{author}</a></dt><dd>Posts: 12</dd>'
+        f'</dl><div class="postbody"><div id="post_content{number}"><h3><a href="#p{number}">'
+        f'{subject}</a></h3><p class="author">Post by <strong>{author}</strong> &raquo; Mon '
+        f'Jan 13, 2025 8:0{number} pm</p><div class="content">{text}</div>'
+        f'<div class="signature">Sent from my kitchen table, {author}</div></div></div></div></div>'
+    )
+
+
+async def test_a_phpbb_threads_main_text_is_every_post_without_its_machinery(site: Site, tmp_path):
+    """phpBB's posts alternate their row's class (bg1, bg2): only the posts of the top
+    post's class were found, a thread's every other post. And each post's "Re:" subject,
+    "Post by ... on ..." line and signature are no part of what was said."""
+    posts = [*EN_THREAD_POSTS, "Thanks, channel 11 did it."]
+    thread = (
+        "<html><head><title>Router drops every evening - Home Network Forum</title></head><body>"
+        '<div class="navbar"><a href="/">Board index</a> <a href="/f/3">Routers</a></div>'
+        '<div id="page-body">'
+        + "".join(_phpbb_post(n, a, t) for n, a, t in zip((1, 2, 3, 4), "abab", posts, strict=True))
+        + "</div></body></html>"
+    )
+    site.page("/viewtopic.php", body=thread)
+
+    [record] = await crawl(tmp_path, [site.url + "/viewtopic.php"], extract=True, max_depth=0)
+
+    assert record["main_text"] == "\n".join(posts)
