@@ -178,6 +178,7 @@ _BLOCK_TAGS = frozenset(
     "h1 h2 h3 h4 h5 h6 hr li main ol p pre section summary table tbody td tfoot th thead tr "
     "ul".split()
 )
+_LIST_TAGS = frozenset(("ul", "ol", "dl", "table", "tbody"))
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _MIN_BLOCK_CHARS = 25
 # Main text this short may be a page whose text is in <noscript>, for browsers without scripts.
@@ -508,7 +509,12 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
     top_key = max(weighed, key=weighed.__getitem__)
     top = _widened(nodes[top_key], weighed, nodes, scores)
     while (parent := top.parent) is not None and parent.tag not in ("body", "html"):
-        if any(child.mem_id != top.mem_id for child in parent.iter()):
+        if any(child.mem_id != top.mem_id for child in parent.iter()) and not (
+            # A list or a table is a part of the content (a recipe's steps, without its
+            # ingredients, their items too short to score), seldom all of it.
+            top.tag in _LIST_TAGS
+            and scores.get(parent.mem_id, 0.0) >= 0.5 * scores.get(top.mem_id, 0.0)
+        ):
             break
         top = parent  # an only child: its parent holds the same, and its siblings count
     top_key = top.mem_id

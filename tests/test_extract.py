@@ -907,3 +907,30 @@ async def test_a_phpbb_threads_main_text_is_every_post_without_its_machinery(sit
     [record] = await crawl(tmp_path, [site.url + "/viewtopic.php"], extract=True, max_depth=0)
 
     assert record["main_text"] == "\n".join(posts)
+
+
+async def test_a_recipes_ingredients_come_with_its_steps(site: Site, tmp_path):
+    """A recipe is two lists: its steps, long enough to score, and its ingredients,
+    items too short to. The steps were the main content, and the ingredients lost; a
+    list is a part of the content, and the element holding it is taken when it scores
+    half as well."""
+    ingredients = ["1 cup red lentils", "1 onion, chopped", "2 cloves garlic", "1 tin tomatoes"]
+    steps = [
+        "Soften the onion and garlic in oil over a low heat, about ten minutes.",
+        "Add the lentils, tomatoes and two cups of water, and simmer for twenty minutes.",
+        "Season with salt, pepper and a squeeze of lemon, and serve with rice.",
+    ]
+    page = (
+        "<html><head><title>Lentil stew - Kitchen</title></head><body>"
+        '<div class="menu-bar"><a href="/">Kitchen</a> <a href="/soups">Soups</a></div>'
+        '<div class="recipe"><h3>Ingredients</h3><ul>'
+        + "".join(f"<li>{item}</li>" for item in ingredients)
+        + "</ul><h3>Method</h3><ol>"
+        + "".join(f"<li>{step}</li>" for step in steps)
+        + '</ol></div><div class="popular"><a href="/a">Crispy potatoes</a></div></body></html>'
+    )
+    site.page("/stew", body=page)
+
+    [record] = await crawl(tmp_path, [site.url + "/stew"], extract=True, max_depth=0)
+
+    assert record["main_text"] == "\n".join(["Ingredients", *ingredients, "Method", *steps])
