@@ -178,6 +178,7 @@ _BLOCK_TAGS = frozenset(
     "h1 h2 h3 h4 h5 h6 hr li main ol p pre section summary table tbody td tfoot th thead tr "
     "ul".split()
 )
+_TEXT_TAGS = frozenset(("p", "pre", "li"))
 _LIST_TAGS = frozenset(("ul", "ol", "dl", "table", "tbody"))
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _MIN_BLOCK_CHARS = 25
@@ -483,14 +484,16 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
     scores: dict[int, float] = {}
     nodes: dict[int, LexborNode] = {}
     for block in body.css("p, pre, td, blockquote, li, div, section, article, dd"):
-        own = _own_text_chars(block)
+        own, breaks = _own_text(block)
         if own < _MIN_BLOCK_CHARS:
             continue
         text = block.text(deep=True)
         if _link_chars(block) > 0.5 * len(text):
             continue
         points = 1 + sum(map(text.count, _COMMAS)) + min(len(text) // 100, 3)
-        ancestor = block.parent
+        # Paragraphs that are lines between <br>s, in a <div> (a novel's chapter, an old
+        # site's page): the <div> is their parent, as Readability.js makes it.
+        ancestor = block if breaks >= 2 and block.tag not in _TEXT_TAGS else block.parent
         for divisor in _ANCESTOR_DIVISORS:
             if ancestor is None or ancestor.tag == "html":
                 break
@@ -652,15 +655,18 @@ def _is_prose(node: LexborNode) -> bool:
     return density == 0 and text.endswith(".") and len(text) > 0
 
 
-def _own_text_chars(node: LexborNode) -> int:
-    """Characters of text directly in `node` or in its inline children."""
-    total = 0
+def _own_text(node: LexborNode) -> tuple[int, int]:
+    """Characters of text directly in `node` or in its inline children, and its <br>s."""
+    total = breaks = 0
     for child in node.iter(include_text=True):
-        if child.tag == "-text":
+        tag = child.tag
+        if tag == "-text":
             total += len((child.text_content or "").strip())
-        elif child.tag not in _BLOCK_TAGS:
+        elif tag == "br":
+            breaks += 1
+        elif tag not in _BLOCK_TAGS:
             total += len(child.text(deep=True).strip())
-    return total
+    return total, breaks
 
 
 def _link_chars(node: LexborNode) -> float:

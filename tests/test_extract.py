@@ -934,3 +934,30 @@ async def test_a_recipes_ingredients_come_with_its_steps(site: Site, tmp_path):
     [record] = await crawl(tmp_path, [site.url + "/stew"], extract=True, max_depth=0)
 
     assert record["main_text"] == "\n".join(["Ingredients", *ingredients, "Method", *steps])
+
+
+async def test_text_in_lines_between_brs_is_the_content_not_the_page_around_it(
+    site: Site, tmp_path
+):
+    """A novel site's chapter is one <div> of lines between <br>s, no <p>: its lines
+    scored for the <body>, which was taken whole, with the breadcrumb and the site's
+    notice around the chapter."""
+    lines = [
+        "雨下了整整一夜，客栈里的灯却一直没有熄，掌柜的坐在柜台后面打着算盘。",
+        "三更时分，门外忽然传来一阵急促的敲门声，掌柜的放下算盘，提着灯笼走到门口。",
+        "一个披着蓑衣的人站在雨里，斗笠压得很低，看不清脸，腰间挂着一柄长剑。",
+    ]
+    page = (
+        "<html><head><title>第十二章 雨夜来客_山河旧梦</title></head><body>"
+        '<div class="con_top"><a href="/">小说网</a> &gt; <a href="/book/">山河旧梦</a> &gt; '
+        "第十二章 雨夜来客，本章字数：三千二百</div>"
+        '<div id="content">' + "<br><br>".join("&nbsp;&nbsp;" + line for line in lines) + "</div>"
+        '<div class="tip">提示：本站小说均来自网友上传，如有侵权请联系我们删除，'
+        "请记住本站域名。</div>"
+        "</body></html>"
+    )
+    site.page("/chapter", body=page)
+
+    [record] = await crawl(tmp_path, [site.url + "/chapter"], extract=True, max_depth=0)
+
+    assert [line for line in record["main_text"].split("\n") if line] == lines
