@@ -914,6 +914,12 @@ class _Writer:
                     )
             if any(t for t, _ in cells):
                 rows.append(cells)
+        if _line_numbered(rows):
+            # A code viewer's table: a gutter of line numbers, and the code, a row a line.
+            code = "\n".join(" ".join(t for t, _ in cells[1:]) for cells in rows).strip("\n")
+            fence = "`" * max(3, _longest_backticks(code) + 1)
+            self._add(code, f"{fence}\n{code}\n{fence}")
+            return
         if not rows:
             return
         if len(rows) == 1 or max(len(r) for r in rows) == 1:  # a layout table: its cells are blocks
@@ -1012,6 +1018,20 @@ class _Writer:
             parts.append(block.markdown)
             before = block
         return "".join(parts)
+
+
+def _line_numbered(rows: list[list[tuple[str, str]]]) -> bool:
+    """Whether a table's first column numbers the lines of code in the others, one
+    after another (Pygments' and code viewers' tables)."""
+    if any(len(cells) < 2 for cells in rows):
+        return False
+    numbers = [number for cells in rows for number in cells[0][0].split()]
+    if not numbers or not all(number.isdigit() for number in numbers):
+        return False
+    if not any("```" in md for cells in rows for _, md in cells[1:]):
+        return False
+    first = int(numbers[0])
+    return all(int(number) == first + i for i, number in enumerate(numbers))
 
 
 def _before_link(md: str) -> str:

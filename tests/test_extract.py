@@ -961,3 +961,27 @@ async def test_text_in_lines_between_brs_is_the_content_not_the_page_around_it(
     [record] = await crawl(tmp_path, [site.url + "/chapter"], extract=True, max_depth=0)
 
     assert [line for line in record["main_text"].split("\n") if line] == lines
+
+
+async def test_code_in_a_line_numbered_table_is_the_code_without_its_numbers(site: Site, tmp_path):
+    """Pygments' tables (linenos="table", as Sphinx, Jekyll and Hexo sites use them) and
+    code viewers, a row a line, put the line numbers in a column of their own: they were
+    the first lines of the main text, or a number before each line of code."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    code = 'def greet(name):\n    """Say hello."""\n\n    return f"Hello, {name}"'
+    pygments_table = highlight(code, PythonLexer(), HtmlFormatter(linenos="table"))
+    viewer = '<table class="code">' + "".join(
+        f'<tr><td class="num">{n}</td><td><pre>{line}</pre></td></tr>'
+        for n, line in enumerate(code.replace("<", "&lt;").split("\n"), start=1)
+    )
+    viewer += "</table>"
+
+    for body in (pygments_table, viewer):
+        site.page("/", body=_article(f"<p>{PARAGRAPHS[0]}</p><p>{PARAGRAPHS[1]}</p>{body}"))
+        [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+        assert record["main_text"] == "\n".join([*PARAGRAPHS[:2], code])
+        assert record["markdown"].endswith(f"\n\n```\n{code}\n```")
