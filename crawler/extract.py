@@ -138,12 +138,12 @@ _BOILERPLATE_WORDS = [
     "shariff",
     "yarpp-related",
     "crp_related",
-    "entry-meta",
-    "post-meta",
+    "meta",
     "postmetadata",
     "entry-footer",
 ]
 _BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
+_META = ("-meta", "_meta")
 # One CSS query finds the elements whose class or id holds one of the words anywhere
 # (a word that holds another is found by it); `_named_boilerplate` then checks the
 # whole-name-or-prefix rule. Lexbor matches a selector list one selector at a time:
@@ -392,7 +392,7 @@ def _written(tree: LexborHTMLParser, writer: _Writer, noscript: bool) -> _Writer
         if node.tag not in _NEVER_BOILERPLATE and _named_boilerplate(node) and not _in_code(node):
             node.decompose()
     for node in body.css(_HIDDEN_OR_ASIDE):
-        if node.tag not in _NEVER_BOILERPLATE:
+        if node.tag not in _NEVER_BOILERPLATE and not _a_reply(node):
             node.decompose()
     roots = _main_nodes(body)
     lead = _lead(roots)
@@ -436,12 +436,13 @@ def _lead(roots: list[LexborNode]) -> LexborNode | None:
 def _named_boilerplate(node: LexborNode) -> bool:
     """Whether one of the class names or the id is a boilerplate word, or the class
     attribute or the id starts with one and a hyphen or underscore ("comment-list",
-    "share_bar")."""
+    "share_bar"), or a class name is a kind of meta ("crawler-post-meta": a post's
+    date and number)."""
     attributes = node.attrs
     classes = (attributes.get("class") or "").strip().lower()
     if _MAYBE_CONTENT.search(classes):  # "entry share": an entry that can be shared
         return False
-    if any(name in _BOILERPLATE_NAMES for name in classes.split()):
+    if any(name in _BOILERPLATE_NAMES or name.endswith(_META) for name in classes.split()):
         return True
     for value in (classes, (attributes.get("id") or "").strip().lower()):
         if value in _BOILERPLATE_NAMES:
@@ -451,6 +452,20 @@ def _named_boilerplate(node: LexborNode) -> bool:
                 return True
             if character == " ":
                 break
+    return False
+
+
+def _a_reply(node: LexborNode) -> bool:
+    """Whether `node` is a comment of a discussion (schema.org's DiscussionForumPosting,
+    as Discourse marks a topic's replies up): a post of the thread, not a reader's
+    comment under an article."""
+    if node.attrs.get("itemprop") != "comment":
+        return False
+    parent = node.parent
+    while parent is not None:
+        if "DiscussionForumPosting" in (parent.attrs.get("itemtype") or ""):
+            return True
+        parent = parent.parent
     return False
 
 

@@ -985,3 +985,40 @@ async def test_code_in_a_line_numbered_table_is_the_code_without_its_numbers(sit
 
         assert record["main_text"] == "\n".join([*PARAGRAPHS[:2], code])
         assert record["markdown"].endswith(f"\n\n```\n{code}\n```")
+
+
+def _discourse_post(number: int, author: str, text: str) -> str:
+    """One post of a Discourse topic as its crawler view writes it: the replies are the
+    schema.org comments of the topic's DiscussionForumPosting."""
+    reply = (
+        ' itemprop="comment" itemscope itemtype="http://schema.org/Comment"' if number > 1 else ""
+    )
+    return (
+        f'<div id="post_{number}"{reply} class="topic-body crawler-post">'
+        '<div class="crawler-post-meta"><span class="creator" itemprop="author">'
+        f'<a href="/u/{author}"><span itemprop="name">{author}</span></a></span>'
+        '<span class="crawler-post-infos"><time class="post-time">February 2, 2025, '
+        f'9:1{number}am</time><span itemprop="position">{number}</span></span></div>'
+        f'<div class="post" itemprop="text"><p>{text}</p></div></div>'
+    )
+
+
+async def test_a_discourse_topics_main_text_is_every_post_without_its_dates(site: Site, tmp_path):
+    """Discourse marks a topic's replies up as schema.org comments, which were cut as a
+    reader's comments under an article: the main text was the first post only, after
+    its date and number ("February 2, 2025, 9:11am1")."""
+    posts = [*EN_THREAD_POSTS, "Thanks, channel 11 did it."]
+    page = (
+        "<html><head><title>Router drops every evening - Support - Community</title></head>"
+        '<body><header><a href="/">Community</a></header><div id="main-outlet" class="wrap">'
+        '<div itemscope itemtype="http://schema.org/DiscussionForumPosting">'
+        + "".join(
+            _discourse_post(n, a, t) for n, a, t in zip((1, 2, 3, 4), "abab", posts, strict=True)
+        )
+        + "</div></div></body></html>"
+    )
+    site.page("/t/router/12", body=page)
+
+    [record] = await crawl(tmp_path, [site.url + "/t/router/12"], extract=True, max_depth=0)
+
+    assert record["main_text"] == "\n".join(posts)
