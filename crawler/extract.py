@@ -552,7 +552,7 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
             alike = top_class is not None and sibling.attrs.get("class") == top_class
             if scores[key] * (1 - _link_density(sibling)) >= (0 if alike else threshold):
                 kept.append(sibling)
-        elif sibling.tag == "p" and _is_prose(sibling):
+        elif _a_paragraph(sibling) and _is_prose(sibling):
             kept.append(sibling)
     posts = _alike_elsewhere(body, top, kept)
     return _in_page_order(body, kept + posts) if posts else kept
@@ -659,6 +659,14 @@ def _ancestor_nodes(node: LexborNode) -> list[LexborNode]:
 
 def _ancestors(node: LexborNode) -> set[int]:
     return {ancestor.mem_id for ancestor in _ancestor_nodes(node)}
+
+
+def _a_paragraph(node: LexborNode) -> bool:
+    """A <p>, or a <div> of inline content only, which Readability.js makes a <p>."""
+    tag = node.tag
+    return tag == "p" or (
+        tag == "div" and not any(child.tag in _BLOCK_TAGS for child in node.iter())
+    )
 
 
 def _is_prose(node: LexborNode) -> bool:

@@ -1022,3 +1022,22 @@ async def test_a_discourse_topics_main_text_is_every_post_without_its_dates(site
     [record] = await crawl(tmp_path, [site.url + "/t/router/12"], extract=True, max_depth=0)
 
     assert record["main_text"] == "\n".join(posts)
+
+
+async def test_a_paragraph_in_a_div_beside_the_content_comes_with_it(site: Site, tmp_path):
+    """A paragraph of prose in a <div> of its own beside the content (a snippet's
+    description over its code, a summary over a table) is a paragraph, as a <p> there
+    is: it was left out."""
+    description = "A small decorator that retries a function, waiting longer each time."
+    code = "\n".join(f"retry_{n} = make_retry(times={n}, delay_s=0.{n})" for n in range(1, 9))
+    page = (
+        "<html><head><title>retry.py - snippets</title></head><body>"
+        '<div class="top"><a href="/">Snippets</a> <a href="/explore">Explore</a></div>'
+        f'<div class="layout"><div class="description">{description}</div>'
+        f'<div class="file"><pre>{code}</pre></div></div></body></html>'
+    )
+    site.page("/retry.py", body=page)
+
+    [record] = await crawl(tmp_path, [site.url + "/retry.py"], extract=True, max_depth=0)
+
+    assert record["main_text"] == f"{description}\n{code}"
