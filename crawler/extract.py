@@ -274,6 +274,8 @@ _LABELS = frozenset(
     ]
 )
 _REPLY = re.compile(r"^(?:re|aw|sv|vs|回复|回覆|答复)\s*[:：]\s*")
+# A Chinese news article's last line, who edited it: "（责任编辑：李明）", "责任编辑：王芳_NN1234".
+_CREDIT = re.compile(r"[（(【\[]?\s*(?:责任编辑|責任編輯|编辑|編輯|校对|校對)\s*[:：]")
 # What ends a label ("Share:", "分享到：").
 _LABEL_END = ":.…!：。！"
 # A block's points go to its ancestors up to five levels, a share less at each (as
@@ -1019,7 +1021,9 @@ class _Writer:
             # A forum's reply is titled "Re: " and the thread's title.
             heading = _REPLY.sub("", " ".join(text.split()).casefold())
             return heading not in self.titles
-        if len(text) < 40 and text.casefold().rstrip(_LABEL_END).strip() in _LABELS:
+        if len(text) < 40 and (
+            text.casefold().rstrip(_LABEL_END).strip() in _LABELS or _CREDIT.match(text)
+        ):
             return False
         return self._link_chars <= 0.5 * len(text)
 

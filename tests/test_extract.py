@@ -324,6 +324,22 @@ async def test_a_chinese_pages_machinery_labels_are_left_out_as_english_ones_are
     assert record["main_text"] == "\n".join(prose)
 
 
+async def test_a_chinese_articles_editor_line_is_left_out(site: Site, tmp_path):
+    """Chinese news portals end an article with who edited it ("（责任编辑：李明）" at
+    Sina, "责任编辑：王芳_NN1234" at NetEase): it was the main text's last line."""
+    prose = [
+        "国家统计局今天发布数据显示，前三季度国内生产总值同比增长，经济运行总体回升向好。",
+        "分行业看，制造业增加值增长较快，其中高技术制造业增长明显，新能源汽车产量增长较快。",
+    ]
+    credits = ["（责任编辑：李明）", "责任编辑：王芳_NN1234", "編輯：陳小明"]
+    blocks = [*prose, *credits]
+    site.page("/", body="<article>" + "".join(f"<p>{b}</p>" for b in blocks) + "</article>")
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    assert record["main_text"] == "\n".join(prose)
+
+
 HUGE = "<html><body>" + ("<p>" + "word " * 200 + "</p>\n") * 5000 + "</body></html>"
 NESTED = "<html><body>" + "<div>" * 20000 + "deep text, deep down" + "</div>" * 20000
 
