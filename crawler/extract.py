@@ -276,6 +276,9 @@ _LABELS = frozenset(
 _REPLY = re.compile(r"^(?:re|aw|sv|vs|回复|回覆|答复)\s*[:：]\s*")
 # A Chinese news article's last line, who edited it: "（责任编辑：李明）", "责任编辑：王芳_NN1234".
 _CREDIT = re.compile(r"[（(【\[]?\s*(?:责任编辑|責任編輯|编辑|編輯|校对|校對)\s*[:：]")
+# What a heading's permalink shows (Sphinx's and MkDocs' "¶", rustdoc's "§", Docusaurus'
+# zero-width space, GitHub's icon, which leaves nothing), and space.
+_PERMALINK_MARKS = "¶§#🔗\u200b \t\n"
 # What ends a label ("Share:", "分享到：").
 _LABEL_END = ":.…!：。！"
 # A block's points go to its ancestors up to five levels, a share less at each (as
@@ -827,10 +830,12 @@ class _Writer:
             self._text.append("\n")
             self._md.append("  \n")
         elif tag == "a":
+            href = (node.attrs.get("href") or "").strip()
+            if href.startswith("#") and node.text(deep=True).strip(_PERMALINK_MARKS) == "":
+                return  # a heading's permalink: "¶", "§", "#", or an icon
             start_text, start_md = len(self._text), len(self._md)
             self._last_span = None  # a span in the link's text joins none outside it
             self.render(node)
-            href = (node.attrs.get("href") or "").strip()
             inner = "".join(self._text[start_text:])
             self._link_chars += _link_weight(href) * len(inner.strip())
             if href and not href.startswith(("javascript:", "#")) and inner.strip():

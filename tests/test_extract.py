@@ -340,6 +340,37 @@ async def test_a_chinese_articles_editor_line_is_left_out(site: Site, tmp_path):
     assert record["main_text"] == "\n".join(prose)
 
 
+async def test_a_headings_permalink_is_no_part_of_it(site: Site, tmp_path):
+    """Documentation generators end each heading with a link to itself: Sphinx's and
+    MkDocs' "¶", rustdoc's "§" before it, Docusaurus' zero-width space. They were in the
+    headings' text and Markdown ("## Basic settings¶"), and a headline that repeats the
+    page's title, "¶" after it, was no longer known as one."""
+    page = (
+        "<html><head><title>Configuring the queue &#8212; tasklane 2.4 documentation</title>"
+        '</head><body><div class="body" role="main"><section><h1>Configuring the queue'
+        '<a class="headerlink" href="#configuring-the-queue" title="Link to this heading">¶</a>'
+        f"</h1><p>{PARAGRAPHS[0]}</p>"
+        '<h2 id="b">Basic settings<a class="headerlink" href="#b">&para;</a></h2>'
+        f"<p>{PARAGRAPHS[1]}</p>"
+        '<h2 id="e"><a class="doc-anchor" href="#e">§</a>Examples</h2>'
+        f"<p>{PARAGRAPHS[2]}</p>"
+        '<h2 id="s">Start it<a href="#s" class="hash-link" aria-label="Direct link">&#8203;</a>'
+        f"</h2><p>{PARAGRAPHS[3]}</p></section></div></body></html>"
+    )
+    site.page("/config.html", body=page)
+
+    [record] = await crawl(tmp_path, [site.url + "/config.html"], extract=True, max_depth=0)
+
+    headings = ["Basic settings", "Examples", "Start it"]
+    expected = [PARAGRAPHS[0]] + [
+        x for pair in zip(headings, PARAGRAPHS[1:4], strict=True) for x in pair
+    ]
+    assert record["main_text"] == "\n".join(expected)
+    assert "## Basic settings\n\n" in record["markdown"]
+    assert "## Examples\n\n" in record["markdown"]
+    assert "## Start it\n\n" in record["markdown"]
+
+
 HUGE = "<html><body>" + ("<p>" + "word " * 200 + "</p>\n") * 5000 + "</body></html>"
 NESTED = "<html><body>" + "<div>" * 20000 + "deep text, deep down" + "</div>" * 20000
 
