@@ -190,7 +190,7 @@ _LEADS = ", ".join(
     for word in ("lead", "intro", "standfirst", "excerpt", "subtitle")
 )
 _COMMAS = (",", "，", "、")  # CJK text has its own commas
-_TITLE_PARTS = re.compile(r"\s+[-|–—:·•»/]+\s+")
+_TITLE_PARTS = re.compile(r"(\s+[-|–—:·•»/]+\s+)")
 # Chinese titles join their parts without spaces ("标题_新闻中心_某某网", "标题-某某网",
 # "【标题】某某网"): separators that are never inside a word, and "-" beside a CJK character.
 _CJK_CHARACTER = "\u3000-\u9fff\uf900-\ufaff\uff00-\uffef"
@@ -487,15 +487,21 @@ def _in_code(node: LexborNode) -> bool:
 
 def _titles(tree: LexborHTMLParser, metadata: dict[str, Any]) -> frozenset[str]:
     """The page's <title>, each part of it between " - ", " | ", "_" and the like (the
-    site's name is one), and og:title, casefolded: a heading that is one of them is the
-    headline."""
+    site's name is one), the title without its first or last parts, and og:title,
+    casefolded: a heading that is one of them is the headline."""
     title = tree.css_first("title")
     found = {title.text() if title is not None else ""}
     found.add(metadata.get("opengraph", {}).get("og:title", ""))
     for value in list(found):
-        for part in _TITLE_PARTS.split(value):
+        pieces = _TITLE_PARTS.split(value)  # parts, and the separators between them
+        for i in range(0, len(pieces), 2):
+            part = pieces[i]
             found.add(part)
             found.update(_TIGHT_TITLE_PARTS.split(part))
+            # "json — JSON encoder and decoder — Python 3.11 documentation": the headline
+            # is two parts of three, the site's name left out.
+            found.add("".join(pieces[: i + 1]))
+            found.add("".join(pieces[i:]))
     return frozenset(" ".join(value.split()).casefold() for value in found) - {""}
 
 

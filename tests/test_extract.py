@@ -371,6 +371,25 @@ async def test_a_headings_permalink_is_no_part_of_it(site: Site, tmp_path):
     assert "## Start it\n\n" in record["markdown"]
 
 
+async def test_a_headline_that_is_the_title_without_the_sites_name_is_left_out(
+    site: Site, tmp_path
+):
+    """Sphinx titles a page "json — JSON encoder and decoder — Python 3.11.4
+    documentation", its headline the first two parts: it was not known as the headline,
+    and stayed the first line of the main text of every page of the Python docs."""
+    page = (
+        "<html><head><title>json — JSON encoder and decoder — Python 3.11.4 documentation"
+        '</title></head><body><div class="body" role="main"><section><h1><code>json</code>'
+        f" — JSON encoder and decoder</h1><p>{PARAGRAPHS[0]}</p><h2>Basic usage</h2>"
+        f"<p>{PARAGRAPHS[1]}</p></section></div></body></html>"
+    )
+    site.page("/json.html", body=page)
+
+    [record] = await crawl(tmp_path, [site.url + "/json.html"], extract=True, max_depth=0)
+
+    assert record["main_text"] == "\n".join([PARAGRAPHS[0], "Basic usage", PARAGRAPHS[1]])
+
+
 HUGE = "<html><body>" + ("<p>" + "word " * 200 + "</p>\n") * 5000 + "</body></html>"
 NESTED = "<html><body>" + "<div>" * 20000 + "deep text, deep down" + "</div>" * 20000
 
