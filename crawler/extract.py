@@ -94,6 +94,13 @@ _BOILERPLATE_WORDS = [
     "cookie",
     "cookies",
     "consent",
+    "gdpr",
+    # Consent managers' own names (Didomi, OneTrust and its Optanon, Usercentrics;
+    # Cookiebot's has "cookie"), anywhere in a class or id: "CybotCookiebotDialog".
+    "didomi",
+    "onetrust",
+    "optanon",
+    "usercentrics",
     "disqus",
     "footer",
     "share",
@@ -144,6 +151,8 @@ _BOILERPLATE_WORDS = [
 ]
 _BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
 _META = ("-meta", "_meta")
+# A cookie banner, whatever else its class or id says ("CybotCookiebotDialogBodyContent").
+_CONSENT = re.compile("consent|gdpr|cookiebot|didomi|onetrust|optanon|usercentrics", re.I)
 # One CSS query finds the elements whose class or id holds one of the words anywhere
 # (a word that holds another is found by it); `_named_boilerplate` then checks the
 # whole-name-or-prefix rule. Lexbor matches a selector list one selector at a time:
@@ -442,9 +451,11 @@ def _named_boilerplate(node: LexborNode) -> bool:
     """Whether one of the class names or the id is a boilerplate word, or the class
     attribute or the id starts with one and a hyphen or underscore ("comment-list",
     "share_bar"), or a class name is a kind of meta ("crawler-post-meta": a post's
-    date and number)."""
+    date and number), or either names a cookie banner."""
     attributes = node.attrs
     classes = (attributes.get("class") or "").strip().lower()
+    if _CONSENT.search(classes) or _CONSENT.search(attributes.get("id") or ""):
+        return True
     if _MAYBE_CONTENT.search(classes):  # "entry share": an entry that can be shared
         return False
     if any(name in _BOILERPLATE_NAMES or name.endswith(_META) for name in classes.split()):

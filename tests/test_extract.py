@@ -390,6 +390,34 @@ async def test_a_headline_that_is_the_title_without_the_sites_name_is_left_out(
     assert record["main_text"] == "\n".join([PARAGRAPHS[0], "Basic usage", PARAGRAPHS[1]])
 
 
+CONSENT = (
+    "We and our partners use cookies and similar technologies to store and access "
+    "information on your device, to personalise content and ads, to measure their "
+    "performance, and to improve our products. You can withdraw your consent at any time."
+)
+
+
+async def test_a_short_pages_text_is_not_its_cookie_banner(site: Site, tmp_path):
+    """Consent managers name their banners after themselves (Didomi's #didomi-host,
+    Cookiebot's #CybotCookiebotDialog, OneTrust's #onetrust-consent-sdk): a banner's
+    long sentence full of commas outscored a short page's text, and was its main text."""
+    text = "All branches are closed on Monday for the holiday. Book drops stay open."
+    page = (
+        "<html><head><title>Closed on Monday</title></head><body>"
+        f'<div id="didomi-host"><div class="didomi-popup-view"><p>{CONSENT}</p></div></div>'
+        '<div class="wrapper"><div class="top"><a href="/">Library</a> <a href="/hours">Hours'
+        f'</a></div><div class="text"><h1>Closed on Monday</h1><p>{text}</p></div></div>'
+        '<div id="CybotCookiebotDialog"><div id="CybotCookiebotDialogBodyContentText">'
+        f'{CONSENT}</div></div><div id="onetrust-consent-sdk"><div id="onetrust-policy">'
+        f"<p>{CONSENT}</p></div></div></body></html>"
+    )
+    site.page("/closed", body=page)
+
+    [record] = await crawl(tmp_path, [site.url + "/closed"], extract=True, max_depth=0)
+
+    assert record["main_text"] == text
+
+
 HUGE = "<html><body>" + ("<p>" + "word " * 200 + "</p>\n") * 5000 + "</body></html>"
 NESTED = "<html><body>" + "<div>" * 20000 + "deep text, deep down" + "</div>" * 20000
 
