@@ -570,8 +570,11 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
         if key == top_key:
             kept.append(sibling)
         elif key in scores:
-            # Articles cut into sections of one class (between ads): each is content.
-            alike = top_class is not None and sibling.attrs.get("class") == top_class
+            # Articles cut into sections of one class (between ads), or a document's
+            # <section>s (Sphinx gives them no class): each is content.
+            alike = sibling.attrs.get("class") == top_class and (
+                top_class is not None or (top.tag == "section" and sibling.tag == "section")
+            )
             if scores[key] * (1 - _link_density(sibling)) >= (0 if alike else threshold):
                 kept.append(sibling)
         elif _a_paragraph(sibling) and _is_prose(sibling):

@@ -390,6 +390,30 @@ async def test_a_headline_that_is_the_title_without_the_sites_name_is_left_out(
     assert record["main_text"] == "\n".join([PARAGRAPHS[0], "Basic usage", PARAGRAPHS[1]])
 
 
+async def test_every_section_of_a_document_is_its_content(site: Site, tmp_path):
+    """Sphinx writes a document as <section>s, with ids and no class. The top section
+    was the content, and a section beside it that scored less than a third of it was
+    left out: the Python docs' "What's New in Python 3.8" lost half its text, and the
+    C API's "Call Protocol" its "tp_call Protocol" section."""
+    short = ["Instances of classes that set tp_call are callable.", "Use PyObject_Call."]
+    long = [f"{p} Also, and, of, course, more." for p in PARAGRAPHS[:6]]
+    page = (
+        "<html><head><title>Call Protocol — Python 3.11 documentation</title></head><body>"
+        '<div class="body" role="main"><section id="call-protocol"><h1>Call Protocol</h1>'
+        f'<p>{PARAGRAPHS[6]}</p><section id="tp-call"><h2>The tp_call Protocol</h2>'
+        + "".join(f"<p>{p}</p>" for p in short)
+        + '</section><section id="vectorcall"><h2>The Vectorcall Protocol</h2>'
+        + "".join(f"<p>{p}</p>" for p in long)
+        + "</section></section></div></body></html>"
+    )
+    site.page("/call.html", body=page)
+
+    [record] = await crawl(tmp_path, [site.url + "/call.html"], extract=True, max_depth=0)
+
+    expected = [PARAGRAPHS[6], "The tp_call Protocol", *short, "The Vectorcall Protocol", *long]
+    assert record["main_text"] == "\n".join(expected)
+
+
 CONSENT = (
     "We and our partners use cookies and similar technologies to store and access "
     "information on your device, to personalise content and ads, to measure their "
