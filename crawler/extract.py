@@ -1025,7 +1025,8 @@ class _Writer:
         if self._prefix.startswith("#"):
             md = _MD_CLOSING_HASHES.sub(r"\\\1", md)
         if text:
-            text = "\n".join(line.strip() for line in text.split("\n"))
+            # Lines between <br>s, the blank ones left out: a paragraph break is a line break.
+            text = "\n".join(line.strip() for line in text.split("\n") if line.strip())
             if self._kept(text):
                 self._add(text, md if self.in_cell else self._prefix + md)
         elif md:  # an image alone: no text, but Markdown
