@@ -478,7 +478,7 @@ def _a_reply(node: LexborNode) -> bool:
     if node.attrs.get("itemprop") != "comment":
         return False
     parent = node.parent
-    while parent is not None:
+    while parent is not None and parent.is_element_node:
         if "DiscussionForumPosting" in (parent.attrs.get("itemtype") or ""):
             return True
         parent = parent.parent

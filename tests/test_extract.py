@@ -1135,11 +1135,19 @@ async def test_a_discourse_topics_main_text_is_every_post_without_its_dates(site
         )
         + "</div></div></body></html>"
     )
+    article = _article(
+        "".join(f"<p>{p}</p>" for p in PARAGRAPHS[:2]),
+        '<div itemprop="comment"><p>A reader\'s comment under the article, long enough.</p></div>',
+    )
     site.page("/t/router/12", body=page)
+    site.page("/article", body=article)
 
-    [record] = await crawl(tmp_path, [site.url + "/t/router/12"], extract=True, max_depth=0)
+    records = by_url(
+        await crawl(tmp_path, [site.url + "/t/router/12", site.url + "/article"], extract=True)
+    )
 
-    assert record["main_text"] == "\n".join(posts)
+    assert records[site.url + "/t/router/12"]["main_text"] == "\n".join(posts)
+    assert records[site.url + "/article"]["main_text"] == "\n".join(PARAGRAPHS[:2])
 
 
 async def test_a_paragraph_in_a_div_beside_the_content_comes_with_it(site: Site, tmp_path):
