@@ -720,11 +720,13 @@ def _own_text(node: LexborNode) -> tuple[int, int]:
 def _link_chars(node: LexborNode) -> float:
     """The characters of `node`'s links' text, a link within the page counting 0.3 of
     its length (as Readability.js weighs it): a forum post's subject links to the post."""
-    return sum(_link_weight(a.attrs.get("href")) * len(a.text(deep=True)) for a in node.css("a"))
-
-
-def _link_weight(href: str | None) -> float:
-    return 0.3 if href is not None and href.startswith("#") and len(href) > 1 else 1.0
+    total = 0.0
+    for a in node.css("a"):
+        chars = len(a.text(deep=True))
+        if chars:
+            href = a.attrs.get("href")
+            total += 0.3 * chars if href is not None and href[:1] == "#" and href[1:] else chars
+    return total
 
 
 def _link_density(node: LexborNode) -> float:
@@ -850,14 +852,16 @@ class _Writer:
             self._text.append("\n")
             self._md.append("  \n")
         elif tag == "a":
-            href = (node.attrs.get("href") or "").strip()
-            if href.startswith("#") and node.text(deep=True).strip(_PERMALINK_MARKS) == "":
-                return  # a heading's permalink: "¶", "§", "#", or an icon
             start_text, start_md = len(self._text), len(self._md)
             self._last_span = None  # a span in the link's text joins none outside it
             self.render(node)
+            href = (node.attrs.get("href") or "").strip()
             inner = "".join(self._text[start_text:])
-            self._link_chars += _link_weight(href) * len(inner.strip())
+            if href.startswith("#") and not inner.strip(_PERMALINK_MARKS):
+                # A heading's permalink ("¶", "§", "#", an icon): no part of the text.
+                del self._text[start_text:], self._md[start_md:]
+                return
+            self._link_chars += (0.3 if href[1:] and href[0] == "#" else 1) * len(inner.strip())
             if href and not href.startswith(("javascript:", "#")) and inner.strip():
                 label = "".join(self._md[start_md:]).strip()
                 del self._md[start_md:]
