@@ -95,12 +95,13 @@ _BOILERPLATE_WORDS = [
     "cookies",
     "consent",
     "gdpr",
-    # Consent managers' own names (Didomi, OneTrust and its Optanon, Usercentrics;
-    # Cookiebot's has "cookie"), anywhere in a class or id: "CybotCookiebotDialog".
+    # Consent managers' banners, named after them: #didomi-host, #onetrust-consent-sdk,
+    # .optanon-alert-box-wrapper, #usercentrics-root, #CybotCookiebotDialog.
     "didomi",
     "onetrust",
     "optanon",
     "usercentrics",
+    "cybotcookiebotdialog",
     "disqus",
     "footer",
     "share",
@@ -151,8 +152,6 @@ _BOILERPLATE_WORDS = [
 ]
 _BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
 _META = ("-meta", "_meta")
-# A cookie banner, whatever else its class or id says ("CybotCookiebotDialogBodyContent").
-_CONSENT = re.compile("consent|gdpr|cookiebot|didomi|onetrust|optanon|usercentrics", re.I)
 # One CSS query finds the elements whose class or id holds one of the words anywhere
 # (a word that holds another is found by it); `_named_boilerplate` then checks the
 # whole-name-or-prefix rule. Lexbor matches a selector list one selector at a time:
@@ -372,7 +371,7 @@ def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extrac
     titles = _titles(tree, metadata)
     writer = _written(tree, _Writer(base, titles, encoding), noscript=False)
     text = writer.text()
-    if len(text) < _SHORT_CHARS and tree.css_first("noscript") is not None:
+    if len(text) < _SHORT_CHARS and _noscript_chars(tree) > len(text):
         # A single-page app's text for a browser without scripts, which a crawler is.
         with_noscript = _written(tree, _Writer(base, titles, encoding), noscript=True)
         if len(with_noscript.text()) > len(text):
@@ -383,6 +382,11 @@ def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extrac
         writer = _Writer(base, titles, encoding)
         writer.write_article_body(article_body)
     return Extracted(writer.text(), writer.markdown(), metadata)
+
+
+def _noscript_chars(tree: LexborHTMLParser) -> int:
+    """The length of the text in the page's <noscript>s (a tracking pixel's has none)."""
+    return sum(len(node.text(deep=True).strip()) for node in tree.css("noscript"))
 
 
 def _written(tree: LexborHTMLParser, writer: _Writer, noscript: bool) -> _Writer:
@@ -451,11 +455,9 @@ def _named_boilerplate(node: LexborNode) -> bool:
     """Whether one of the class names or the id is a boilerplate word, or the class
     attribute or the id starts with one and a hyphen or underscore ("comment-list",
     "share_bar"), or a class name is a kind of meta ("crawler-post-meta": a post's
-    date and number), or either names a cookie banner."""
+    date and number)."""
     attributes = node.attrs
     classes = (attributes.get("class") or "").strip().lower()
-    if _CONSENT.search(classes) or _CONSENT.search(attributes.get("id") or ""):
-        return True
     if _MAYBE_CONTENT.search(classes):  # "entry share": an entry that can be shared
         return False
     if any(name in _BOILERPLATE_NAMES or name.endswith(_META) for name in classes.split()):
