@@ -126,8 +126,8 @@ _BOILERPLATE_WORDS = [
     "taboola",
     "tags",
     "tag-list",
-    "author",
-    "signature",
+    "author-bio",
+    "author-box",
     "caption",
     "credit",
     "image-credit",
@@ -150,7 +150,11 @@ _BOILERPLATE_WORDS = [
     "postmetadata",
     "entry-footer",
 ]
+# Boilerplate as a whole class name or id only: a forum post's "author" line and
+# "signature"; Open Journal Systems' "author_guidelines" are a page's content.
+_WHOLE_NAMES = ["author", "signature"]
 _BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
+_WHOLE_BOILERPLATE_NAMES = _BOILERPLATE_NAMES | frozenset(_WHOLE_NAMES)
 _META = ("-meta", "_meta")
 # One CSS query finds the elements whose class or id holds one of the words anywhere
 # (a word that holds another is found by it); `_named_boilerplate` then checks the
@@ -158,8 +162,8 @@ _META = ("-meta", "_meta")
 # the 6 exact selectors a word took 1.5 ms a page, 4 times the rest of the extraction.
 _MAY_BE_BOILERPLATE = ", ".join(
     f"[class*={word} i], [id*={word} i]"
-    for word in _BOILERPLATE_WORDS
-    if not any(other != word and other in word for other in _BOILERPLATE_WORDS)
+    for word in _BOILERPLATE_WORDS + _WHOLE_NAMES
+    if not any(other != word and other in word for other in _BOILERPLATE_WORDS + _WHOLE_NAMES)
 )
 _HIDDEN_OR_ASIDE = (
     '[hidden], [aria-hidden="true"], [role=navigation], [role=banner], '
@@ -460,10 +464,10 @@ def _named_boilerplate(node: LexborNode) -> bool:
     classes = (attributes.get("class") or "").strip().lower()
     if _MAYBE_CONTENT.search(classes):  # "entry share": an entry that can be shared
         return False
-    if any(name in _BOILERPLATE_NAMES or name.endswith(_META) for name in classes.split()):
+    if any(name in _WHOLE_BOILERPLATE_NAMES or name.endswith(_META) for name in classes.split()):
         return True
     for value in (classes, (attributes.get("id") or "").strip().lower()):
-        if value in _BOILERPLATE_NAMES:
+        if value in _WHOLE_BOILERPLATE_NAMES:
             return True
         for i, character in enumerate(value):
             if character in "-_" and value[:i] in _BOILERPLATE_NAMES:

@@ -1008,6 +1008,20 @@ def _phpbb_post(number: int, author: str, text: str) -> str:
     )
 
 
+async def test_a_class_that_starts_with_author_is_content(site: Site, tmp_path):
+    """A post's "author" line is no part of it, but Open Journal Systems' submissions
+    page is its "author_guidelines": a journal's page lost its main text."""
+    page = _article(
+        f"<p>{PARAGRAPHS[0]}</p>",
+        f'<div class="author_guidelines"><h2>Guidelines</h2><p>{PARAGRAPHS[1]}</p></div>',
+    )
+    site.page("/submissions", body=page)
+
+    [record] = await crawl(tmp_path, [site.url + "/submissions"], extract=True, max_depth=0)
+
+    assert record["main_text"] == "\n".join([PARAGRAPHS[0], "Guidelines", PARAGRAPHS[1]])
+
+
 async def test_a_phpbb_threads_main_text_is_every_post_without_its_machinery(site: Site, tmp_path):
     """phpBB's posts alternate their row's class (bg1, bg2): only the posts of the top
     post's class were found, a thread's every other post. And each post's "Re:" subject,
