@@ -526,12 +526,13 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
     """The element holding the main content, with its siblings that hold more of it."""
     scores: dict[int, float] = {}
     nodes: dict[int, LexborNode] = {}
+    links = _link_texts(body)
     for block in body.css("p, pre, td, blockquote, li, div, section, article, dd"):
         own, breaks = _own_text(block)
         if own < _MIN_BLOCK_CHARS:
             continue
         text = block.text(deep=True)
-        if _link_chars(block) > 0.5 * len(text):
+        if _link_chars(block, links) > 0.5 * len(text):
             continue
         points = 1 + sum(map(text.count, _COMMAS)) + min(len(text) // 100, 3)
         # Paragraphs that are lines between <br>s, in a <div> (a novel's chapter, an old
@@ -551,7 +552,7 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
     for key, node in nodes.items():
         scores[key] *= 1 + _class_weight(node) / 50
     best = sorted(scores, key=scores.__getitem__, reverse=True)[:5]
-    weighed = {key: scores[key] * (1 - _link_density(nodes[key])) for key in best}
+    weighed = {key: scores[key] * (1 - _link_density(nodes[key], links)) for key in best}
     top_key = max(weighed, key=weighed.__getitem__)
     top = _widened(nodes[top_key], weighed, nodes, scores)
     while (parent := top.parent) is not None and parent.tag not in ("body", "html"):
@@ -581,15 +582,17 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
             alike = sibling.attrs.get("class") == top_class and (
                 top_class is not None or (top.tag == "section" and sibling.tag == "section")
             )
-            if scores[key] * (1 - _link_density(sibling)) >= (0 if alike else threshold):
+            if scores[key] * (1 - _link_density(sibling, links)) >= (0 if alike else threshold):
                 kept.append(sibling)
-        elif _a_paragraph(sibling) and _is_prose(sibling):
+        elif _a_paragraph(sibling) and _is_prose(sibling, links):
             kept.append(sibling)
-    posts = _alike_elsewhere(body, top, kept)
+    posts = _alike_elsewhere(body, top, kept, links)
     return _in_page_order(body, kept + posts) if posts else kept
 
 
-def _alike_elsewhere(body: LexborNode, top: LexborNode, kept: list[LexborNode]) -> list[LexborNode]:
+def _alike_elsewhere(
+    body: LexborNode, top: LexborNode, kept: list[LexborNode], links: dict[int, float]
+) -> list[LexborNode]:
     """The other posts of a thread (a forum's, a Q&A page's): elements of the top's tag
     and class, under ancestors of the same tags and classes, that hold a block of text
     and are not mostly links. The top is the longest post only, and a thread's replies
@@ -611,7 +614,7 @@ def _alike_elsewhere(body: LexborNode, top: LexborNode, kept: list[LexborNode]) 
         if node.mem_id not in inside
         and _alike_shapes(_shape(node), shape)
         and _post_chars(node.text(deep=True).strip()) >= _MIN_BLOCK_CHARS
-        and _link_density(node) < 0.5
+        and _link_density(node, links) < 0.5
         and not _ancestors(node) & inside
     ]
     # A post inside another found one (a quoted post) goes with it.
@@ -700,10 +703,10 @@ def _a_paragraph(node: LexborNode) -> bool:
     )
 
 
-def _is_prose(node: LexborNode) -> bool:
+def _is_prose(node: LexborNode, links: dict[int, float]) -> bool:
     """A paragraph beside the content that reads as part of it (Readability's rule)."""
     text = node.text(deep=True).strip()
-    density = _link_chars(node) / len(text) if text else 1.0
+    density = _link_chars(node, links) / len(text) if text else 1.0
     if len(text) > 80:
         return density < 0.25
     return density == 0 and text.endswith(".") and len(text) > 0
@@ -723,21 +726,28 @@ def _own_text(node: LexborNode) -> tuple[int, int]:
     return total, breaks
 
 
-def _link_chars(node: LexborNode) -> float:
-    """The characters of `node`'s links' text, a link within the page counting 0.3 of
-    its length (as Readability.js weighs it): a forum post's subject links to the post."""
-    total = 0.0
-    for a in node.css("a"):
+def _link_texts(body: LexborNode) -> dict[int, float]:
+    """The length of each link's text, a link within the page counting 0.3 of it (as
+    Readability.js weighs it: a forum post's subject links to the post), by the link's
+    mem_id: read once, for every block that holds the link."""
+    links = {}
+    for a in body.css("a"):
         chars = len(a.text(deep=True))
         if chars:
             href = a.attrs.get("href")
-            total += 0.3 * chars if href is not None and href[:1] == "#" and href[1:] else chars
-    return total
+            links[a.mem_id] = (
+                0.3 * chars if href is not None and href[:1] == "#" and href[1:] else chars
+            )
+    return links
 
 
-def _link_density(node: LexborNode) -> float:
+def _link_chars(node: LexborNode, links: dict[int, float]) -> float:
+    return sum(links.get(a.mem_id, 0) for a in node.css("a"))
+
+
+def _link_density(node: LexborNode, links: dict[int, float]) -> float:
     total = len(node.text(deep=True))
-    return _link_chars(node) / total if total else 1.0
+    return _link_chars(node, links) / total if total else 1.0
 
 
 def _class_weight(node: LexborNode) -> float:
