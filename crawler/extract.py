@@ -1063,14 +1063,14 @@ class _Writer:
         self.blocks.append(_Block(text, first + md.replace("\n", "\n" + indent), indent, item))
 
     def _kept(self, text: str) -> bool:
+        if len(text) < 40 and (
+            text.casefold().rstrip(_LABEL_END).strip() in _LABELS or _CREDIT.match(text)
+        ):
+            return False  # a heading too: "Related", "Share this:", "相关阅读"
         if self._prefix.startswith("#"):
             # A forum's reply is titled "Re: " and the thread's title.
             heading = _REPLY.sub("", " ".join(text.split()).casefold())
             return heading not in self.titles
-        if len(text) < 40 and (
-            text.casefold().rstrip(_LABEL_END).strip() in _LABELS or _CREDIT.match(text)
-        ):
-            return False
         return self._link_chars <= 0.5 * len(text)
 
     def text(self) -> str:

@@ -324,6 +324,22 @@ async def test_a_chinese_pages_machinery_labels_are_left_out_as_english_ones_are
     assert record["main_text"] == "\n".join(prose)
 
 
+async def test_a_heading_that_is_a_label_is_left_out(site: Site, tmp_path):
+    """A label of the page's machinery is no content as a heading either: an article's
+    "Related" over its related stories (their links left out), "Share this:",
+    "Mehr zum Thema" and 相关阅读 stayed, in headings, where the paragraphs had them out."""
+    body = (
+        f"<p>{PARAGRAPHS[0]}</p><h3>Related</h3><ul><li><a href='/a'>Another story about "
+        f"bridges</a></li></ul><p>{PARAGRAPHS[1]}</p><h4>Share this:</h4><h2>Mehr zum Thema"
+        f"</h2><p>{PARAGRAPHS[2]}</p><h3>相关阅读</h3>"
+    )
+    site.page("/", body=_article(body))
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    assert record["main_text"] == "\n".join(PARAGRAPHS[:3])
+
+
 async def test_a_chinese_articles_editor_line_is_left_out(site: Site, tmp_path):
     """Chinese news portals end an article with who edited it ("（责任编辑：李明）" at
     Sina, "责任编辑：王芳_NN1234" at NetEase): it was the main text's last line."""
