@@ -399,11 +399,9 @@ async def test_a_headline_that_is_the_title_without_the_sites_name_is_left_out(
         f" — JSON encoder and decoder</h1><p>{PARAGRAPHS[0]}</p><h2>Basic usage</h2>"
         f"<p>{PARAGRAPHS[1]}</p></section></div></body></html>"
     )
-    site.page("/json.html", body=page)
+    main_text = await extracted(site, tmp_path, page, "/json.html")
 
-    [record] = await crawl(tmp_path, [site.url + "/json.html"], extract=True, max_depth=0)
-
-    assert record["main_text"] == "\n".join([PARAGRAPHS[0], "Basic usage", PARAGRAPHS[1]])
+    assert main_text == "\n".join([PARAGRAPHS[0], "Basic usage", PARAGRAPHS[1]])
 
 
 async def test_every_section_of_a_document_is_its_content(site: Site, tmp_path):
@@ -451,11 +449,9 @@ async def test_a_short_pages_text_is_not_its_cookie_banner(site: Site, tmp_path)
         f'{CONSENT}</div></div><div id="onetrust-consent-sdk"><div id="onetrust-policy">'
         f"<p>{CONSENT}</p></div></div></body></html>"
     )
-    site.page("/closed", body=page)
+    main_text = await extracted(site, tmp_path, page, "/closed")
 
-    [record] = await crawl(tmp_path, [site.url + "/closed"], extract=True, max_depth=0)
-
-    assert record["main_text"] == text
+    assert main_text == text
 
 
 HUGE = "<html><body>" + ("<p>" + "word " * 200 + "</p>\n") * 5000 + "</body></html>"
@@ -736,6 +732,13 @@ async def read_back(site: Site, tmp_path, body: str) -> tuple[str, list[tuple[st
     site.page("/", body=_article(INTRO + body))
     [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
     return record["markdown"], commonmark_blocks(record["markdown"]), record["main_text"]
+
+
+async def extracted(site: Site, tmp_path, page: str, path: str = "/") -> str:
+    """The main text --extract finds in `page`, served at `path` and crawled."""
+    site.page(path, body=page)
+    [record] = await crawl(tmp_path, [site.url + path], extract=True, max_depth=0)
+    return record["main_text"]
 
 
 async def markdown_reading_back_whole(site: Site, tmp_path, body: str) -> str:
@@ -1031,11 +1034,9 @@ async def test_a_class_that_starts_with_author_is_content(site: Site, tmp_path):
         f"<p>{PARAGRAPHS[0]}</p>",
         f'<div class="author_guidelines"><h2>Guidelines</h2><p>{PARAGRAPHS[1]}</p></div>',
     )
-    site.page("/submissions", body=page)
+    main_text = await extracted(site, tmp_path, page, "/submissions")
 
-    [record] = await crawl(tmp_path, [site.url + "/submissions"], extract=True, max_depth=0)
-
-    assert record["main_text"] == "\n".join([PARAGRAPHS[0], "Guidelines", PARAGRAPHS[1]])
+    assert main_text == "\n".join([PARAGRAPHS[0], "Guidelines", PARAGRAPHS[1]])
 
 
 async def test_a_phpbb_threads_main_text_is_every_post_without_its_machinery(site: Site, tmp_path):
@@ -1050,11 +1051,9 @@ async def test_a_phpbb_threads_main_text_is_every_post_without_its_machinery(sit
         + "".join(_phpbb_post(n, a, t) for n, a, t in zip((1, 2, 3, 4), "abab", posts, strict=True))
         + "</div></body></html>"
     )
-    site.page("/viewtopic.php", body=thread)
+    main_text = await extracted(site, tmp_path, thread, "/viewtopic.php")
 
-    [record] = await crawl(tmp_path, [site.url + "/viewtopic.php"], extract=True, max_depth=0)
-
-    assert record["main_text"] == "\n".join(posts)
+    assert main_text == "\n".join(posts)
 
 
 async def test_a_recipes_ingredients_come_with_its_steps(site: Site, tmp_path):
@@ -1077,11 +1076,9 @@ async def test_a_recipes_ingredients_come_with_its_steps(site: Site, tmp_path):
         + "".join(f"<li>{step}</li>" for step in steps)
         + '</ol></div><div class="popular"><a href="/a">Crispy potatoes</a></div></body></html>'
     )
-    site.page("/stew", body=page)
+    main_text = await extracted(site, tmp_path, page, "/stew")
 
-    [record] = await crawl(tmp_path, [site.url + "/stew"], extract=True, max_depth=0)
-
-    assert record["main_text"] == "\n".join(["Ingredients", *ingredients, "Method", *steps])
+    assert main_text == "\n".join(["Ingredients", *ingredients, "Method", *steps])
 
 
 async def test_text_in_lines_between_brs_is_the_content_not_the_page_around_it(
@@ -1104,11 +1101,9 @@ async def test_text_in_lines_between_brs_is_the_content_not_the_page_around_it(
         "请记住本站域名。</div>"
         "</body></html>"
     )
-    site.page("/chapter", body=page)
+    main_text = await extracted(site, tmp_path, page, "/chapter")
 
-    [record] = await crawl(tmp_path, [site.url + "/chapter"], extract=True, max_depth=0)
-
-    assert record["main_text"] == "\n".join(lines)
+    assert main_text == "\n".join(lines)
 
 
 async def test_code_in_a_line_numbered_table_is_the_code_without_its_numbers(site: Site, tmp_path):
@@ -1192,8 +1187,6 @@ async def test_a_paragraph_in_a_div_beside_the_content_comes_with_it(site: Site,
         f'<div class="layout"><div class="description">{description}</div>'
         f'<div class="file"><pre>{code}</pre></div></div></body></html>'
     )
-    site.page("/retry.py", body=page)
+    main_text = await extracted(site, tmp_path, page, "/retry.py")
 
-    [record] = await crawl(tmp_path, [site.url + "/retry.py"], extract=True, max_depth=0)
-
-    assert record["main_text"] == f"{description}\n{code}"
+    assert main_text == f"{description}\n{code}"
