@@ -7,22 +7,31 @@ Readability.js):
 1. On a copy of the tree, what is never content goes: scripts, navigation, footers,
    asides, form controls, ruby readings, hidden elements, a site's header (an
    article's header stays when it holds a lead paragraph), and elements whose class
-   or id names a kind of boilerplate (comments, share bars, cookie notices, ads...).
-2. Each block (an element with 25 characters of text of its own, not mostly links)
-   gives points to its ancestors, five levels up, a smaller share at each: one, one
-   per comma, one per 100 characters up to three.
+   or id names a kind of boilerplate (comments, share bars, cookie notices and
+   consent managers' banners, ads, meta lines...), but not inside code, where a
+   highlighter's "comment" is code.
+2. Each block (an element with 25 characters of text of its own, not mostly links,
+   an in-page link weighing 0.3) gives points to its ancestors, five levels up, a
+   smaller share at each: one, one per comma, one per 100 characters up to three. A
+   <div> of lines between <br>s is their parent, and takes the first share.
 3. The best-scored element, its score weighed by its class or id (`article-body`
    for, `sidebar` against) and by how little of its text is links, is the main
    content; or an ancestor that holds more of it, by Readability.js's rules (the one
    that holds three other close candidates, a parent that scores higher, the parent
-   of an only child). Its siblings that score nearly as well, or share its class, or
-   are paragraphs of prose, come with it, and so does a lead paragraph near it in an
-   element of its own (class `lead`, `intro`, `standfirst`...). On a forum thread the
-   top is one post: the others, elements of its tag and class under ancestors alike,
-   come too, in page order.
+   of an only child; and the parent of a list or table that scores half as well).
+   Its siblings that score nearly as well, or share its class (or are <section>s of
+   a document, as it is), or are paragraphs of prose, come with it, and so does a
+   lead paragraph near it in an element of its own (class `lead`, `intro`,
+   `standfirst`...). On a forum thread the top is one post: the others, elements of
+   its tag and class under ancestors alike, come too, in page order.
 4. That content is written out block by block, as plain text and as Markdown,
    leaving out a block that is mostly links (a list of related stories), a heading
-   that repeats the page's title, and a page's machinery labels ("Advertisement").
+   that repeats the page's title (or a reply's "Re: " and the title), a heading's
+   permalink ("¶"), a code viewer's line numbers, and a page's machinery labels
+   ("Advertisement", "Related", a Chinese article's editor line).
+5. A page whose body gives next to nothing (a single-page app before its script runs)
+   is read again with its <noscript>'s content; and the articleBody of its JSON-LD is
+   the main text when it is more than twice what the page shows.
 
 It reads the tree through a few CSS queries and one walk of the kept part: about
 3 ms a page (benchmarks/extract_eval.py measures it, and its accuracy), and some 0.3 s
@@ -285,6 +294,7 @@ _LABELS = frozenset(
         "返回頂部",
     ]
 )
+# A forum reply's subject: "Re: ", "AW: " (German), "Sv: ", "回复：" and the thread's title.
 _REPLY = re.compile(r"^(?:re|aw|sv|vs|回复|回覆|答复)\s*[:：]\s*")
 # A Chinese news article's last line, who edited it: "（责任编辑：李明）", "责任编辑：王芳_NN1234".
 _CREDIT = re.compile(r"[（(【\[]?\s*(?:责任编辑|責任編輯|编辑|編輯|校对|校對)\s*[:：]")
