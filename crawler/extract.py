@@ -160,8 +160,9 @@ _BOILERPLATE_WORDS = [
     "entry-footer",
 ]
 # Boilerplate as a whole class name or id only: a forum post's "author" line and
-# "signature"; Open Journal Systems' "author_guidelines" are a page's content.
-_WHOLE_NAMES = ["author", "signature"]
+# "signature" (Open Journal Systems' "author_guidelines" are a page's content), and
+# MediaWiki's "[edit]" after each heading.
+_WHOLE_NAMES = ["author", "signature", "mw-editsection"]
 _BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
 _WHOLE_BOILERPLATE_NAMES = _BOILERPLATE_NAMES | frozenset(_WHOLE_NAMES)
 _META = ("-meta", "_meta")

@@ -340,6 +340,25 @@ async def test_a_heading_that_is_a_label_is_left_out(site: Site, tmp_path):
     assert record["main_text"] == "\n".join(PARAGRAPHS[:3])
 
 
+async def test_a_wikis_edit_links_are_no_part_of_its_headings(site: Site, tmp_path):
+    """MediaWiki follows each heading with "[edit]" (span.mw-editsection): it was in
+    every heading of a wiki's main text and Markdown ("Life cycle[edit]")."""
+    edit = (
+        '<span class="mw-editsection"><span class="mw-editsection-bracket">[</span>'
+        '<a href="/w/index.php?title=Moth&action=edit&section={}">edit</a>'
+        '<span class="mw-editsection-bracket">]</span></span>'
+    )
+    body = (
+        f"<p>{PARAGRAPHS[0]}</p>"
+        f'<h2><span class="mw-headline" id="Life">Life cycle</span>{edit.format(1)}</h2>'
+        f"<p>{PARAGRAPHS[1]}</p>"
+    )
+
+    main_text = await extracted(site, tmp_path, _article(body))
+
+    assert main_text == "\n".join([PARAGRAPHS[0], "Life cycle", PARAGRAPHS[1]])
+
+
 async def test_a_chinese_articles_editor_line_is_left_out(site: Site, tmp_path):
     """Chinese news portals end an article with who edited it ("（责任编辑：李明）" at
     Sina, "责任编辑：王芳_NN1234" at NetEase): it was the main text's last line."""
