@@ -21,13 +21,11 @@ from crawler.partition import owner
 from crawler.revisit import AdaptiveSchedule, rounds_in
 from crawler.state.redis_rounds import round_crawl_id
 from crawler.urls import host_of, origin_of
-from tests.archive_tools import run_tool
-from tests.conftest import Site, by_url, html, read_records
+from tests.conftest import Site, Wayback, by_url, html, read_records
 from tests.redis_server import RedisServer
 from tests.test_cli import assert_one_line_error, run_cli
 from tests.test_recrawl import Validating, assert_revisit_of, crawl_to, tree_bodies
 from tests.test_redis import members_following
-from tests.test_wacz import pywb
 from tests.test_warc import read_archive, warc_files
 
 
@@ -542,7 +540,7 @@ async def test_a_shared_revisit_dir_is_one_process_s_and_a_long_crawl_id_is_one_
 
 
 async def test_a_round_s_revisits_refer_to_the_captures_another_process_archived_and_replay(
-    site: Site, tmp_path: Path, redis_url: str
+    site: Site, tmp_path: Path, redis_url: str, wayback: Wayback
 ) -> None:
     pages = Validating(site, {"/": html("Home", ["/a", "/touched"]), "/a": html("A")})
     touched = html("Touched, not changed")
@@ -577,13 +575,10 @@ async def test_a_round_s_revisits_refer_to_the_captures_another_process_archived
     assert second[site.url + "/touched"]["status"] == 200
     assert {second[site.url + p]["status"] for p in ("/", "/a")} == {304}
     files = warc_files(warc)
-    root = tmp_path / "pywb"
-    root.mkdir()
-    run_tool("wb-manager", "init", "rounds", cwd=root)
-    run_tool("wb-manager", "add", "rounds", *map(str, files), cwd=root)
-    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
+    base = wayback.collection("rounds", *files)
+    async with aiohttp.ClientSession(auto_decompress=False) as client:
         for url in second:  # at a later time than any: round 2's revisits
-            async with client.get(f"{base}/rounds/2999id_/{url}") as response:
+            async with client.get(f"{base}/2999id_/{url}") as response:
                 body = await response.read()
                 assert (response.status, body) == (200, bodies[url[len(site.url) :]].encode())
 

@@ -20,8 +20,7 @@ import subprocess
 import sys
 import zipfile
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler.sinks.cdxj import index_path, surt_key
 from crawler.sinks.wacz import write_wacz
-from tests.archive_tools import replaywebpage, run_tool, tool
+from tests.archive_tools import pywb, replaywebpage, run_tool
 from tests.browser import Chromium
 from tests.conftest import Site, crawl, html
 from tests.test_state import Run, build_graph_site
@@ -204,47 +203,6 @@ async def test_a_finished_crawl_that_lost_its_wacz_packages_it_again_without_fet
     assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(wacz))
 
 
-async def answers(port: int) -> bool:
-    try:
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return False
-    writer.close()
-    await writer.wait_closed()
-    return True
-
-
-@asynccontextmanager
-async def pywb(root: Path) -> AsyncIterator[str]:
-    """pywb's `wayback` serving the collections in `root`, on a free loopback port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = await asyncio.create_subprocess_exec(
-        tool("wayback"),
-        "-p",
-        str(port),
-        "-b",
-        "127.0.0.1",
-        cwd=root,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    try:
-        async with asyncio.timeout(60):
-            while b"Starting Gevent Server" not in (line := await process.stderr.readline()):
-                assert line, "wayback exited before serving"
-            # It says so just before it binds the port: the port answers once it serves.
-            while not await answers(port):
-                assert process.returncode is None, "wayback exited before serving"
-                await asyncio.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        await process.wait()
-
-
 async def test_pywb_replays_the_wacz_and_the_warc_directory_byte_for_byte(
     site: Site, tmp_path: Path
 ) -> None:
@@ -276,17 +234,18 @@ async def test_pywb_replays_the_wacz_and_the_warc_directory_byte_for_byte(
     (root / "config.yaml").write_text(
         f"collections:\n  fromwarc:\n    index_paths: {warc}/\n    archive_paths: {warc}/\n"
     )
-    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
-        for collection in ("fromwacz", "fromwarc"):
-            for path, (status, body) in served.items():
-                url = site.url + path
-                replay = f"{base}/{collection}/{stamps[url]}id_/{url}"
-                async with (
-                    asyncio.timeout(10),
-                    client.get(replay, allow_redirects=False) as response,
-                ):
-                    assert response.status == status, (collection, path)
-                    assert await response.read() == as_bytes(body), (collection, path)
+    with pywb(root) as base:
+        async with aiohttp.ClientSession(auto_decompress=False) as client:
+            for collection in ("fromwacz", "fromwarc"):
+                for path, (status, body) in served.items():
+                    url = site.url + path
+                    replay = f"{base}/{collection}/{stamps[url]}id_/{url}"
+                    async with (
+                        asyncio.timeout(10),
+                        client.get(replay, allow_redirects=False) as response,
+                    ):
+                        assert response.status == status, (collection, path)
+                        assert await response.read() == as_bytes(body), (collection, path)
 
 
 class ReplayWebPageReader:
