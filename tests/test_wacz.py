@@ -37,6 +37,7 @@ from crawler.sinks.wacz import write_wacz
 from tests.archive_tools import pywb, replaywebpage, run_tool
 from tests.browser import Chromium
 from tests.conftest import Site, crawl, html
+from tests.test_cli import run_main
 from tests.test_state import Run, build_graph_site
 from tests.test_warc import warc_files
 
@@ -440,12 +441,7 @@ def test_wacz_needs_warc_and_a_wacz_name_and_no_redis(tmp_path: Path) -> None:
             "with --redis",
         ),
     ):
-        done = subprocess.run(
-            [sys.executable, "-m", "crawler", str(seeds), *args],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-        )
+        done = run_main(str(seeds), *args, cwd=tmp_path)
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert says in done.stderr and "Traceback" not in done.stderr
 
