@@ -187,6 +187,15 @@ class Wayback:
         run_tool("wb-manager", "add", *unpack, name, *map(str, archives), cwd=self.root)
         return f"{self.url}/{name}"
 
+    def warc_directory(self, name: str, warc: Path) -> str:
+        """--warc DIR as it is, its CDXJ indexes beside its WARC files, as collection
+        `name`: pywb reads the indexes and the archives where the crawler left them."""
+        collection = self.root / "collections" / name
+        collection.mkdir(parents=True)
+        (collection / "indexes").symlink_to(warc, target_is_directory=True)
+        (collection / "archive").symlink_to(warc, target_is_directory=True)
+        return f"{self.url}/{name}"
+
 
 @pytest.fixture(scope="session")
 def wayback(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wayback]:

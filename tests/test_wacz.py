@@ -34,9 +34,9 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler.sinks.cdxj import index_path, surt_key
 from crawler.sinks.wacz import write_wacz
-from tests.archive_tools import pywb, replaywebpage, run_tool
+from tests.archive_tools import replaywebpage, run_tool
 from tests.browser import Chromium
-from tests.conftest import Site, crawl, html
+from tests.conftest import Site, Wayback, crawl, html
 from tests.test_cli import run_main
 from tests.test_state import Run, build_graph_site
 from tests.test_warc import warc_files
@@ -205,7 +205,7 @@ async def test_a_finished_crawl_that_lost_its_wacz_packages_it_again_without_fet
 
 
 async def test_pywb_replays_the_wacz_and_the_warc_directory_byte_for_byte(
-    site: Site, tmp_path: Path
+    site: Site, tmp_path: Path, wayback: Wayback
 ) -> None:
     served = archive_site(site)
     # A page cut at --max-bytes replays as what was kept, and ends: its head promised
@@ -227,26 +227,21 @@ async def test_pywb_replays_the_wacz_and_the_warc_directory_byte_for_byte(
         json.loads(fields)["url"]: stamp
         for _, stamp, fields in (line.split(" ", 2) for line in our_index(warc))
     }
-    root = tmp_path / "pywb"
-    root.mkdir()
-    run_tool("wb-manager", "init", "fromwacz", cwd=root)
-    run_tool("wb-manager", "add", "--unpack-wacz", "fromwacz", str(wacz), cwd=root)
-    # --warc DIR as it is, its indexes beside its WARC files, is a pywb collection too.
-    (root / "config.yaml").write_text(
-        f"collections:\n  fromwarc:\n    index_paths: {warc}/\n    archive_paths: {warc}/\n"
+    collections = (
+        wayback.collection("fromwacz", wacz, unpack_wacz=True),
+        wayback.warc_directory("fromwarc", warc),  # a pywb collection too
     )
-    with pywb(root) as base:
-        async with aiohttp.ClientSession(auto_decompress=False) as client:
-            for collection in ("fromwacz", "fromwarc"):
-                for path, (status, body) in served.items():
-                    url = site.url + path
-                    replay = f"{base}/{collection}/{stamps[url]}id_/{url}"
-                    async with (
-                        asyncio.timeout(10),
-                        client.get(replay, allow_redirects=False) as response,
-                    ):
-                        assert response.status == status, (collection, path)
-                        assert await response.read() == as_bytes(body), (collection, path)
+    async with aiohttp.ClientSession(auto_decompress=False) as client:
+        for collection in collections:
+            for path, (status, body) in served.items():
+                url = site.url + path
+                replay = f"{collection}/{stamps[url]}id_/{url}"
+                async with (
+                    asyncio.timeout(10),
+                    client.get(replay, allow_redirects=False) as response,
+                ):
+                    assert response.status == status, (collection, path)
+                    assert await response.read() == as_bytes(body), (collection, path)
 
 
 class ReplayWebPageReader:
