@@ -514,7 +514,7 @@ async def test_a_shared_revisit_dir_is_one_process_s_and_a_long_crawl_id_is_one_
 ) -> None:
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://127.0.0.1:9/\n")  # refused at once: round 1 is over soon
-    shared = [str(seeds), "--redis", redis_url, "--quiet", "--retries", "0"]
+    shared = [str(seeds), "--redis", redis_url, "--quiet"]
     first = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
