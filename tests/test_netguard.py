@@ -24,7 +24,7 @@ from crawler.netguard import (
     parse_resolve,
 )
 from tests.conftest import Site, by_url, crawl, html
-from tests.test_cli import assert_one_line_error, run_cli, run_cli_async
+from tests.test_cli import assert_one_line_error, run_cli_async, run_main
 
 
 class Listener:
@@ -198,7 +198,7 @@ async def test_blocked_urls_are_counted_in_the_summary_and_the_flag_is_named_onc
 def test_a_bad_resolve_entry_is_one_line(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://127.0.0.1:9/\n")
-    assert_one_line_error(run_cli(str(seeds), "--resolve", "host.test:nowhere"), "--resolve")
+    assert_one_line_error(run_main(str(seeds), "--resolve", "host.test:nowhere"), "--resolve")
 
 
 # -- the rule, without connecting -------------------------------------------------------

@@ -21,13 +21,11 @@ from crawler.partition import owner
 from crawler.revisit import AdaptiveSchedule, rounds_in
 from crawler.state.redis_rounds import round_crawl_id
 from crawler.urls import host_of, origin_of
-from tests.archive_tools import run_tool
-from tests.conftest import Site, by_url, html, read_records
+from tests.conftest import Site, Wayback, by_url, html, read_records
 from tests.redis_server import RedisServer
 from tests.test_cli import assert_one_line_error, run_cli
 from tests.test_recrawl import Validating, assert_revisit_of, crawl_to, tree_bodies
 from tests.test_redis import members_following
-from tests.test_wacz import pywb
 from tests.test_warc import read_archive, warc_files
 
 
@@ -62,17 +60,17 @@ async def test_rounds_go_on_fetching_each_page_when_due_until_sigterm(
     seeds.write_text(f"{site.url}/\n")
     directory = tmp_path / "fresh"
     command = [sys.executable, "-m", "crawler", str(seeds), "--revisit", str(directory)]
-    # Round 3 comes when /news is due, 0.8 s before the others: time enough to be sure.
-    command += ["--revisit-interval", "2", "--revisit-min-interval", "0.3"]
+    # Round 3 comes when /news is due, 0.4 s before the others: time enough to be sure.
+    command += ["--revisit-interval", "1", "--revisit-min-interval", "0.3"]
     command += ["--revisit-max-interval", "60", "--ignore-robots", "--quiet"]
     assert await _run_until(command, round_started[4]) == 143
 
     rounds = [by_url(read_records(directory / f"round-{n:05d}.jsonl")) for n in (1, 2, 3)]
     news_url, about_url = site.url + "/news", site.url + "/about"
-    assert [r[news_url]["revisit_interval_s"] for r in rounds] == [2.0, 1.6, 1.28]
+    assert [r[news_url]["revisit_interval_s"] for r in rounds] == [1.0, 0.8, 0.64]
     assert [r[news_url].get("changed") for r in rounds] == [None, True, True]
     assert rounds[1][about_url]["status"] == 304
-    assert rounds[1][about_url]["revisit_interval_s"] == 2.4
+    assert rounds[1][about_url]["revisit_interval_s"] == 1.2
     # Round 3 came when /news was due, before / and /about were: they are carried over.
     for url in (site.url + "/", about_url):
         assert rounds[2][url].get("not_due") is True
@@ -542,7 +540,7 @@ async def test_a_shared_revisit_dir_is_one_process_s_and_a_long_crawl_id_is_one_
 
 
 async def test_a_round_s_revisits_refer_to_the_captures_another_process_archived_and_replay(
-    site: Site, tmp_path: Path, redis_url: str
+    site: Site, tmp_path: Path, redis_url: str, wayback: Wayback
 ) -> None:
     pages = Validating(site, {"/": html("Home", ["/a", "/touched"]), "/a": html("A")})
     touched = html("Touched, not changed")
@@ -577,13 +575,10 @@ async def test_a_round_s_revisits_refer_to_the_captures_another_process_archived
     assert second[site.url + "/touched"]["status"] == 200
     assert {second[site.url + p]["status"] for p in ("/", "/a")} == {304}
     files = warc_files(warc)
-    root = tmp_path / "pywb"
-    root.mkdir()
-    run_tool("wb-manager", "init", "rounds", cwd=root)
-    run_tool("wb-manager", "add", "rounds", *map(str, files), cwd=root)
-    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
+    base = wayback.collection("rounds", *files)
+    async with aiohttp.ClientSession(auto_decompress=False) as client:
         for url in second:  # at a later time than any: round 2's revisits
-            async with client.get(f"{base}/rounds/2999id_/{url}") as response:
+            async with client.get(f"{base}/2999id_/{url}") as response:
                 body = await response.read()
                 assert (response.status, body) == (200, bodies[url[len(site.url) :]].encode())
 
