@@ -902,6 +902,10 @@ class Crawl:
 
     async def _record_refused(self, request: Request, error: ErrorKind) -> None:
         page = None if request.kind == ROBOTS else self._new_page(request, error=error)
+        if page is not None and self.schedule is not None:
+            # Asked again when a page first seen would be: with no time, a round of
+            # refusals alone had the next begin at once, round after round.
+            self._schedule_next(request, page, None)
         try:
             if page is not None and self.hooks is not None:  # on_page sees every record
                 await self.hooks.apply(page, [])

@@ -710,3 +710,39 @@ def test_a_round_s_row_gives_back_what_the_next_round_needs_of_the_page() -> Non
     assert (previous.interval_s, previous.due_at, previous.lastmod_right) == (60.0, due, False)
     for other in (b'["http://a.example/p", 200]', b"[1, 2", b"\x03", b""):
         assert previous_of_row(key, other, {}) is None
+
+
+async def test_a_round_of_refusals_alone_waits_until_its_pages_fall_due(
+    site: Site, tmp_path: Path
+) -> None:
+    """A round whose every page was refused (robots.txt) gave no page a time to be due,
+    and the next began at once: hundreds of rounds a second, each asking again."""
+    site.page("/robots.txt", content_type="text/plain", body="User-agent: *\nDisallow: /\n")
+    site.page("/", "Home")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    directory = tmp_path / "rounds"
+    command = [sys.executable, "-m", "crawler", str(seeds), "--revisit", str(directory)]
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        "--revisit-interval",
+        "30",
+        "--revisit-min-interval",
+        "10",
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    lines = []
+    while b"next round in" not in (line := await process.stderr.readline()):
+        # it ended, or began round 2 without waiting
+        assert line and b"round 2:" not in line, b"".join([*lines, line]).decode()
+        lines.append(line)
+    process.send_signal(signal.SIGTERM)
+    await process.communicate()
+    assert process.returncode == 143
+    assert float(line.split(b"next round in ")[1].split()[0]) > 29
+    assert rounds_in(directory) == [1]
+    [record] = read_records(directory / "round-00001.jsonl")
+    assert (record["error"], record["revisit_interval_s"]) == ("robots_disallowed", 30.0)
+    assert record["due_at"] is not None
+    assert (site.count("/robots.txt"), site.count("/")) == (1, 0)
