@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.config import ConfigError, Settings, meant_url, seed_too_long
 from crawler.engine import Crawl
+from crawler.files import check_outputs
 from crawler.hooks import FollowHook, Hooks, PageHook
 from crawler.page import Page
 from crawler.session import Client
@@ -138,7 +139,8 @@ class Crawler:
 
     def _opened(self) -> Crawl:
         if self._crawl is None:
-            # first: a bad PREV leaves nothing written
+            # first: bad outputs, or a bad PREV, leave nothing written
+            check_outputs(self.settings)
             history: PreviousCrawl | None = _open_history(self.settings)
             if self.settings.dashboard is not None:  # before the store opens -o: a port in use
                 from crawler.observe.dashboard import listen

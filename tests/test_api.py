@@ -126,6 +126,29 @@ def test_a_visited_set_larger_than_the_machines_memory_is_refused_before_output_
     assert output.read_text() == "kept\n"
 
 
+@pytest.mark.parametrize(
+    ("outputs", "named"),
+    [
+        ({"output": "missing/pages.jsonl"}, "cannot write missing/pages.jsonl"),
+        ({"stats": "missing/stats.json"}, "cannot write missing/stats.json"),
+        ({"warc": "seeds.txt"}, "cannot use --warc seeds.txt: it is a file"),
+        ({"output": "seeds.txt"}, "-o seeds.txt is the seeds file"),
+    ],
+)
+def test_outputs_the_crawl_cannot_write_are_refused_when_it_opens_as_the_cli_refuses_them(
+    tmp_path, monkeypatch, outputs, named
+):
+    # The API ran such a crawl (no stats file, a line in the log) or failed at its first
+    # page with an OSError.
+    monkeypatch.chdir(tmp_path)
+    Path("seeds.txt").write_text("http://127.0.0.1:9/\n")
+    crawler = Crawler(["http://127.0.0.1:9/"], Settings(seeds="seeds.txt", **outputs))
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        crawler.open()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["seeds.txt"]
+    assert Path("seeds.txt").read_text() == "http://127.0.0.1:9/\n"
+
+
 def test_a_bad_seed_is_refused():
     with pytest.raises(ConfigError, match=r"'ftp://example\.com/' is not an absolute http"):
         Crawler(["ftp://example.com/"])

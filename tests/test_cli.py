@@ -246,6 +246,26 @@ def test_no_output_overwrites_a_file_the_crawl_reads_or_another_output(tmp_path,
     assert not (tmp_path / "warc").exists()
 
 
+async def test_fresh_with_a_bad_warc_dir_leaves_the_state_to_resume(site: Site, tmp_path):
+    # --fresh emptied the state directory before --warc was found to be a file: the
+    # command was refused, and the crawl it would have resumed was gone.
+    site.page("/", "home", ["/a", "/b"])
+    site.page("/a", "a")
+    site.page("/b", "b")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    (tmp_path / "file").write_text("not a directory\n")
+    crawl = [str(seeds), "-o", str(tmp_path / "out.jsonl"), "--state", str(tmp_path / "st")]
+    code, _, err = await run_cli_async(*crawl, "--max-pages", "2", "--quiet")
+    assert code == 0, err
+    state = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+
+    code, _, err = await run_cli_async(*crawl, "--fresh", "--warc", str(tmp_path / "file"))
+    assert (code, err.count("\n")) == (2, 1), err
+    assert "--warc" in err and "it is a file, not a directory" in err
+    assert {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == state
+
+
 def test_stats_into_a_directory_the_user_may_not_write_is_refused_up_front():
     # Root may write anywhere: as root, the crawler runs as nobody (setpriv).
     unprivileged = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
