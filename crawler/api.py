@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import socket
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -171,23 +171,25 @@ class Crawler:
         (an `OutputClosed` if the reader of stdout went away), or a bug broke it."""
         return self._crawl.failure if self._crawl is not None else None
 
-    def __aiter__(self) -> Crawler:
+    def __aiter__(self) -> AsyncIterator[Page]:
         if self._task is not None:
             raise RuntimeError("a Crawler can be iterated or crawled once")
         self._outbox = _Outbox(PAGES_AHEAD)
         self._opened().consumer = self._outbox
         self._task = asyncio.create_task(self._run_engine())
-        return self
+        return self._pages(self._outbox, self._task)
 
-    async def __anext__(self) -> Page:
-        assert self._outbox is not None and self._task is not None
-        page = await self._outbox.get()
-        if page is None:
-            await (
-                self._task
-            )  # a failure to write the sinks, or a crawl broken by a bug, surfaces here
-            raise StopAsyncIteration
-        return page
+    async def _pages(self, outbox: _Outbox, task: asyncio.Task[None]) -> AsyncIterator[Page]:
+        # An async generator, so that a loop left early without `async with` (`async for
+        # page in Crawler(...): break`) still closes the crawl: the event loop closes a
+        # generator dropped unfinished, which an iterator object it would just leave, its
+        # crawl waiting for a consumer and its --state locked for the process's life.
+        try:
+            while (page := await outbox.get()) is not None:
+                yield page
+            await task  # a failure to write the sinks, or a crawl broken by a bug
+        finally:
+            await self.close()
 
     async def crawl(self) -> None:
         """Crawl to the end, the pages going only to the sinks the settings name."""
@@ -195,7 +197,12 @@ class Crawler:
             raise RuntimeError("a Crawler can be iterated or crawled once")
         self._opened()
         self._task = asyncio.create_task(self._run_engine())
-        await asyncio.shield(self._task)
+        try:
+            # Shielded: cancelled, the crawl still gets to drain and commit (close()).
+            await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            await self.close()  # else, without `async with`, it crawled on unwatched
+            raise
 
     def stop(self, drain: bool = True) -> None:
         """Take no new URLs; requests in flight get --drain-timeout seconds (if `drain`)."""

@@ -366,6 +366,49 @@ async def test_leaving_early_with_state_commits_everything_and_resumes(site, tmp
     assert len(site.hits) == 61
 
 
+async def test_a_loop_left_early_without_async_with_closes_its_crawl(site, tmp_path):
+    # `async for page in Crawler(...)` and a break left the crawl waiting for a consumer,
+    # its --state locked for as long as the process ran: it could never be resumed there.
+    chain_site(site, 60)
+    output = tmp_path / "pages.jsonl"
+    settings = replace(TEST_SETTINGS, output=str(output), state=str(tmp_path / "s"))
+    async for page in Crawler([f"{site.url}/"], settings):
+        if page.url.endswith("/p3"):
+            break
+    resumed = None
+    for _ in range(500):  # the event loop closes the loop's generator soon, not at once
+        try:
+            resumed = Crawler([f"{site.url}/"], settings)
+            resumed.open()
+            break
+        except ConfigError as exc:
+            assert "in use by another crawler" in str(exc)
+            await asyncio.sleep(0.01)
+    assert resumed is not None
+    async with resumed:
+        await resumed.crawl()
+    assert len(by_url(read_records(output))) == 61 == len(read_records(output))
+    assert len(site.hits) == 61
+
+
+async def test_a_crawl_cancelled_without_async_with_stops_and_unlocks_its_state(site, tmp_path):
+    # crawl() under asyncio.wait_for, with no `async with`: the time ran out and the
+    # crawl went on fetching, unwatched, its --state locked.
+    chain_site(site, 20)
+    site.gate = asyncio.Event()  # the site answers nothing until the test says so
+    settings = replace(
+        TEST_SETTINGS, state=str(tmp_path / "s"), output=str(tmp_path / "p.jsonl"), drain_timeout=0
+    )
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(Crawler([f"{site.url}/"], settings).crawl(), 0.5)
+    asked = len(site.hits)
+    site.gate.set()
+    async with Crawler([f"{site.url}/"], settings) as again:  # unlocked: it resumes
+        await again.crawl()
+    assert len(by_url(read_records(tmp_path / "p.jsonl"))) == 21
+    assert len(site.hits) == asked + 21
+
+
 async def test_cancelling_the_consuming_task_stops_cleanly(site, tmp_path):
     chain_site(site, 100)
     settings = replace(TEST_SETTINGS, concurrency=2, state=str(tmp_path / "s"))
