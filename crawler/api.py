@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
@@ -327,7 +328,10 @@ def event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, None]],
         try:
             import uvloop
         except ImportError:
-            pass
+            logging.getLogger("crawler").warning(
+                "--uvloop: uvloop is not installed (pip install uvloop); running on asyncio's "
+                "event loop"
+            )
         else:
             run: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
             return run

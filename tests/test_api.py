@@ -486,6 +486,43 @@ def test_the_readme_documents_every_error_kind_and_no_other():
     assert documented == {kind.value for kind in crawler_package.ErrorKind}
 
 
+async def test_the_readmes_python_examples_run_as_written(site, tmp_path):
+    # A new user pastes them: the API's, against a local site instead of example.com,
+    # and the one that reads a page's WARC record back (it named a `rec` it never made).
+    chain_site(site, 3)
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    warc, api = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    api = api.replace("https://example.com/", f"{site.url}/") + "print(stats['records'])\n"
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+
+    async def python(*args: str) -> tuple[int, str, str]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, *args, cwd=tmp_path, stdout=-1, stderr=-1
+        )
+        out, err = await process.communicate()
+        return process.returncode, out.decode(), err.decode()
+
+    assert await python("-c", api) == (0, "4\n", "")
+    crawl = ("-m", "crawler", "seeds.txt", "-o", "pages.jsonl", "--warc", "archive", "--quiet")
+    assert (await python(*crawl))[0] == 0
+    code, out, err = await python("-c", warc)
+    assert (code, err) == (0, ""), err
+    assert out.startswith("b'<!doctype html>")
+
+
+def test_uvloop_asked_for_but_not_installed_is_said_not_ignored(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as if not installed: import fails
+    ran = []
+
+    async def crawl() -> None:
+        ran.append(asyncio.get_running_loop())
+
+    crawler_package.api.event_loop_runner(True)(crawl())
+    assert len(ran) == 1
+    assert "--uvloop: uvloop is not installed" in caplog.text
+
+
 def test_an_error_kind_is_written_as_its_text():
     page = Page("http://a.test/", 0, None, error=crawler_package.ErrorKind.TIMEOUT)
     assert orjson.loads(orjson.dumps(page.record()))["error"] == "timeout" == page.error
