@@ -666,7 +666,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "revisit_min_interval",
         "float",
-        "with --revisit: the shortest interval a page's may shrink to, in seconds",
+        "with --revisit: the shortest a page's interval may shrink to, in seconds",
         _positive,
         metavar="S",
         group="recrawl",
@@ -674,7 +674,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "revisit_max_interval",
         "float",
-        "with --revisit: the longest interval a page's may grow to, in seconds",
+        "with --revisit: the longest a page's interval may grow to, in seconds",
         _positive,
         metavar="S",
         group="recrawl",
