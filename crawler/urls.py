@@ -212,6 +212,12 @@ def _canonical_host(host: str) -> str | None:
     return host if _DOMAIN.fullmatch(host) else None
 
 
+def canonical_hostname(host: str) -> str | None:
+    """A host name as URLs have it (lowercase, an IDN in Punycode: 中文.中国 is
+    xn--fiq228c.xn--fiqs8s), or None if no URL could: for names given beside URLs."""
+    return _canonical_host(host)
+
+
 def _unicode_domain_to_ascii(domain: str) -> str:
     """UTS 46 ToASCII with WHATWG URL's settings; "" where the domain is invalid."""
     if "\x00" in domain:
