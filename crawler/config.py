@@ -987,6 +987,16 @@ def _validated(name: str, raw: Any, label: str, strict: bool) -> Any:
     return value
 
 
+def _headers_over(
+    table: tuple[tuple[str, str], ...], flags: tuple[tuple[str, str], ...]
+) -> tuple[tuple[str, str], ...]:
+    """The config file's [header] table with the --header flags over it: a flag wins for
+    its header's name, and the table's other headers stay (a --header Accept-Language
+    dropped a token the file held)."""
+    given = {name.lower() for name, _ in flags}
+    return tuple(pair for pair in table if pair[0].lower() not in given) + flags
+
+
 def read_config_file(path: str) -> dict[str, Any]:
     import tomllib  # only with --config
 
@@ -1019,6 +1029,8 @@ def load_settings(argv: Sequence[str] | None = None) -> Settings:
     for name, raw in args.items():
         if name != "seeds":
             raw = _validated(name, raw, _BY_NAME[name].flag, strict=False)
+        if name == "header" and name in values:
+            raw = _headers_over(values[name], raw)
         values[name] = raw
     settings = Settings(config=config_path, **values)
     if settings.seeds is None:

@@ -410,6 +410,26 @@ async def test_flags_override_the_config_file(site: Site, tmp_path):
     assert len(read_records(output)) == 3
 
 
+async def test_a_header_flag_wins_for_its_name_and_keeps_the_config_files_others(
+    site: Site, tmp_path
+):
+    # A --header replaced the whole [header] table: the file's token was not sent.
+    site.page("/", "home")
+    config = tmp_path / "crawl.toml"
+    config.write_text('[header]\nAuthorization = "Bearer t"\nAccept-Language = "zh"\n')
+
+    code, _, err = await run_cli_async(
+        "--config", str(config), "-", "-o", str(tmp_path / "out.jsonl"), "--quiet",
+        "--ignore-robots", "--header", "accept-language: fr", "--header", "X-Trace: 1",
+        stdin=f"{site.url}/\n",
+    )  # fmt: skip
+
+    assert code == 0, err
+    [hit] = site.hits
+    sent = {name: hit.headers.get(name) for name in ("Authorization", "Accept-Language", "X-Trace")}
+    assert sent == {"Authorization": "Bearer t", "Accept-Language": "fr", "X-Trace": "1"}
+
+
 def test_ctrl_c_while_the_seeds_are_read_exits_130_without_a_traceback(tmp_path):
     fifo = tmp_path / "seeds.fifo"  # read as a terminal is: until the user is done
     os.mkfifo(fifo)
