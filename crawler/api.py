@@ -306,10 +306,12 @@ def _open_history(settings: Settings) -> History | None:
 def _canonical_seeds(seeds: Iterable[str], max_url_length: int) -> list[str]:
     if isinstance(seeds, str):
         seeds = [seeds]
-    elif not isinstance(seeds, Iterable):
-        raise ConfigError(f"seeds must be a URL or URLs, not {type(seeds).__name__}")
+    elif not isinstance(seeds, Iterable) or isinstance(seeds, bytes | bytearray):
+        raise ConfigError(f"seeds must be a URL or URLs (str), not {type(seeds).__name__}")
     canonical = []
     for seed in seeds:
+        if isinstance(seed, bytes | bytearray):
+            raise ConfigError(f"seeds must be a URL or URLs (str), not {type(seed).__name__}")
         url = canonicalize(seed) if isinstance(seed, str) else None
         if url is None:
             meant = meant_url(seed) if isinstance(seed, str) else None

@@ -95,8 +95,13 @@ def test_settings_refuse_an_option_they_do_not_have_by_name():
 def test_a_crawler_refuses_settings_and_seeds_of_the_wrong_type_by_name():
     with pytest.raises(ConfigError, match=r"settings must be a Settings, not dict"):
         Crawler(["http://127.0.0.1:9/"], {"max_depth": 1})
-    with pytest.raises(ConfigError, match=r"seeds must be a URL or URLs, not NoneType"):
+    with pytest.raises(ConfigError, match=r"seeds must be a URL or URLs \(str\), not NoneType"):
         Crawler(None)
+    # Bytes iterate as numbers: the message was "seed 104 is not an absolute http(s) URL".
+    with pytest.raises(ConfigError, match=r"seeds must be a URL or URLs \(str\), not bytes"):
+        Crawler(b"http://127.0.0.1:9/")
+    with pytest.raises(ConfigError, match=r"seeds must be a URL or URLs \(str\), not bytes"):
+        Crawler([b"http://127.0.0.1:9/"])
 
 
 def test_settings_from_toml_reads_and_validates(tmp_path):
