@@ -949,6 +949,8 @@ def _header_pairs(raw: Any) -> tuple[tuple[str, str], ...]:
     """Headers from a TOML table or a dict, 'Name: value' flags, or (name, value) pairs."""
     if isinstance(raw, dict):
         raw = list(raw.items())
+    elif isinstance(raw, str):  # one 'Name: value', as a list option takes one string
+        raw = [raw]
     if not isinstance(raw, list | tuple):
         raise ValueError("must be a table of header names and values")
     pairs = []

@@ -62,6 +62,14 @@ def test_settings_refuse_a_value_of_the_wrong_type():
         Settings(seeds=5)
 
 
+def test_settings_take_one_header_as_a_string_as_list_options_take_one_string():
+    # Settings(include="a") was taken and Settings(header="X-Token: a") refused.
+    assert Settings(header="X-Token: a").header == (("X-Token", "a"),)
+    assert Settings(include="a").include == ("a",)
+    with pytest.raises(ConfigError, match=r"header must be 'Name: value', got 'X-Token'"):
+        Settings(header="X-Token")
+
+
 async def test_settings_take_pathlib_paths_as_the_strings_they_name(site, tmp_path):
     site.page("/", "home", ["/a"])
     site.page("/a", "a")
