@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from crawler import Crawler
-from crawler.config import GROUPS, OPTIONS, ConfigError, Settings
+from crawler.config import GROUPS, OPTIONS, ConfigError, Settings, load_settings
 from tests.conftest import Site, link_and_fifo, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -192,6 +192,47 @@ def test_bad_config_files_name_the_key(tmp_path, toml, named):
     config = tmp_path / "crawl.toml"
     config.write_text(toml)
     assert_one_line_error(run_cli("--config", str(config), str(seeds)), named)
+
+
+# Bad values by an option's kind: as a flag's argument, and as a TOML value.
+BAD_FLAG_VALUES = {
+    "int": ["x", "1.5", "", "1e3"],
+    "float": ["x", "nan", "inf", "", "1e400"],
+    "str": [""],
+    "path": [""],
+    "headers": ["no colon", "Bad Name: v", "X-A: a\x01b", "Host: h"],
+    "cookies": [""],
+}
+BAD_TOML_VALUES = {
+    "int": ['"5"', "1.5", "true", "[1]", "1979-05-27"],
+    "float": ['"5"', "true", "nan", "inf", "[1]"],
+    "bool": ['"yes"', "1", "[true]"],
+    "str": ["5", '""', "[]"],
+    "path": ["5", '""', "true"],
+    "list": ["5", "[1]", '["ok", 2]'],
+    "headers": ["5", "{A = 5}", '{"Bad Name" = "v"}', "[1]"],
+    "cookies": ["5", '""', "[]"],
+}
+
+
+@pytest.mark.parametrize("option", OPTIONS, ids=lambda option: option.name)
+def test_every_option_refuses_bad_values_by_flag_and_by_key_naming_it(tmp_path, option):
+    # The whole table, so that an option added later is held to the same rules.
+    for value in BAD_FLAG_VALUES.get(option.kind, []):
+        with pytest.raises(ConfigError) as flagged:
+            load_settings(["seeds.txt", f"{option.flag}={value}"])
+        assert str(flagged.value).startswith(option.flag), (option.flag, value)
+        assert "\n" not in str(flagged.value)
+    if option.kind == "bool":
+        with pytest.raises(ConfigError, match=option.flag):
+            load_settings(["seeds.txt", f"{option.flag}=yes"])
+    config = tmp_path / "crawl.toml"
+    for value in BAD_TOML_VALUES[option.kind]:
+        config.write_text(f"{option.name} = {value}\n")
+        with pytest.raises(ConfigError) as keyed:
+            load_settings(["seeds.txt", "--config", str(config)])
+        assert f"key '{option.name}'" in str(keyed.value), (option.name, value)
+        assert "\n" not in str(keyed.value)
 
 
 def test_output_never_overwrites_the_seeds_file(tmp_path):
