@@ -243,7 +243,10 @@ def _wait_for_round(
     figures meanwhile."""
     from crawler.revisit import seconds_until
 
-    wait_s = seconds_until(first_due)
+    # A round none of whose pages got a time (the site down, its robots.txt unreachable)
+    # is tried again after the shortest interval, not at once: the rounds followed each
+    # other without end, a file and a robots.txt request each, hundreds a minute.
+    wait_s = seconds_until(first_due) if first_due is not None else settings.revisit_min_interval
     received: list[int] = []
 
     async def sleep() -> None:
@@ -257,7 +260,13 @@ def _wait_for_round(
         for signum in SIGNAL_EXIT_CODES:
             loop.add_signal_handler(signum, on_signal, signum)
         if wait_s > 0:
-            log.info("next round in %.1f s, when its first page is due", wait_s)
+            log.info(
+                "next round in %.1f s, %s",
+                wait_s,
+                "when its first page is due"
+                if first_due is not None
+                else "as no page was fetched (--revisit-min-interval)",
+            )
             async with contextlib.AsyncExitStack() as watched:
                 if settings.dashboard is not None and last is not None:
                     from crawler.observe.dashboard import between_rounds
