@@ -232,6 +232,17 @@ def _positive(v: float) -> str | None:
     return None if v > 0 else "must be > 0"
 
 
+# --revisit's intervals: a page's due date is a date (past 9999 it is none, and every
+# page failed with internal_error in rounds that followed each other without end).
+MAX_REVISIT_INTERVAL_S = 100 * 365 * 86400
+
+
+def _interval(v: float) -> str | None:
+    if v > MAX_REVISIT_INTERVAL_S:
+        return f"must be <= {MAX_REVISIT_INTERVAL_S:,} (100 years)"
+    return _positive(v)
+
+
 def _probability(v: float) -> str | None:
     return None if 0 < v < 1 else "must be between 0 and 1 (exclusive)"
 
@@ -659,7 +670,7 @@ OPTIONS: tuple[Option, ...] = (
         "revisit_interval",
         "float",
         "with --revisit: seconds until a page first seen is due again",
-        _positive,
+        _interval,
         metavar="S",
         group="recrawl",
     ),
@@ -667,7 +678,7 @@ OPTIONS: tuple[Option, ...] = (
         "revisit_min_interval",
         "float",
         "with --revisit: the shortest a page's interval may shrink to, in seconds",
-        _positive,
+        _interval,
         metavar="S",
         group="recrawl",
     ),
@@ -675,7 +686,7 @@ OPTIONS: tuple[Option, ...] = (
         "revisit_max_interval",
         "float",
         "with --revisit: the longest a page's interval may grow to, in seconds",
-        _positive,
+        _interval,
         metavar="S",
         group="recrawl",
     ),

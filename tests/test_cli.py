@@ -166,6 +166,9 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--redis", "redis://127.0.0.1:99999/0", "--crawl-id", "x"], "Port out of range"),
         # Not a file named "-", as it was: stdout is -o's (and no stats file is a stream).
         (["--stats", "-"], "--stats must name a file, not -"),
+        # A due date past the year 9999 is none: every page was an internal_error.
+        (["--revisit-interval", "1e12"], "--revisit-interval must be <= 3,153,600,000"),
+        (["--revisit-max-interval", "1e300"], "--revisit-max-interval must be <= 3,153,600,000"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(tmp_path, flags, named):
