@@ -413,7 +413,51 @@ def encode_as_browsers(text: str, encoding: str) -> bytes:
         return raw
     if encoding == "big5hkscs":
         return b"".join(map(_big5_encoded, text))  # one by one: no HKSCS pairs (Ê̄: 8862)
+    if encoding in ("cp932", "euc-jp"):
+        return b"".join(_japanese_encoded(character, encoding) for character in text)
     return text.encode(encoding)
+
+
+def _japanese_encoded(character: str, encoding: str) -> bytes:
+    """WHATWG's Shift_JIS and EUC-JP encoders: JIS X 0208 as Windows has it, each
+    character at its first code (Python's cp932 and euc_jp choose others for the IBM
+    and NEC extensions, ￢, ∵..., and lack ¥ and ‾, which are 0x5C and 0x7E)."""
+    code = ord(character)
+    if code < 0x80 or (code == 0x80 and encoding == "cp932"):
+        return bytes((code,))
+    if code in (0xA5, 0x203E):
+        return b"\x5c" if code == 0xA5 else b"\x7e"
+    if 0xFF61 <= code <= 0xFF9F:  # halfwidth katakana
+        single = bytes((code - 0xFF61 + 0xA1,))
+        return single if encoding == "cp932" else b"\x8e" + single
+    pointer = _jis0208_pointers(encoding == "cp932").get("\uff0d" if code == 0x2212 else character)
+    if pointer is None:
+        raise UnicodeEncodeError(encoding, character, 0, 1, "not in WHATWG's index jis0208")
+    lead, trail = divmod(pointer, 188 if encoding == "cp932" else 94)
+    if encoding == "euc-jp":
+        return bytes((lead + 0xA1, trail + 0xA1))
+    return bytes((lead + (0x81 if lead < 0x1F else 0xC1), trail + (0x40 if trail < 0x3F else 0x41)))
+
+
+@functools.cache
+def _jis0208_pointers(shift_jis: bool) -> dict[str, int]:
+    """WHATWG's index jis0208 the other way, each character's first pointer (Shift_JIS's
+    encoder leaves out 8272 to 8835, NEC's copy of IBM's extensions). Python's cp932
+    decodes every code as that index does, but for 8836 to 10715, the decoder's private
+    use, which the index has no character for."""
+    pointers: dict[str, int] = {}
+    for pointer in range(11104):
+        if 8836 <= pointer <= 10715 or (shift_jis and 8272 <= pointer <= 8835):
+            continue
+        lead, trail = divmod(pointer, 188)
+        code = bytes(
+            (lead + (0x81 if lead < 0x1F else 0xC1), trail + (0x40 if trail < 0x3F else 0x41))
+        )
+        try:
+            pointers.setdefault(code.decode("cp932"), pointer)
+        except UnicodeDecodeError:
+            continue
+    return pointers
 
 
 _GB18030_ENCODED_OTHERWISE = tuple(map(chr, _GB18030_2022_ENCODED))

@@ -287,7 +287,7 @@ async def test_a_gbk_pages_links_are_requested_as_a_browser_requests_them(site: 
     assert sorted(requested) == sorted(expected)
 
 
-async def test_big5_and_gb18030_queries_are_encoded_by_the_encoding_standards_encoders(
+async def test_big5_gb18030_and_japanese_queries_are_encoded_by_the_encoding_standards_encoders(
     site: Site, tmp_path
 ):
     """Python's big5hkscs writes the Hong Kong extensions browsers leave out, and some
@@ -297,7 +297,17 @@ async def test_big5_and_gb18030_queries_are_encoded_by_the_encoding_standards_en
     A8BC, and U+E5E5 as a character reference (A3A0)."""
     big5 = {"嘅": "%FBH", "无": "%C6%D3", "é": "%26%23233%3B", "€": "%A3%E1", "～": "%A1%E3"}
     gb18030 = {"︐": "%A6%D9", "ḿ": "%A8%BC", "\ue5e5": "%26%2358853%3B", "\u9fb4": "%FEY"}
-    pages = {"/big5": ("big5", big5), "/gb18030": ("gb18030", gb18030), "/gbk": ("gbk", gb18030)}
+    # Shift_JIS and EUC-JP: IBM's extensions at their first code (﨑, common in names, is
+    # FAB1 where Python's cp932 has ED95), and ∥, which Python's euc_jp lacks.
+    shift_jis = {"ⅰ": "%FA@", "﨑": "%FA%B1"}
+    euc_jp = {"﨑": "%F9%F5", "∥": "%A1%C2"}
+    pages = {
+        "/big5": ("big5", big5),
+        "/gb18030": ("gb18030", gb18030),
+        "/gbk": ("gbk", gb18030),
+        "/shift_jis": ("shift_jis", shift_jis),
+        "/euc-jp": ("euc-jp", euc_jp),
+    }
     requested: list[str] = []
 
     async def record(request: web.Request) -> web.Response:
