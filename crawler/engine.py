@@ -660,7 +660,7 @@ class Crawl:
             # Only hooks and a consumer see the tree after this: without them, no copy.
             seen = self.hooks is not None or self.consumer is not None
             page.fields["text"] = visible_text(tree, keep_tree=seen)
-            page.fields["lang"] = language(tree)
+            page.fields["lang"] = language(tree, response.headers.get("Content-Language"))
         hrefs = parsed.hrefs
         if (refresh := response.headers.get("Refresh")) and (url := refresh_url(refresh)):
             hrefs.append(url)  # the header's refresh, as a <meta http-equiv=refresh>'s

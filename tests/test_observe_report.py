@@ -247,6 +247,28 @@ def test_a_report_to_dev_stdout_goes_down_the_pipe_and_ends_quietly_when_it_clos
     assert os.path.islink("/dev/stdout")
 
 
+def test_a_report_to_dash_goes_to_stdout_as_the_crawls_records_do(tmp_path: Path) -> None:
+    # `-o -` wrote a file named "-" in the working directory, and nothing down the pipe.
+    records = tmp_path / "pages.jsonl"
+    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+
+    result = subprocess.run(
+        [*CLI, "report", str(records), "-o", "-"], capture_output=True, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(b"<!doctype html>")
+    assert result.stderr.decode().splitlines() == ["crawler: report of 1 records on stdout"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pages.jsonl"]
+
+    from_stdin = subprocess.run(
+        [*CLI, "report", "-"], input=records.read_bytes(), capture_output=True, cwd=tmp_path
+    )
+    assert (from_stdin.returncode, from_stdin.stderr.decode().splitlines()) == (
+        2,
+        ["crawler: error: the records must be a file (the report reads them twice), not -"],
+    )
+
+
 def test_a_line_cut_short_is_skipped_and_said(tmp_path: Path) -> None:
     records = tmp_path / "pages.jsonl"
     records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n{"url": "http://a.te')

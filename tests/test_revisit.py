@@ -99,6 +99,35 @@ async def _run_until(command: list[str], event: asyncio.Event) -> int:
     return process.returncode or 0
 
 
+async def test_a_round_in_which_no_page_was_fetched_waits_the_shortest_interval(
+    site: Site, tmp_path: Path
+) -> None:
+    # The site down (its robots.txt answering 503): no page got a time to be due again,
+    # and the next round began at once, and the next: hundreds a minute, each a file in
+    # DIR and a request for robots.txt, without end.
+    site.page("/robots.txt", status=503, body="down")
+    site.page("/", "home")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    directory = tmp_path / "fresh"
+    process = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "crawler", str(seeds), "--revisit", str(directory)],
+        *["--retries", "0", "--revisit-min-interval", "60", "--quiet"],
+        stderr=PIPE,
+    )
+    assert process.stderr is not None
+    said = []
+    while not said or not ("next round in" in said[-1] or "round 3:" in said[-1]):
+        said.append((await asyncio.wait_for(process.stderr.readline(), 30)).decode())
+    process.send_signal(signal.SIGTERM)
+    await process.communicate()
+
+    assert process.returncode == 143
+    assert "next round in 60.0 s" in said[-1], said
+    assert rounds_in(directory) == [1]
+    assert read_records(directory / "round-00001.jsonl")[0]["error"] == "robots_unreachable"
+
+
 async def test_a_redirected_page_carried_over_not_due_is_asked_where_its_redirects_ended(
     site: Site, tmp_path: Path
 ) -> None:

@@ -114,7 +114,9 @@ def test_bad_headers_are_refused_with_one_line(tmp_path, flags, named):
     [
         ('[header]\nX-Token = "S3cretPass\\r\\nInjected: 1"\n', "control character"),
         ("[header]\nX-Count = 3\n", "table of strings"),
-        ('header = "X-A: b"\n', "table"),
+        # One 'Name: value' string is a header, as --header's is; without a colon it is not.
+        ('header = "X-A"\n', "'Name: value'"),
+        ("header = 5\n", "table"),
     ],
 )
 def test_bad_header_tables_are_refused_without_showing_values(tmp_path, toml, named):

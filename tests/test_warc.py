@@ -351,6 +351,35 @@ async def test_text_leaves_out_scripts_styles_and_head_and_keeps_blocks_as_lines
     assert records[site.url + "/gbk"]["text"] == "你好，世界"
 
 
+async def test_lang_falls_back_to_the_content_language_pragma_and_header_as_html_says(
+    site: Site, tmp_path
+) -> None:
+    # Many Chinese sites name their language only in <meta http-equiv=Content-Language>,
+    # or in the HTTP header: lang was null for them. <html lang=""> says "unknown".
+    pragma = '<meta http-equiv="Content-Language" content="zh-CN">'
+    site.page("/pragma", body=f"<head>{pragma}<title>a</title></head><p>中文")
+    site.page("/header", body="<p>中文", headers={"Content-Language": "zh-TW"})
+    site.page("/list", body="<p>中文", headers={"Content-Language": "zh-TW, en"})
+    site.page(
+        "/unknown",
+        body=f'<html lang=""><head>{pragma}</head><p>x',
+        headers={"Content-Language": "en"},
+    )
+    site.page("/attribute", body=f'<html lang="zh-HK"><head>{pragma}</head><p>x')
+    paths = ["/pragma", "/header", "/list", "/unknown", "/attribute"]
+
+    records = by_url(await crawl(tmp_path, [site.url + path for path in paths], text=True))
+
+    langs = {path: records[site.url + path]["lang"] for path in paths}
+    assert langs == {
+        "/pragma": "zh-CN",
+        "/header": "zh-TW",
+        "/list": None,
+        "/unknown": None,
+        "/attribute": "zh-HK",
+    }
+
+
 def test_text_leaves_out_hidden_elements_nested_in_each_other_and_in_inline_ones() -> None:
     tree = LexborHTMLParser(
         "<p>a<noscript><b>x</b><noscript>y</noscript>z</noscript>b</p>"
