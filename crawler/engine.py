@@ -789,7 +789,7 @@ class Crawl:
     def _schedule_next(self, request: Request, page: Page, previous: Previous | None) -> None:
         """--revisit: when the page is due again, from what this fetch found; whether
         its sitemap's <lastmod> told true."""
-        from crawler.revisit import due_at, lastmod_after
+        from crawler.revisit import lastmod_after
 
         assert self.schedule is not None
         changed = page.fields.get("changed")
@@ -798,7 +798,11 @@ class Crawl:
             if said_changed is not None:
                 page.fields["lastmod_right"] = said_changed == changed
         last_s = previous.interval_s if previous is not None else None
-        interval_s = self.schedule.next_interval_s(last_s, changed)
+        self._due_again(page, self.schedule.next_interval_s(last_s, changed))
+
+    def _due_again(self, page: Page, interval_s: float) -> None:
+        from crawler.revisit import due_at
+
         page.fields["revisit_interval_s"] = round(interval_s, 3)
         page.fields["due_at"] = due_at(time.time(), interval_s)
 
@@ -903,9 +907,10 @@ class Crawl:
     async def _record_refused(self, request: Request, error: ErrorKind) -> None:
         page = None if request.kind == ROBOTS else self._new_page(request, error=error)
         if page is not None and self.schedule is not None:
-            # Asked again when a page first seen would be: with no time, a round of
-            # refusals alone had the next begin at once, round after round.
-            self._schedule_next(request, page, None)
+            # Asked again as soon as a page may be: the refusal may be lifted (robots.txt
+            # back, or changed) sooner than a page changes. With no time at all, a round
+            # of refusals alone had the next begin at once, round after round.
+            self._due_again(page, self.schedule.min_interval_s)
         try:
             if page is not None and self.hooks is not None:  # on_page sees every record
                 await self.hooks.apply(page, [])
