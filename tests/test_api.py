@@ -320,6 +320,23 @@ async def test_on_page_may_not_replace_the_records_own_fields(site):
     assert records[0]["url"] == f"{site.url}/" and records[0]["error"] == "hook_failed"
 
 
+@pytest.mark.parametrize("name", ["text", "warc_file"])
+async def test_on_page_may_not_write_the_fields_the_crawler_adds_with_an_option(
+    site, tmp_path, name
+):
+    """A hook's "text" replaced --text's, and its "warc_file" was replaced by --warc's,
+    both without a word: either the crawler's value or the hook's was lost."""
+    site.page("/", body=html("Home", body="<p>home body</p>"))
+    settings = replace(
+        TEST_SETTINGS, text=True, warc=str(tmp_path / "w"), output=str(tmp_path / "o.jsonl")
+    )
+    async with Crawler([f"{site.url}/"], settings, on_page=lambda p: {name: "mine"}) as c:
+        await c.crawl()
+    [record] = read_records(tmp_path / "o.jsonl")
+    assert record["error"] == "hook_failed"
+    assert record["text"] == "home body" and record["warc_file"].endswith(".warc.gz")
+
+
 async def test_on_page_values_json_has_not_are_written_as_orjson_writes_them(site, tmp_path):
     """NaN is null in the line, as orjson writes it, also when a lone surrogate sends
     the record to the standard library's encoder (which wrote NaN, no JSON: jq and
