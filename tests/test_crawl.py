@@ -287,7 +287,7 @@ async def test_a_gbk_pages_links_are_requested_as_a_browser_requests_them(site: 
     assert sorted(requested) == sorted(expected)
 
 
-async def test_big5_gb18030_and_japanese_queries_are_encoded_by_the_encoding_standards_encoders(
+async def test_big5_gb18030_japanese_and_koi8_u_queries_are_encoded_by_the_standards_encoders(
     site: Site, tmp_path
 ):
     """Python's big5hkscs writes the Hong Kong extensions browsers leave out, and some
@@ -301,7 +301,11 @@ async def test_big5_gb18030_and_japanese_queries_are_encoded_by_the_encoding_sta
     # FAB1 where Python's cp932 has ED95), and ∥, which Python's euc_jp lacks.
     shift_jis = {"ⅰ": "%FA@", "﨑": "%FA%B1"}
     euc_jp = {"﨑": "%F9%F5", "∥": "%A1%C2"}
+    # WHATWG's KOI8-U is KOI8-RU: Belarusian ў and Ў at AE and BE, where Python's koi8_u
+    # has ╝ and ╬, which browsers' encoder lacks.
+    koi8_u = {"ў": "%AE", "Ў": "%BE", "╝": "%26%239565%3B", "я": "%D1"}
     pages = {
+        "/koi8-u": ("koi8-u", koi8_u),
         "/big5": ("big5", big5),
         "/gb18030": ("gb18030", gb18030),
         "/gbk": ("gbk", gb18030),
