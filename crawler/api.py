@@ -116,6 +116,9 @@ class Crawler:
         self._task: asyncio.Task[None] | None = None
         self._outbox: _Outbox | None = None
         self._dashboard_sockets: list[socket.socket] = []  # until the dashboard takes them
+        # With --dashboard, where its page is, once the crawler is open (for a port of 0,
+        # the port chosen); its /metrics is beside it.
+        self.dashboard_url: str | None = None
         # With --dashboard, the figures it showed when the crawl ended (--revisit shows
         # them between rounds).
         self.dashboard_figures: WatchedFigures | None = None
@@ -144,9 +147,10 @@ class Crawler:
             check_outputs(self.settings)
             history: PreviousCrawl | None = _open_history(self.settings)
             if self.settings.dashboard is not None:  # before the store opens -o: a port in use
-                from crawler.observe.dashboard import listen
+                from crawler.observe.dashboard import listen, url_of
 
                 self._dashboard_sockets = listen(self.settings.dashboard)
+                self.dashboard_url = url_of(self._dashboard_sockets[0].getsockname())
             try:
                 self._store = open_store(self.settings, self.seeds)
             except BaseException:
