@@ -59,9 +59,6 @@ MAX_OPTIONS = 256
 # At most this many characters a page is parsed on the event loop: the slowest shape of this
 # size measured 0.07 s (6,500 nested <div>s), the cost of a thread hand-off is saved.
 INLINE_MAX_CHARS = 32 * 1024
-# With a CPU beside the loop, a page of at least this many characters has its tree built
-# there: Lexbor takes about 12 us for 2 KB, what handing it to a thread costs the loop.
-BESIDE_MIN_CHARS = 4 * 1024
 # At most this many, a page the sampled look finds plain is parsed as a plain page is, until
 # one such parse takes longer than its budget (a shape the look missed): then, for the rest of
 # the crawl, every page over INLINE_MAX_CHARS goes to the guarded threads. On one CPU, it is
@@ -435,9 +432,7 @@ class HtmlParser:
         bounded. A large page's are read in a thread too: a page of 500,000 links took 1.2 s."""
         size = len(html)
         if size <= INLINE_MAX_CHARS:
-            if self._beside_loop is None or size < BESIDE_MIN_CHARS:
-                return _parsed(html)
-            return await self._plain(html)
+            return _parsed(html)
         suspect = bool(self._runaways) or may_be_slow(html, self._random)
         if not suspect and size <= LOOKED_INLINE_MAX_CHARS and not self._inline_overran:
             return await self._plain(html)
