@@ -565,7 +565,8 @@ async def test_the_api_shows_the_crawl_not_the_engine(site, tmp_path):
     crawler = Crawler([f"{site.url}/"], settings)
     public = {name for name in dir(crawler) if not name.startswith("_")}
     assert public == {
-        "aclose", "close", "complete", "crawl", "dashboard_figures", "failure", "figures",
+        "aclose", "close", "complete", "crawl", "dashboard_figures", "dashboard_url", "failure",
+        "figures",
         "open", "run", "seeds", "settings", "stats", "stop",
     }  # fmt: skip
     assert crawler.open() is None
