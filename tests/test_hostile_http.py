@@ -34,6 +34,8 @@ class RawSite:
         self.responses: dict[str, bytes] = {}
         self.connections = 0
         self.requests: list[str] = []
+        self.closing: set[str] = set()  # paths after whose response the connection is closed
+        self.served_on: dict[str, int] = {}  # path: the number of the connection it came on
         self._server: asyncio.Server | None = None
 
     @property
@@ -49,10 +51,13 @@ class RawSite:
                     pass
                 path = request_line.split()[1].decode()
                 self.requests.append(path)
+                self.served_on[path] = self.connections
                 writer.write(
                     self.responses.get(path, response("404 Not Found", {"Content-Length": "0"}))
                 )
                 await writer.drain()
+                if path in self.closing:
+                    break
         except ConnectionError:
             pass
         finally:
@@ -136,3 +141,50 @@ async def test_a_header_line_of_20_kb_is_read_as_browsers_read_it_and_one_of_1_m
     assert len(long_policy) > 20_000
     assert status_and_title(records[raw_site.url + "/long"]) == (200, "long")
     assert records[raw_site.url + "/huge"]["error"] == "invalid_response"
+
+
+TITLED = b"<title>ok</title>"
+
+
+def raw(head: bytes, body: bytes = TITLED) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n" + head + b"\r\n" + body
+
+
+async def test_heads_browsers_read_are_read_and_ambiguous_lengths_are_not(
+    raw_site: RawSite, tmp_path
+):
+    """RFC 9112 6.3 and 5.1, as Chromium reads them; llhttp refused the first five."""
+    chunked = b"11\r\n" + TITLED + b"\r\n0\r\n\r\n"
+    cases = {
+        "/twice": raw(b"Content-Length: 17\r\ncontent-length: 17\r\n"),
+        "/list": raw(b"Content-Length: 17, 17\r\n"),
+        "/chunked-wins": raw(b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n", chunked),
+        "/space-before-colon": raw(b"Content-Length : 17\r\nX-Powered-By : PHP\r\n"),
+        "/no-colon": raw(b"Content-Length: 17\r\nThis is not a header\r\n"),
+        "/bare-lf": b"HTTP/1.1 200 OK\nContent-Type: text/html\nContent-Length: 17\n\n" + TITLED,
+        "/folded": raw(b"X-Folded: a\r\n b\r\nContent-Length: 17\r\n"),
+        "/no-reason": raw(b"Content-Length: 17\r\n").replace(b" OK", b"", 1),
+        "/read-to-close": raw(b"").replace(b"HTTP/1.1", b"HTTP/1.0", 1),
+        "/two-lengths": raw(b"Content-Length: 17\r\nContent-Length: 20\r\n"),
+        "/length-list-differs": raw(b"Content-Length: 17, 20\r\n"),
+    }
+    raw_site.responses.update(cases)
+    raw_site.responses["/"] = page("index", tuple(cases))
+    raw_site.closing.add("/read-to-close")
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
+
+    outcome = {
+        path: (r["status"], r["title"], r["error"])
+        for path in cases
+        for r in [records[raw_site.url + path]]
+    }
+    read = (200, "ok", None)
+    assert outcome == {
+        **dict.fromkeys(list(cases)[:-2], read),
+        "/two-lengths": (None, None, "invalid_response"),
+        "/length-list-differs": (None, None, "invalid_response"),
+    }
+    # Not reused after one that might be smuggling another response (RFC 9112 6.1).
+    after = raw_site.requests[raw_site.requests.index("/chunked-wins") + 1]
+    assert raw_site.served_on[after] == raw_site.served_on["/chunked-wins"] + 1

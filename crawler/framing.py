@@ -1,0 +1,196 @@
+"""Where a response's head and body end, as browsers read them: aiohttp's protocol for a
+connection, which hands its parser (llhttp, strict) a head it refused again, the way a
+browser takes it.
+
+RFC 9112 lets a user agent read more than llhttp does, and browsers do:
+
+- a Content-Length given twice with one value, or as a list of one value ("5, 5"), is
+  that value (6.3); two different values stay an error (the parser refuses them);
+- Transfer-Encoding and Content-Length together: Transfer-Encoding wins (6.3), and the
+  connection is closed after, as a message that might be smuggling one;
+- whitespace between a field name and its colon is dropped, as a proxy must (5.1), and
+  a line with no colon or no name is skipped, as Chromium and Firefox skip it;
+- a 204 or a 304 ends with its head, whatever its headers say (6.3): a server that sends
+  a body after one anyway (a script that prints its page whatever the status) had aiohttp
+  read those bytes as the next response on the connection. The bytes are dropped, and
+  the connection is closed rather than reused.
+
+Most heads are read once, by llhttp, as they come: a head is only looked at here when
+llhttp refuses it (or for a 204 or 304), so the pages a crawl reads cost nothing more.
+A refusal is caught before aiohttp closes the connection; the head is then written
+again, and a new parser reads it. A head that is split over several reads and refused
+in a later one stays refused.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aiohttp.client_proto import ResponseHandler
+
+# A head still unended past this is handed to aiohttp as it is, to refuse.
+MAX_HEAD_BYTES = 2 << 20
+_BODILESS_STATUSES = (b"204", b"304")
+# A 204 or a 304 that announces a body, which a server that sends one after it does.
+_ANNOUNCED_BODY = re.compile(
+    rb"\n(?:content-length[ \t]*:[ \t]*0*[1-9]|transfer-encoding[ \t]*:)", re.I
+)
+_CONTENT_LENGTH = b"content-length"
+
+
+def head_end(data: bytes | bytearray, start: int = 0) -> int:
+    """Where the head in `data` ends, past its empty line (CRLF or, RFC 9112 2.2, a bare
+    LF), or -1; looked for from `start`."""
+    crlf = data.find(b"\n\r\n", start)
+    lf = data.find(b"\n\n", start)
+    if lf < 0:
+        return crlf + 3 if crlf >= 0 else -1
+    return crlf + 3 if 0 <= crlf < lf else lf + 2
+
+
+def browser_head(head: bytes) -> tuple[bytes, bool]:
+    """`head` (up to its empty line) with its fields as browsers read them, for llhttp;
+    and whether the connection must be closed after its response."""
+    lines = head.split(b"\n")
+    kept = [lines[0].rstrip(b"\r")]
+    lengths: list[bytes] = []
+    length_at = -1  # where the first Content-Length was, to put its one value back
+    transfer_encoded = False
+    for raw in lines[1:]:
+        line = raw.rstrip(b"\r")
+        if not line:
+            break
+        if line[0] in b" \t":  # obs-fold, which llhttp reads
+            kept.append(line)
+            continue
+        name, colon, value = line.partition(b":")
+        name = name.rstrip(b" \t")
+        if not colon or not name:
+            continue
+        lower = name.lower()
+        if lower == _CONTENT_LENGTH:
+            if length_at < 0:
+                length_at = len(kept)
+            lengths.append(value.strip(b" \t"))
+            continue
+        transfer_encoded = transfer_encoded or lower == b"transfer-encoding"
+        kept.append(name + b":" + value)
+    if lengths and not transfer_encoded:
+        values = {part.strip(b" \t") for length in lengths for part in length.split(b",")}
+        if len(values) == 1 and (only := values.pop()).isdigit():
+            lengths = [only]
+        kept[length_at:length_at] = [b"Content-Length: " + length for length in lengths]
+    kept += [b"", b""]
+    return b"\r\n".join(kept), transfer_encoded and bool(lengths)
+
+
+class BrowserFramedResponseHandler(ResponseHandler):
+    """aiohttp's protocol for a connection, reading a head llhttp refuses as browsers do.
+
+    aiohttp makes a parser for each request: which parser's response is being read
+    says whether its head is still to come.
+    """
+
+    def __init__(self, loop: Any) -> None:
+        super().__init__(loop)
+        self._passed: object = None  # the parser whose head went to aiohttp, body to come
+        self._ended: object = None  # the parser whose response was a 204 or 304, read
+        self._head = bytearray()  # the start of a response's head, until enough has come
+        self._params: dict[str, Any] = {}  # aiohttp's for this response's parser
+        self._trying = False  # a refusal now is caught, not the connection's end
+        self._refused = False
+        self._rewriting = False  # the head coming is one llhttp refused
+
+    def set_response_params(self, **params: Any) -> None:
+        self._params = params
+        super().set_response_params(**params)
+
+    def set_exception(self, exc: BaseException, *cause: BaseException) -> None:
+        if self._trying:
+            self._refused = True
+            return
+        super().set_exception(exc, *cause)
+
+    def data_received(self, data: bytes) -> None:
+        parser = self._parser
+        if parser is self._passed:
+            ResponseHandler.data_received(self, data)
+        elif parser is self._ended:
+            if data:  # nothing may follow a bodiless response
+                self._close_for_stray_bytes()
+        elif self._head:
+            searched = len(self._head) - 2  # the empty line may have begun in the last bytes
+            self._head += data
+            self._read_head(parser, bytes(self._head), searched)
+        else:
+            self._read_head(parser, data, 0)
+
+    def _read_head(self, parser: object, data: bytes, searched: int) -> None:
+        """`data`, which begins a response's head, to aiohttp: at once unless the head
+        must be seen whole (a 204 or 304, or one llhttp refused), then once it has come."""
+        status = data[9:12]
+        if not self._rewriting and status not in _BODILESS_STATUSES:
+            if len(data) < 12:
+                self._head[:] = data
+                return
+            self._head.clear()
+            self._passed = parser
+            self._try_head(data)
+            return
+        end = head_end(data, max(searched, 0))
+        if end < 0:
+            if len(data) < MAX_HEAD_BYTES:
+                self._head[:] = data
+                return
+            end = len(data)  # for aiohttp to refuse
+        self._head.clear()
+        if self._rewriting:
+            self._rewriting = False
+            head, close = browser_head(data[:end])
+            if close:
+                self.force_close()
+            data, end = head + data[end:], len(head)
+            if status[:1] == b"1" and status != b"101":  # interim: the final head follows
+                ResponseHandler.data_received(self, data[:end])
+                self._rewriting = True
+                if len(data) > end:
+                    self._read_head(parser, data[end:], 0)
+                return
+        if status not in _BODILESS_STATUSES:
+            self._passed = parser
+            ResponseHandler.data_received(self, data)
+            return
+        self._ended = parser
+        ResponseHandler.data_received(self, data[:end])
+        if len(data) > end or _ANNOUNCED_BODY.search(data, 0, end):
+            self._close_for_stray_bytes()
+
+    def _try_head(self, data: bytes) -> None:
+        """`data` to aiohttp; if llhttp refuses the head it begins with, read it again as
+        browsers do, with a new parser (llhttp stops at its first error)."""
+        transport, self.transport = self.transport, None  # aiohttp closes one it refuses
+        self._trying = True
+        try:
+            ResponseHandler.data_received(self, data)
+        finally:
+            self.transport = transport
+            self._trying = False
+        if self._refused:
+            self._refused = False
+            super().set_response_params(**self._params)
+            self._rewriting = True
+            self._read_head(self._parser, data, 0)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._head:  # a head the server never ended: aiohttp's to refuse
+            head = bytes(self._head)
+            self._head.clear()
+            self._passed = self._parser
+            ResponseHandler.data_received(self, head)
+        super().connection_lost(exc)
+
+    def _close_for_stray_bytes(self) -> None:
+        self.force_close()
+        if self.transport is not None:
+            self.transport.close()
