@@ -16,7 +16,8 @@ handshake), never inside a URL that aiohttp could put into an exception's messag
 The connector connects only where crawler.netguard allows: the seeds and the
 proxy are the hosts the user named. Through a proxy, the proxy makes the
 connections to the sites, so the guard sees only the connection to the proxy; a
-URL's own host is checked before it goes there (AddressGuard.check_proxied).
+URL's own host is checked before it goes there (AddressGuard.check_proxied), and
+under socks5:// the name is resolved here, through the guard (crawler.socks).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any, NamedTuple
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
+from aiohttp.resolver import DefaultResolver
 from multidict import CIMultiDict
 from yarl import URL
 
@@ -176,18 +178,24 @@ def make_connector(settings: Settings, guard: AddressGuard | None) -> aiohttp.TC
         options |= connector_options(guard, resolve=settings.resolve)
         max_idle = IDLE_CONNECTIONS_PER_WORKER * settings.concurrency
         return BoundedPoolConnector(max_idle=max_idle, **options)
-    from aiohttp_socks import ProxyConnector, ProxyType
+    from aiohttp_socks import ProxyType
 
     assert proxy is not None
     parsed = URL(proxy.rstrip("/"))
     assert parsed.raw_host is not None  # proxy_problem() refused a proxy URL without one
-    return ProxyConnector(
+    from crawler.socks import SocksConnector
+
+    # socks5h: the proxy resolves host names; socks5: the crawl's guarded resolver does
+    resolver = None
+    if parsed.scheme.lower() != "socks5h":
+        resolver = connector_options(guard, settings.resolve).get("resolver", DefaultResolver())
+    return SocksConnector(
         host=parsed.raw_host,
         port=parsed.explicit_port or SOCKS_DEFAULT_PORT,
         proxy_type=ProxyType.SOCKS5,
         username=parsed.user,
         password=parsed.password,
-        rdns=parsed.scheme.lower() == "socks5h",  # socks5h: the proxy resolves host names
+        resolver=resolver,
         **options,
     )
 
