@@ -415,6 +415,32 @@ async def test_big5_hkscs_codes_python_lacks_decode_as_whatwg_big5_reads_them(si
     assert record["title"] == "".join(codes.values()) + "香港"
 
 
+async def test_big5_a241_and_a242_are_the_division_slash_and_small_reverse_solidus(
+    site: Site, tmp_path
+):
+    """WHATWG's index-big5 (Microsoft's code page 950): A1FE ／, A240 ＼, A241 ∕, A242 ﹨;
+    Python's Big5-HKSCS reads A241 and A242 as A1FE and A240. A4A2 then "A" is 丐A."""
+    body = b"<title>\xa1\xfe\xa2\x40\xa2\x41\xa2\x42 \xa4\xa2A\xa4\xa2B</title>"
+    site.page("/", body=body, content_type="text/html; charset=big5")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "／＼∕﹨ 丐A丐B"
+
+
+async def test_euc_jp_jis_x_0212_2237_is_the_fullwidth_tilde_as_browsers_read_it(
+    site: Site, tmp_path
+):
+    """WHATWG's index-jis0212 has ～ at 2237 (8F A2 B7 in EUC-JP), Python's euc_jp the
+    ASCII ~, which stays itself."""
+    body = b"<title>10\x8f\xa2\xb720 ~</title>"
+    site.page("/", body=body, content_type="text/html; charset=euc-jp")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "10～20 ~"
+
+
 async def test_iso_2022_jp_reads_halfwidth_katakana_as_whatwg_reads_them(site: Site, tmp_path):
     body = b"<title>\x1b(I12\x1b(B \x1b$B0!\x1b(B</title>"  # ESC ( I: JIS X 0201 katakana
     site.page("/", body=body, content_type="text/html; charset=iso-2022-jp")
