@@ -10,6 +10,8 @@ RFC 9112 lets a user agent read more than llhttp does, and browsers do:
   connection is closed after, as a message that might be smuggling one;
 - whitespace between a field name and its colon is dropped, as a proxy must (5.1), and
   a line with no colon or no name is skipped, as Chromium and Firefox skip it;
+- a 1xx interim response (100 Continue, 103 Early Hints) is a head alone, and the
+  response after it is read as any other (a 304 after a 103, too);
 - a 204 or a 304 ends with its head, whatever its headers say (6.3): a server that sends
   a body after one anyway (a script that prints its page whatever the status) had aiohttp
   read those bytes as the next response on the connection. The bytes are dropped, and
@@ -128,9 +130,9 @@ class BrowserFramedResponseHandler(ResponseHandler):
 
     def _read_head(self, parser: object, data: bytes, searched: int) -> None:
         """`data`, which begins a response's head, to aiohttp: at once unless the head
-        must be seen whole (a 204 or 304, or one llhttp refused), then once it has come."""
+        must be seen whole (a 1xx, 204 or 304, or one llhttp refused), then once it has."""
         status = data[9:12]
-        if not self._rewriting and status not in _BODILESS_STATUSES:
+        if not self._rewriting and status not in _BODILESS_STATUSES and data[9:10] != b"1":
             if len(data) < 12:
                 self._head[:] = data
                 return
@@ -145,18 +147,21 @@ class BrowserFramedResponseHandler(ResponseHandler):
                 return
             end = len(data)  # for aiohttp to refuse
         self._head.clear()
-        if self._rewriting:
-            self._rewriting = False
+        rewriting, self._rewriting = self._rewriting, False
+        if rewriting:
             head, close = browser_head(data[:end])
             if close:
                 self.force_close()
             data, end = head + data[end:], len(head)
-            if status[:1] == b"1" and status != b"101":  # interim: the final head follows
+        if status[:1] == b"1" and status != b"101":  # interim: the final head follows
+            if rewriting:
                 ResponseHandler.data_received(self, data[:end])
-                self._rewriting = True
-                if len(data) > end:
-                    self._read_head(parser, data[end:], 0)
-                return
+            else:
+                self._try_head(data[:end])
+            self._rewriting = rewriting
+            if len(data) > end:  # read as this response's head was (its parser may be new)
+                self._read_head(self._parser, data[end:], 0)
+            return
         if status not in _BODILESS_STATUSES:
             self._passed = parser
             ResponseHandler.data_received(self, data)

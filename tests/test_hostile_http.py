@@ -98,6 +98,24 @@ async def test_a_304_followed_by_a_body_spoils_neither_itself_nor_the_next_respo
     assert raw_site.connections == 2  # the one the 304 came on was not used again
 
 
+async def test_interim_responses_before_the_final_one_are_read_as_heads_alone(
+    raw_site: RawSite, tmp_path
+):
+    hints = b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"
+    raw_site.responses["/"] = page("index", ("/hinted", "/hinted-304", "/next"))
+    raw_site.responses["/hinted"] = hints + hints + page("hinted")
+    raw_site.responses["/hinted-304"] = hints + response(
+        "304 Not Modified", {"Content-Length": "9"}, b"the page!"
+    )
+    raw_site.responses["/next"] = page("next")
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
+
+    assert status_and_title(records[raw_site.url + "/hinted"]) == (200, "hinted")
+    assert records[raw_site.url + "/hinted-304"]["status"] == 304  # was no status at all
+    assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
+
+
 async def test_a_body_without_content_type_is_html_if_browsers_sniff_it_so(
     raw_site: RawSite, tmp_path
 ):
