@@ -53,6 +53,13 @@ _HTML_SNIFFED = re.compile(
     re.I,
 )
 _SNIFF_BYTES = 512
+_ESSENCE = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+/[!#$%&'*+.^_`|~0-9a-z-]+")
+_UNKNOWN_TYPES = frozenset({"*/*", "unknown/unknown", "application/unknown"})
+_HTTP_WHITESPACE = "\t\n\r "
+# One value of a comma-separated header, quoted strings kept whole (Fetch's "get, decode,
+# and split"); a charset parameter, named in any case.
+_LIST_ITEM = re.compile(r'(?:[^,"]|"(?:\\.|[^"\\])*"?)+')
+_CHARSET = re.compile(r";[\t\n\r ]*(charset=[^;]*)", re.I)
 _CHUNK_BYTES = 65536
 _REDIRECT_BODY_BYTES = 65536
 
@@ -129,7 +136,9 @@ class Response:
     def is_html(self) -> bool:
         if self.media_type in HTML_TYPES:
             return True
-        if self.content_type:
+        # MIME Sniffing: a type that is none (or */*, "unknown") is sniffed as if absent
+        essence = self.media_type
+        if _ESSENCE.fullmatch(essence) and essence not in _UNKNOWN_TYPES:
             return False
         return _HTML_SNIFFED.match(self.body, 0, _SNIFF_BYTES) is not None
 
@@ -412,6 +421,30 @@ def _exchange(
     )
 
 
+def content_type(values: list[str]) -> str | None:
+    """The Content-Type browsers go by, of a response's Content-Type fields (Fetch's
+    "extract a MIME type"): of several values (fields, or a list in one), the last that
+    is a MIME type, keeping the charset of the one before it of the same type. Without
+    one, the values as they are, which a body is sniffed past (see Response.is_html)."""
+    if len(values) == 1 and "," not in values[0]:
+        return values[0]
+    chosen, essence, charset = None, "", ""
+    for value in _LIST_ITEM.findall(", ".join(values)):
+        value = value.strip(_HTTP_WHITESPACE)
+        this = media_type(value)
+        if not _ESSENCE.fullmatch(this) or this == "*/*":
+            continue
+        own = _CHARSET.search(value)
+        if this != essence:
+            charset = ""
+        if own is not None:
+            charset = own[1]
+        elif charset:
+            value = f"{value}; {charset}"
+        chosen, essence = value, this
+    return chosen or ", ".join(values) or None
+
+
 def media_type(content_type: str | None) -> str:
     """The type/subtype of a Content-Type value, lowercased ("" if there is none)."""
     return (content_type or "").partition(";")[0].strip().lower()
@@ -517,7 +550,7 @@ class Fetcher:
                 if r.status == NOT_MODIFIED and not validators:
                     response.error = ErrorKind.INVALID_RESPONSE  # not modified since nothing
                 response.headers = r.headers
-                response.content_type = r.headers.get("Content-Type")
+                response.content_type = content_type(r.headers.getall("Content-Type", ()))
                 if r.status in REDIRECT_STATUSES:
                     limit = min(limit, _REDIRECT_BODY_BYTES)
                 try:

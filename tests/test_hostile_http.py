@@ -143,6 +143,34 @@ async def test_a_body_without_content_type_is_html_if_browsers_sniff_it_so(
     }
 
 
+async def test_the_content_type_is_the_last_of_several_and_a_type_that_is_none_is_sniffed(
+    raw_site: RawSite, tmp_path
+):
+    """Fetch's "extract a MIME type": of several values (fields, or a list in one), the
+    last MIME type wins; MIME Sniffing sniffs a body whose type is none, or */*."""
+    body = "<title>標題</title><meta charset=gbk>".encode("gbk")
+    fields = {
+        "/two-fields": ["text/plain", "text/html; charset=gbk"],
+        "/a-list": ["text/plain, text/html; charset=gbk"],
+        "/charset-kept": ["text/html; charset=gbk", "text/html"],
+        "/not-a-type": ["html"],
+        "/any": ["*/*"],
+        "/plain": ["text/plain"],
+    }
+    for path, values in fields.items():
+        head = "".join(f"Content-Type: {value}\r\n" for value in values)
+        raw_site.responses[path] = (
+            f"HTTP/1.1 200 OK\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+        )
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + path for path in fields]))
+
+    titles = {path: records[raw_site.url + path]["title"] for path in fields}
+    assert titles == {**dict.fromkeys(list(fields)[:-1], "標題"), "/plain": None}
+    assert records[raw_site.url + "/two-fields"]["content_type"] == "text/html; charset=gbk"
+    assert records[raw_site.url + "/charset-kept"]["content_type"] == "text/html; charset=gbk"
+
+
 async def test_a_header_line_of_20_kb_is_read_as_browsers_read_it_and_one_of_1_mb_is_not(
     raw_site: RawSite, tmp_path
 ):
