@@ -238,13 +238,34 @@ class BodyCut(Exception):
         self.payload = payload  # what came of it, as received
 
 
+# IANA's HTTP Content Coding Registry but identity: one we cannot undo (zstd, compress)
+# is a decoding_error. A word that is no coding ("utf-8", "none": a charset in the wrong
+# header, which PHP scripts send) is passed over, as Chromium does, which shows the page.
+_CONTENT_CODINGS = frozenset(
+    [
+        "aes128gcm",
+        "br",
+        "compress",
+        "dcb",
+        "dcz",
+        "deflate",
+        "exi",
+        "gzip",
+        "pack200-gzip",
+        "x-compress",
+        "x-gzip",
+        "zstd",
+    ]
+)
+
+
 def _decoder_for(content_encoding: str | None) -> _Decoder | _Decoders | None:
     """What undoes `content_encoding`: a list of codings in the order they were applied
-    (RFC 9110 8.4), "identity" among them meaning none, as browsers read it."""
+    (RFC 9110 8.4), "identity" or a word that is no coding among them meaning none."""
     if not content_encoding:
         return None
     listed = (encoding.strip(" \t") for encoding in content_encoding.lower().split(","))
-    encodings = [encoding for encoding in listed if encoding not in ("", "identity")]
+    encodings = [encoding for encoding in listed if encoding in _CONTENT_CODINGS]
     try:
         decoders = [_Decoder(encoding) for encoding in reversed(encodings)]
     except ValueError as exc:

@@ -539,7 +539,7 @@ async def test_stacked_content_codings_are_undone_in_reverse_order_as_browsers_d
     # longer than --max-bytes while the page is not.
     stored = gzip.compress(gzip.compress(page, compresslevel=0))
     site.page("/stored", body=stored, headers={"Content-Encoding": "gzip,gzip"})
-    site.page("/unknown", body=gzip.compress(page), headers={"Content-Encoding": "gzip, zz"})
+    site.page("/unknown", body=gzip.compress(page), headers={"Content-Encoding": "gzip, zstd"})
     seeds = [site.url + path for path in ("/", "/identity", "/stored", "/unknown")]
 
     records = by_url(await crawl(tmp_path, seeds, max_depth=0, max_bytes=len(page)))
@@ -552,6 +552,25 @@ async def test_stacked_content_codings_are_undone_in_reverse_order_as_browsers_d
             False,
         ), path
     assert records[site.url + "/unknown"]["error"] == "decoding_error"
+
+
+async def test_a_content_encoding_that_is_no_coding_is_passed_over_as_chromium_does(
+    site: Site, tmp_path
+):
+    """A charset in the wrong header (PHP's header('Content-Encoding: utf-8')) or "none":
+    Chromium shows the body as it came; a coding we cannot undo stays an error."""
+    page = html("shown").encode()
+    codings = {"/utf-8": "utf-8", "/none": "none", "/then-gzip": "UTF8, gzip"}
+    for path, coding in codings.items():
+        body = gzip.compress(page) if "gzip" in coding else page
+        site.page(path, body=body, headers={"Content-Encoding": coding})
+    site.page("/compress", body=page, headers={"Content-Encoding": "compress"})
+    paths = [*codings, "/compress"]
+
+    records = by_url(await crawl(tmp_path, [site.url + path for path in paths], max_depth=0))
+
+    outcome = [(records[site.url + p]["title"], records[site.url + p]["error"]) for p in paths]
+    assert outcome == [("shown", None)] * 3 + [(None, "decoding_error")]
 
 
 async def test_a_meta_refresh_is_a_link_as_browsers_go_there(site: Site, tmp_path):
