@@ -51,9 +51,10 @@ def head_end(data: bytes | bytearray, start: int = 0) -> int:
     return crlf + 3 if 0 <= crlf < lf else lf + 2
 
 
-def browser_head(head: bytes) -> tuple[bytes, bool]:
+def browser_head(head: bytes) -> tuple[bytes, bool, int | None]:
     """`head` (up to its empty line) with its fields as browsers read them, for llhttp;
-    and whether the connection must be closed after its response."""
+    whether the connection must be closed after its response; and the length of its
+    body, if a Content-Length alone gives it."""
     lines = head.split(b"\n")
     kept = [lines[0].rstrip(b"\r")]
     lengths: list[bytes] = []
@@ -78,13 +79,14 @@ def browser_head(head: bytes) -> tuple[bytes, bool]:
             continue
         transfer_encoded = transfer_encoded or lower == b"transfer-encoding"
         kept.append(name + b":" + value)
+    body_bytes = None
     if lengths and not transfer_encoded:
         values = {part.strip(b" \t") for length in lengths for part in length.split(b",")}
         if len(values) == 1 and (only := values.pop()).isdigit():
-            lengths = [only]
+            lengths, body_bytes = [only], int(only)
         kept[length_at:length_at] = [b"Content-Length: " + length for length in lengths]
     kept += [b"", b""]
-    return b"\r\n".join(kept), transfer_encoded and bool(lengths)
+    return b"\r\n".join(kept), transfer_encoded and bool(lengths), body_bytes
 
 
 class BrowserFramedResponseHandler(ResponseHandler):
@@ -148,11 +150,17 @@ class BrowserFramedResponseHandler(ResponseHandler):
             end = len(data)  # for aiohttp to refuse
         self._head.clear()
         rewriting, self._rewriting = self._rewriting, False
+        stray = False
         if rewriting:
-            head, close = browser_head(data[:end])
+            head, close, body_bytes = browser_head(data[:end])
             if close:
                 self.force_close()
             data, end = head + data[end:], len(head)
+            # Bytes past the Content-Length (a page longer than it says) are no response of
+            # their own (RFC 9112 6.3): dropped, as browsers drop them, not the page with them.
+            final = status[:1] != b"1" or status == b"101"
+            if final and body_bytes is not None and len(data) > end + body_bytes:
+                stray, data = True, data[: end + body_bytes]
         if status[:1] == b"1" and status != b"101":  # interim: the final head follows
             if rewriting:
                 ResponseHandler.data_received(self, data[:end])
@@ -165,6 +173,8 @@ class BrowserFramedResponseHandler(ResponseHandler):
         if status not in _BODILESS_STATUSES:
             self._passed = parser
             ResponseHandler.data_received(self, data)
+            if stray:
+                self._close_for_stray_bytes()
             return
         self._ended = parser
         ResponseHandler.data_received(self, data[:end])

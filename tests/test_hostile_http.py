@@ -98,6 +98,25 @@ async def test_a_304_followed_by_a_body_spoils_neither_itself_nor_the_next_respo
     assert raw_site.connections == 2  # the one the 304 came on was not used again
 
 
+async def test_a_body_longer_than_its_content_length_is_read_to_its_length_and_the_rest_dropped(
+    raw_site: RawSite, tmp_path
+):
+    """RFC 9112 6.3: bytes after a response are no response of their own (a script that
+    prints a newline after its page's Content-Length was counted); browsers show the page."""
+    raw_site.responses["/"] = page("index", ("/longer", "/next"))
+    raw_site.responses["/longer"] = page("longer") + b"\n\n<!-- footer -->"
+    raw_site.responses["/next"] = page("next")
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
+
+    assert status_and_title(records[raw_site.url + "/longer"]) == (200, "longer")
+    assert records[raw_site.url + "/longer"]["bytes"] == len(
+        page("longer").partition(b"\r\n\r\n")[2]
+    )
+    assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
+    assert raw_site.served_on["/next"] == raw_site.served_on["/longer"] + 1  # not used again
+
+
 async def test_interim_responses_before_the_final_one_are_read_as_heads_alone(
     raw_site: RawSite, tmp_path
 ):
