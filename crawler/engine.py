@@ -519,7 +519,8 @@ class Crawl:
         response = await fetcher.fetch(
             url, self._admit_hop, request.redirects, validators, validated
         )
-        self.scheduler.reached(request, response.error)
+        if response.error is not None or self.scheduler.failing:
+            self.scheduler.reached(request, response.error)
         if (
             response.status == NOT_MODIFIED
             and response.error is None  # so it was asked with the validators

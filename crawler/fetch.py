@@ -447,8 +447,6 @@ def content_type(values: list[str]) -> str | None:
     "extract a MIME type"): of several values (fields, or a list in one), the last that
     is a MIME type, keeping the charset of the one before it of the same type. Without
     one, the values as they are, which a body is sniffed past (see Response.is_html)."""
-    if len(values) == 1 and "," not in values[0]:
-        return values[0]
     chosen, essence, charset = None, "", ""
     for value in _LIST_ITEM.findall(", ".join(values)):
         value = value.strip(_HTTP_WHITESPACE)
@@ -571,7 +569,9 @@ class Fetcher:
                 if r.status == NOT_MODIFIED and not validators:
                     response.error = ErrorKind.INVALID_RESPONSE  # not modified since nothing
                 response.headers = r.headers
-                response.content_type = content_type(r.headers.getall("Content-Type", ()))
+                types = r.headers.getall("Content-Type", ())
+                one = len(types) == 1 and "," not in types[0]
+                response.content_type = types[0] if one else content_type(types)
                 if r.status in REDIRECT_STATUSES:
                     limit = min(limit, _REDIRECT_BODY_BYTES)
                 try:

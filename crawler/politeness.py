@@ -389,6 +389,7 @@ class HostScheduler:
         self._active = 0
         self._retrying = 0
         self._warned_down = False
+        self.failing = 0  # hosts whose last connection failed: reached() has work to do
         self._robots_pending: set[str] = set()
         self._stopping = False
         self._open = open_ended  # work may still come from elsewhere: over only at end()
@@ -433,11 +434,16 @@ class HostScheduler:
     def reached(self, request: Request, error: ErrorKind | None) -> None:
         """`request` was fetched, with `error`: after UNREACHABLE_AFTER connections in a
         row that failed, its host's queued URLs get that error without a request, until
-        UNREACHABLE_HOLD_S have passed; then one is tried again."""
+        UNREACHABLE_HOLD_S have passed; then one is tried again. Needed only after a
+        failure, or while a host's last connection failed (`failing`)."""
         host = self._hosts[_slot_of(request)]
         if error not in _UNREACHABLE_ERRORS:
-            host.failures, host.down = 0, None
+            if host.failures:
+                host.failures, host.down = 0, None
+                self.failing -= 1
             return
+        if not host.failures:
+            self.failing += 1
         host.failures += 1
         if host.failures < UNREACHABLE_AFTER:
             return
