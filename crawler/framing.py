@@ -185,7 +185,8 @@ class BrowserFramedResponseHandler(ResponseHandler):
             if len(data) < 12:
                 self._head[:] = data
                 return
-            self._head.clear()
+            if self._head:  # it came in pieces
+                self._head.clear()
             self._passed = parser
             self._try_head(data)
             return
