@@ -120,6 +120,9 @@ class Response:
     moved_to: str | None = None  # a redirect target admitted to be fetched `elsewhere`
     hops: list[str] = field(default_factory=list)  # targets admitted during this attempt
     payload_digest: str | None = None  # "sha1:" base32 of the body before content decoding
+    # No connection to the host gave an answer: refused, no address, the connect timed
+    # out, or it hung up before a response (not a response that was slow to come)
+    unreachable: bool = False
     # With archive=True: every exchange that led here, earlier attempts' first (the
     # engine prepends those), then this attempt's hops, this response's last.
     exchanges: list[Exchange] = field(default_factory=list)
@@ -318,6 +321,12 @@ def _decoded(decoder: _Decoder | _Decoders, data: bytes, limit: int) -> bytes:
 
 
 _HTTP_PROXY_ERRORS = (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)
+# Connecting failed (refused, no address, a bad certificate), was reset, or timed out.
+_UNREACHABLE = (
+    aiohttp.ClientOSError,
+    aiohttp.ConnectionTimeoutError,
+    aiohttp.ServerDisconnectedError,
+)
 
 
 def _proxy_errors() -> tuple[type[Exception], ...]:
@@ -599,4 +608,5 @@ class Fetcher:
             *_proxy_errors(),  # evaluated only when something was raised
         ) as exc:  # type: ignore[misc]  # mypy cannot read a starred tuple of classes here
             response.error = _error_kind(exc)
+            response.unreachable = response.status is None and isinstance(exc, _UNREACHABLE)
         return response

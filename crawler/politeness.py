@@ -42,11 +42,11 @@ ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 asks parsers to read at least 500 KiB
 ROBOTS_MAX_REDIRECTS = 5
 _REDIRECTS_ENDED = frozenset({ErrorKind.TOO_MANY_REDIRECTS, ErrorKind.INVALID_REDIRECT})
 UNREACHABLE_HOLD_S = 60.0  # how long an unreachable robots.txt keeps its host disallowed
-# Connections to a host that failed in a row (refused, reset, timed out) before its
-# queued URLs fail without a request, for UNREACHABLE_HOLD_S, as Nutch's
-# fetcher.max.exceptions.per.queue does: 50 links to a dead host cost 31 s of retries.
+# Connections to a host that failed in a row (refused, no address, the connect timed
+# out, hung up unanswered) before its queued URLs fail without a request, for
+# UNREACHABLE_HOLD_S, as Nutch's fetcher.max.exceptions.per.queue does: 50 links to a
+# dead host cost 31 s of retries. A page slow to answer is no sign of a dead host.
 UNREACHABLE_AFTER = 3
-_UNREACHABLE_ERRORS = frozenset({ErrorKind.CONNECTION_ERROR, ErrorKind.TIMEOUT})
 # RFC 9309 2.4: a cached robots.txt SHOULD NOT be used for more than 24 hours; a
 # crawl that runs longer (--revisit never ends) fetches it again.
 ROBOTS_MAX_AGE_S = 24 * 3600.0
@@ -431,13 +431,14 @@ class HostScheduler:
             host.backoff_s = host.backoff_s / 2 if host.backoff_s > 0.05 else 0.0
         self._after_change(host)
 
-    def reached(self, request: Request, error: ErrorKind | None) -> None:
-        """`request` was fetched, with `error`: after UNREACHABLE_AFTER connections in a
-        row that failed, its host's queued URLs get that error without a request, until
-        UNREACHABLE_HOLD_S have passed; then one is tried again. Needed only after a
-        failure, or while a host's last connection failed (`failing`)."""
+    def reached(self, request: Request, unreachable: ErrorKind | None) -> None:
+        """`request` was fetched; `unreachable`: the error, if no connection to its host
+        answered. After UNREACHABLE_AFTER such in a row, the host's queued URLs get that
+        error without a request, until UNREACHABLE_HOLD_S have passed; then one is tried
+        again. Needed only after such a failure, or while a host's last connection
+        failed (`failing`)."""
         host = self._hosts[_slot_of(request)]
-        if error not in _UNREACHABLE_ERRORS:
+        if unreachable is None:
             if host.failures:
                 host.failures, host.down = 0, None
                 self.failing -= 1
@@ -454,11 +455,11 @@ class HostScheduler:
                 "without a request for %.0f s",
                 host.key,
                 host.failures,
-                error,
+                unreachable,
                 UNREACHABLE_HOLD_S,
             )
             self._warned_down = True
-        host.down, host.down_until = error, time.monotonic() + UNREACHABLE_HOLD_S
+        host.down, host.down_until = unreachable, time.monotonic() + UNREACHABLE_HOLD_S
 
     def retry(self, request: Request, wait_s: float, *, throttled: bool) -> None:
         """Try `request` again, first in its host's line, not before `wait_s` from now."""

@@ -338,8 +338,12 @@ async def test_a_host_that_hangs_up_on_every_connection_fails_its_queued_urls_at
 
     dead = await asyncio.start_server(hang_up, "127.0.0.1", 0)
     dead_url = f"http://127.0.0.1:{dead.sockets[0].getsockname()[1]}"
+    with socket.socket() as unused:  # a port nothing listens on: connections are refused
+        unused.bind(("127.0.0.1", 0))
+        refusing_url = f"http://127.0.0.1:{unused.getsockname()[1]}"
     links = [f"{dead_url}/{n}" for n in range(30)]
-    site.page("/", "home", [*links, "/live"])
+    refused = [f"{refusing_url}/{n}" for n in range(30)]
+    site.page("/", "home", [*links, *refused, "/live"])
     site.page("/live", "live")
     try:
         records = by_url(
@@ -349,7 +353,10 @@ async def test_a_host_that_hangs_up_on_every_connection_fails_its_queued_urls_at
         dead.close()
         await dead.wait_closed()
 
-    assert {url: records[url]["error"] for url in links} == dict.fromkeys(links, "connection_error")
+    failed = links + refused
+    assert {url: records[url]["error"] for url in failed} == dict.fromkeys(
+        failed, "connection_error"
+    )
     assert records[site.url + "/live"]["title"] == "live"
     # The first link's three tries; aiohttp sends each idempotent request once more on a
     # new connection when the server hangs up (RFC 9112 9.3.1).
