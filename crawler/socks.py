@@ -61,7 +61,9 @@ class SocksConnector(ProxyConnector):
             answers = await self._names.resolve(host, port, socket.AF_UNSPEC)
             if not answers:
                 raise OSError(f"{host} has no address")
-            destination = answers[0]["host"]
+            # IPv4 first, as the SOCKS library chose: a proxy may have no IPv6 route
+            ipv4 = [answer for answer in answers if answer["family"] == socket.AF_INET]
+            destination = (ipv4 or answers)[0]["host"]
         proxy = Proxy(
             proxy_type=self._proxy_type,
             host=self._proxy_host,
