@@ -18,9 +18,9 @@ hosts, so that a web of as many pages as hosts reaches nearly all.
 Every tenth page also links to /private/<n> on its host, a page with no links.
 
 robots.txt, by host number h: one in `DISALLOW_EVERY` disallows /private/, one in
-`DELAY_EVERY` asks for Crawl-delay 1, the first `slow_hosts` hosts (0 ..) ask
-for Crawl-delay 10, one in `NOT_FOUND_EVERY` answers 404 (everything allowed),
-and the others allow everything.
+`DELAY_EVERY` asks for a Crawl-delay of `crawl_delay_s` (1 s unless told), the
+first `slow_hosts` hosts (0 ..) ask for Crawl-delay 10, one in `NOT_FOUND_EVERY`
+answers 404 (everything allowed), and the others allow everything.
 
 The servers count what they see: each page's fetches (so a page fetched twice is
 seen), robots.txt fetches, requests before a host's robots.txt was read, fetches
@@ -71,6 +71,7 @@ class Shape:
     slow_hosts: int = 1  # hosts 0 .. slow_hosts-1 ask for Crawl-delay 10
     port: int = 0
     filler_bytes: int = 1500  # text on each page besides its links
+    crawl_delay_s: float = 1.0  # of the hosts one in DELAY_EVERY asks it of
 
     def level_starts(self) -> list[int]:
         """The first page of each level, and `pages` at the end."""
@@ -135,13 +136,13 @@ class Shape:
         if h % DISALLOW_EVERY == 3:
             rules += "Disallow: /private/\n"
         if h % DELAY_EVERY == 7:
-            rules += "Crawl-delay: 1\n"
+            rules += f"Crawl-delay: {self.crawl_delay_s:g}\n"
         return 200, rules + "Allow: /\n"
 
     def delay_s(self, h: int) -> float:
         if h < self.slow_hosts:
             return SLOW_DELAY_S
-        return 1.0 if h % DELAY_EVERY == 7 and h % NOT_FOUND_EVERY != 1 else 0.0
+        return self.crawl_delay_s if h % DELAY_EVERY == 7 and h % NOT_FOUND_EVERY != 1 else 0.0
 
     def disallows_private(self, h: int) -> bool:
         return h >= self.slow_hosts and h % DISALLOW_EVERY == 3 and h % NOT_FOUND_EVERY != 1

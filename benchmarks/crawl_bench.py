@@ -479,6 +479,12 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--no-ceilings", action="store_true", help="leave the ceilings out")
     parser.add_argument(
+        "--crawlers-anywhere",
+        action="store_true",
+        help="pin only the server: each crawler may use every CPU, as on a user's machine "
+        "(a crawler's threads, ours deflating --warc records, then run beside it)",
+    )
+    parser.add_argument(
         "--with-state", action="store_true", help="also time ours with --state (a fresh DIR)"
     )
     parser.add_argument(
@@ -677,6 +683,8 @@ def main() -> int:
     args = parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     crawler_cpu, server_cpu = pinning()
+    if args.crawlers_anywhere:
+        crawler_cpu = None
     busy, digest = busy_fraction(), crawler_digest()
     if busy > BUSY_FRACTION:
         print(
@@ -705,11 +713,12 @@ def main() -> int:
         run_rounds(contenders, args.runs, server, warm_up, runs_dir, crawler_cpu)
 
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    pinned_to = (
-        f"server pinned to CPU {server_cpu}, crawlers to CPU {crawler_cpu}"
-        if crawler_cpu is not None
-        else "NOT pinned (taskset missing or fewer than 2 CPUs)"
-    )
+    if crawler_cpu is not None:
+        pinned_to = f"server pinned to CPU {server_cpu}, crawlers to CPU {crawler_cpu}"
+    elif args.crawlers_anywhere and server_cpu is not None:
+        pinned_to = f"server pinned to CPU {server_cpu}, crawlers on any CPU"
+    else:
+        pinned_to = "NOT pinned (taskset missing or fewer than 2 CPUs)"
     print()
     print(
         f"crawl benchmark, {date}: {len(the_site.urls):,} pages ({site_mib:.0f} MiB), "

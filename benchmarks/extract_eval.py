@@ -1,6 +1,7 @@
 """Main-content extraction: F1 against hand-made ground truth, and CPU time a page.
 
     python benchmarks/extract_eval.py --data DIR [--split heldout|dev|all] [--only ours,...]
+    python benchmarks/extract_eval.py --docs /usr/share/doc/python3.11/html
 
 DIR is a checkout of scrapinghub/article-extraction-benchmark (MIT licence; 181
 news and blog pages fetched with JS off, `html/*.html.gz`, and `ground-truth.json`
@@ -250,6 +251,24 @@ def extract_only(pages: list[tuple[str, str, str, Any]], repeat: int) -> float:
     return 1000 * statistics.mean(cpu_s)
 
 
+def docs_report(docs: Path, repeat: int) -> int:
+    """Our extraction's CPU ms a page on every HTML file under `docs` (a documentation
+    site, such as Debian's python3.11-doc), from an already parsed tree."""
+    from crawler.charset import decode_html_as
+
+    files = sorted(docs.rglob("*.html"))
+    if not files:
+        print(f"error: {docs} holds no .html file", file=sys.stderr)
+        return 2
+    pages = []
+    for path in files:
+        html, _ = decode_html_as(path.read_bytes(), None)
+        pages.append(("", path.as_uri(), html, None))
+    cpu_ms = extract_only(pages, repeat)
+    print(f"{len(pages)} pages of {docs}: {cpu_ms:.3f} CPU ms a page (mean, best of {repeat})")
+    return 0
+
+
 def snippets_report(tests: Path, split: str, contenders: list[str], repeat: int) -> int:
     if not (tests / "evaldata.json").is_file():
         print(f"error: {tests} holds no evaldata.json (see --help)", file=sys.stderr)
@@ -273,11 +292,14 @@ def main() -> int:
     parser.add_argument(
         "--trafilatura", type=Path, help="trafilatura's tests/ folder (evaldata.json, cache, eval)"
     )
+    parser.add_argument("--docs", type=Path, help="time ours on every .html file under DIR")
     parser.add_argument("--split", choices=("heldout", "dev", "all"), default="heldout")
     parser.add_argument("--only", default=",".join(CONTENDERS), help="comma-separated contenders")
     parser.add_argument("--repeat", type=int, default=3, help="runs a page; the best CPU time")
     parser.add_argument("--worst", type=int, default=0, help="list the N worst pages (token F1)")
     args = parser.parse_args()
+    if args.docs is not None:
+        return docs_report(args.docs, args.repeat)
     if args.trafilatura is not None:
         return snippets_report(args.trafilatura, args.split, args.only.split(","), args.repeat)
     if args.data is None or not (args.data / "ground-truth.json").is_file():

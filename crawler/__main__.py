@@ -23,7 +23,7 @@ from crawler.config import (
     print_error,
     read_seeds,
 )
-from crawler.files import check_writable, same_file
+from crawler.files import check_outputs
 from crawler.malloc import keep_freed_memory
 from crawler.observe.progress import Reporter, silence
 from crawler.sinks import OutputClosed
@@ -70,32 +70,6 @@ def _configure_logging() -> None:
     log.propagate = False
 
 
-def _check_output_paths(settings: Settings) -> None:
-    """The files the crawl writes (-o, --stats, --wacz) must be writable, and none may be a
-    file the crawl reads or one of the others: the crawl would write over it."""
-    cookies = settings.cookies if isinstance(settings.cookies, str) else None
-    taken = [
-        ("seeds file", settings.seeds),
-        ("config file", settings.config),
-        ("--cookies file", cookies),
-        ("--since file", settings.since),
-    ]
-    output = settings.output if settings.output != STDOUT else None
-    written = (
-        ("-o", output, False),
-        ("--stats", settings.stats, True),
-        ("--wacz", settings.wacz, True),
-    )
-    for flag, path, replaced in written:
-        if path is None:
-            continue
-        for label, other in taken:
-            if other is not None and other != "-" and same_file(path, other):
-                raise ConfigError(f"{flag} {path} is the {label}; refusing to overwrite it")
-        check_writable(path, replaced)
-        taken.append((f"{flag} file", path))
-
-
 def _fill_closed_standard_streams() -> None:
     """Put /dev/null on fds 0-2 if the crawler was started without them (`>&-`): a file
     the crawl opens would otherwise get that number, and what is meant for stdout or
@@ -138,8 +112,8 @@ def _crawl(arguments: list[str]) -> int:
         if settings.output == STDOUT and sys.stdout is None:
             raise ConfigError("stdout is closed; write the records with -o FILE")
         seeds = read_seeds(settings.seeds, settings.max_url_length)
-        _check_output_paths(settings)
         if settings.revisit is not None:
+            check_outputs(settings)  # before DIR is made; a crawler's open() checks them too
             return _revisit(settings, seeds)
         crawler = Crawler(seeds, settings)
         crawler.open()
@@ -269,7 +243,10 @@ def _wait_for_round(
     figures meanwhile."""
     from crawler.revisit import seconds_until
 
-    wait_s = seconds_until(first_due)
+    # A round none of whose pages got a time (the site down, its robots.txt unreachable)
+    # is tried again after the shortest interval, not at once: the rounds followed each
+    # other without end, a file and a robots.txt request each, hundreds a minute.
+    wait_s = seconds_until(first_due) if first_due is not None else settings.revisit_min_interval
     received: list[int] = []
 
     async def sleep() -> None:
@@ -283,7 +260,13 @@ def _wait_for_round(
         for signum in SIGNAL_EXIT_CODES:
             loop.add_signal_handler(signum, on_signal, signum)
         if wait_s > 0:
-            log.info("next round in %.1f s, when its first page is due", wait_s)
+            log.info(
+                "next round in %.1f s, %s",
+                wait_s,
+                "when its first page is due"
+                if first_due is not None
+                else "as no page was fetched (--revisit-min-interval)",
+            )
             async with contextlib.AsyncExitStack() as watched:
                 if settings.dashboard is not None and last is not None:
                     from crawler.observe.dashboard import between_rounds

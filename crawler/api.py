@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from crawler.config import ConfigError, Settings, meant_url, seed_too_long
 from crawler.engine import Crawl
+from crawler.files import check_outputs
 from crawler.hooks import FollowHook, Hooks, PageHook
 from crawler.page import Page
 from crawler.session import Client
@@ -114,6 +116,9 @@ class Crawler:
         self._task: asyncio.Task[None] | None = None
         self._outbox: _Outbox | None = None
         self._dashboard_sockets: list[socket.socket] = []  # until the dashboard takes them
+        # With --dashboard, where its page is, once the crawler is open (for a port of 0,
+        # the port chosen); its /metrics is beside it.
+        self.dashboard_url: str | None = None
         # With --dashboard, the figures it showed when the crawl ended (--revisit shows
         # them between rounds).
         self.dashboard_figures: WatchedFigures | None = None
@@ -138,12 +143,14 @@ class Crawler:
 
     def _opened(self) -> Crawl:
         if self._crawl is None:
-            # first: a bad PREV leaves nothing written
+            # first: bad outputs, or a bad PREV, leave nothing written
+            check_outputs(self.settings)
             history: PreviousCrawl | None = _open_history(self.settings)
             if self.settings.dashboard is not None:  # before the store opens -o: a port in use
-                from crawler.observe.dashboard import listen
+                from crawler.observe.dashboard import listen, url_of
 
                 self._dashboard_sockets = listen(self.settings.dashboard)
+                self.dashboard_url = url_of(self._dashboard_sockets[0].getsockname())
             try:
                 self._store = open_store(self.settings, self.seeds)
             except BaseException:
@@ -169,23 +176,25 @@ class Crawler:
         (an `OutputClosed` if the reader of stdout went away), or a bug broke it."""
         return self._crawl.failure if self._crawl is not None else None
 
-    def __aiter__(self) -> Crawler:
+    def __aiter__(self) -> AsyncIterator[Page]:
         if self._task is not None:
             raise RuntimeError("a Crawler can be iterated or crawled once")
         self._outbox = _Outbox(PAGES_AHEAD)
         self._opened().consumer = self._outbox
         self._task = asyncio.create_task(self._run_engine())
-        return self
+        return self._pages(self._outbox, self._task)
 
-    async def __anext__(self) -> Page:
-        assert self._outbox is not None and self._task is not None
-        page = await self._outbox.get()
-        if page is None:
-            await (
-                self._task
-            )  # a failure to write the sinks, or a crawl broken by a bug, surfaces here
-            raise StopAsyncIteration
-        return page
+    async def _pages(self, outbox: _Outbox, task: asyncio.Task[None]) -> AsyncIterator[Page]:
+        # An async generator, so that a loop left early without `async with` (`async for
+        # page in Crawler(...): break`) still closes the crawl: the event loop closes a
+        # generator dropped unfinished, which an iterator object it would just leave, its
+        # crawl waiting for a consumer and its --state locked for the process's life.
+        try:
+            while (page := await outbox.get()) is not None:
+                yield page
+            await task  # a failure to write the sinks, or a crawl broken by a bug
+        finally:
+            await self.close()
 
     async def crawl(self) -> None:
         """Crawl to the end, the pages going only to the sinks the settings name."""
@@ -193,7 +202,12 @@ class Crawler:
             raise RuntimeError("a Crawler can be iterated or crawled once")
         self._opened()
         self._task = asyncio.create_task(self._run_engine())
-        await asyncio.shield(self._task)
+        try:
+            # Shielded: cancelled, the crawl still gets to drain and commit (close()).
+            await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            await self.close()  # else, without `async with`, it crawled on unwatched
+            raise
 
     def stop(self, drain: bool = True) -> None:
         """Take no new URLs; requests in flight get --drain-timeout seconds (if `drain`)."""
@@ -296,10 +310,12 @@ def _open_history(settings: Settings) -> History | None:
 def _canonical_seeds(seeds: Iterable[str], max_url_length: int) -> list[str]:
     if isinstance(seeds, str):
         seeds = [seeds]
-    elif not isinstance(seeds, Iterable):
-        raise ConfigError(f"seeds must be a URL or URLs, not {type(seeds).__name__}")
+    elif not isinstance(seeds, Iterable) or isinstance(seeds, bytes | bytearray):
+        raise ConfigError(f"seeds must be a URL or URLs (str), not {type(seeds).__name__}")
     canonical = []
     for seed in seeds:
+        if isinstance(seed, bytes | bytearray):
+            raise ConfigError(f"seeds must be a URL or URLs (str), not {type(seed).__name__}")
         url = canonicalize(seed) if isinstance(seed, str) else None
         if url is None:
             meant = meant_url(seed) if isinstance(seed, str) else None
@@ -318,7 +334,10 @@ def event_loop_runner(use_uvloop: bool) -> Callable[[Coroutine[Any, Any, None]],
         try:
             import uvloop
         except ImportError:
-            pass
+            logging.getLogger("crawler").warning(
+                "--uvloop: uvloop is not installed (pip install uvloop); running on asyncio's "
+                "event loop"
+            )
         else:
             run: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
             return run

@@ -151,7 +151,8 @@ def _big5_errors(error: UnicodeError) -> tuple[str, int]:
 # Where WHATWG's Big5 decoder (Microsoft's code page 950 there) differs from Python's
 # Big5-HKSCS in characters: ～ for A1E3 where Python has ∼, and so on. Each code point on
 # the left comes from one byte sequence only.
-_BIG5_WHATWG = str.maketrans("•､‾∼♁☉¥¢£", "‧﹑¯～⊕⊙￥￠￡")
+_BIG5_PYTHON_ONLY, _BIG5_WHATWG_INSTEAD = "•､‾∼♁☉¥¢£", "‧﹑¯～⊕⊙￥￠￡"
+_BIG5_WHATWG = str.maketrans(_BIG5_PYTHON_ONLY, _BIG5_WHATWG_INSTEAD)
 _BIG5_DIFFERENT = tuple(map(chr, _BIG5_WHATWG))
 # A241 and A242 are ∕ and ﹨ to browsers, ／ and ＼ to Python, which A1FE and A240 also
 # are: they are found in the bytes, where a trail byte A2 before A or B is not one.
@@ -214,6 +215,8 @@ _EUC_JP_WHATWG = str.maketrans(
 _EUC_JP_DIFFERENT = tuple(map(chr, _EUC_JP_WHATWG))
 # WHATWG's KOI8-U is KOI8-RU: 0xAE and 0xBE are Belarusian ў and Ў, not box drawing.
 _KOI8_U_WHATWG = str.maketrans("\u255d\u256c", "\u045e\u040e")
+_KOI8_U_PYTHON = str.maketrans("\u045e\u040e", "\u255d\u256c")  # to encode with Python's
+_KOI8_U_DIFFERENT = ("\u255d", "\u256c", "\u045e", "\u040e")
 # Where WHATWG's gb18030 decoder (GB18030-2022's mappings) differs from Python's, which
 # gives private-use code points for 18 characters that Unicode has since encoded
 # (vertical punctuation, ideographs) and for A3A0, the ideographic space to browsers, and
@@ -234,6 +237,12 @@ _GB18030_2022 = {
     0xE864: 0x9FBB,
 }
 _GB18030_DIFFERENT = tuple(map(chr, _GB18030_2022))
+# WHATWG's gb18030 encoder, the other way: each of those characters as the code point
+# Python encodes to its bytes (U+FE10 as U+E78D, A6D9). U+3000 is A1A1 to both, and
+# U+E5E5 (A3A0 to Python) is no character of gb18030 to browsers.
+_GB18030_2022_ENCODED = str.maketrans(
+    {whatwg: python for python, whatwg in _GB18030_2022.items() if whatwg != 0x3000}
+)
 # WHATWG's x-user-defined, which Python lacks: ASCII, and the bytes 0x80 to 0xFF as the
 # private-use U+F780 to U+F7FF (a page of binary data read byte for byte by a script).
 _X_USER_DEFINED = "".join(map(chr, range(0x80))) + "".join(map(chr, range(0xF780, 0xF800)))
@@ -416,6 +425,127 @@ def _is_utf8(data: bytes) -> bool:
     except UnicodeDecodeError as exc:
         return exc.start >= len(data) - 3  # a character cut by the slice is fine
     return True
+
+
+def encode_as_browsers(text: str, encoding: str) -> bytes:
+    """`text` in `encoding` (a name decoder_for gives) as the Encoding Standard's encoder
+    writes it, which is how a browser encodes a link's query on a page in that encoding;
+    UnicodeEncodeError for a character the encoder has no bytes for."""
+    if encoding in ("gbk", "gb18030"):
+        if "\ue5e5" in text:
+            raise UnicodeEncodeError(encoding, text, 0, len(text), "U+E5E5 is no gb18030")
+        if any(map(text.__contains__, _GB18030_ENCODED_OTHERWISE)):
+            text = text.translate(_GB18030_2022_ENCODED)
+        if encoding == "gb18030":
+            return text.encode("gb18030")
+        # The GBK encoder: GB18030's two-byte forms only, and 0x80 for the euro sign.
+        raw = b"".join(b"\x80" if c == "\u20ac" else c.encode("gb18030") for c in text)
+        if len(raw) > 2 * len(text):
+            raise UnicodeEncodeError("gbk", text, 0, len(text), "a four-byte GB18030 form")
+        return raw
+    if encoding == "big5hkscs":
+        return b"".join(map(_big5_encoded, text))  # one by one: no HKSCS pairs (Ê̄: 8862)
+    if encoding in ("cp932", "euc-jp"):
+        return b"".join(_japanese_encoded(character, encoding) for character in text)
+    if encoding == "koi8-u" and any(map(text.__contains__, _KOI8_U_DIFFERENT)):
+        if "\u255d" in text or "\u256c" in text:  # ╝ and ╬: no bytes of WHATWG's KOI8-U
+            raise UnicodeEncodeError(encoding, text, 0, len(text), "no ╝ or ╬ in KOI8-RU")
+        text = text.translate(_KOI8_U_PYTHON)
+    return text.encode(encoding)
+
+
+def _japanese_encoded(character: str, encoding: str) -> bytes:
+    """WHATWG's Shift_JIS and EUC-JP encoders: JIS X 0208 as Windows has it, each
+    character at its first code (Python's cp932 and euc_jp choose others for the IBM
+    and NEC extensions, ￢, ∵..., and lack ¥ and ‾, which are 0x5C and 0x7E)."""
+    code = ord(character)
+    if code < 0x80 or (code == 0x80 and encoding == "cp932"):
+        return bytes((code,))
+    if code in (0xA5, 0x203E):
+        return b"\x5c" if code == 0xA5 else b"\x7e"
+    if 0xFF61 <= code <= 0xFF9F:  # halfwidth katakana
+        single = bytes((code - 0xFF61 + 0xA1,))
+        return single if encoding == "cp932" else b"\x8e" + single
+    pointer = _jis0208_pointers(encoding == "cp932").get("\uff0d" if code == 0x2212 else character)
+    if pointer is None:
+        raise UnicodeEncodeError(encoding, character, 0, 1, "not in WHATWG's index jis0208")
+    lead, trail = divmod(pointer, 188 if encoding == "cp932" else 94)
+    if encoding == "euc-jp":
+        return bytes((lead + 0xA1, trail + 0xA1))
+    return bytes((lead + (0x81 if lead < 0x1F else 0xC1), trail + (0x40 if trail < 0x3F else 0x41)))
+
+
+@functools.cache
+def _jis0208_pointers(shift_jis: bool) -> dict[str, int]:
+    """WHATWG's index jis0208 the other way, each character's first pointer (Shift_JIS's
+    encoder leaves out 8272 to 8835, NEC's copy of IBM's extensions). Python's cp932
+    decodes every code as that index does, but for 8836 to 10715, the decoder's private
+    use, which the index has no character for."""
+    pointers: dict[str, int] = {}
+    for pointer in range(11104):
+        if 8836 <= pointer <= 10715 or (shift_jis and 8272 <= pointer <= 8835):
+            continue
+        lead, trail = divmod(pointer, 188)
+        code = bytes(
+            (lead + (0x81 if lead < 0x1F else 0xC1), trail + (0x40 if trail < 0x3F else 0x41))
+        )
+        try:
+            pointers.setdefault(code.decode("cp932"), pointer)
+        except UnicodeDecodeError:
+            continue
+    return pointers
+
+
+_GB18030_ENCODED_OTHERWISE = tuple(map(chr, _GB18030_2022_ENCODED))
+
+
+def _big5_encoded(character: str) -> bytes:
+    raw = _big5_encoder_table().get(character, b"")
+    if raw is None:
+        raise UnicodeEncodeError("big5", character, 0, 1, "not in WHATWG's Big5")
+    if not raw:
+        raw = character.encode("big5hkscs")
+        if raw[0] < 0xA1:
+            raise UnicodeEncodeError("big5", character, 0, 1, "a Hong Kong extension")
+    return raw
+
+
+@functools.cache
+def _big5_encoder_table() -> dict[str, bytes | None]:
+    """Where WHATWG's Big5 encoder writes a character otherwise than Python's big5hkscs,
+    which encodes the Hong Kong extensions (lead bytes under 0xA1) that browsers leave out
+    and, for a character at two codes, not always the first one, which browsers write
+    (apart from six, that both write at their last code)."""
+    table: dict[str, bytes | None] = {
+        python: None
+        for python in _BIG5_PYTHON_ONLY  # a character browsers read otherwise
+    }
+    table.update(
+        (whatwg, python.encode("big5hkscs"))
+        for python, whatwg in zip(_BIG5_PYTHON_ONLY, _BIG5_WHATWG_INSTEAD, strict=True)
+    )
+    for code, character in _BIG5_WHATWG_ONLY.items():
+        if code[0] < 0xA1 or character in table:
+            continue
+        try:
+            python = character.encode("big5hkscs")
+        except UnicodeEncodeError:
+            python = code
+        table[character] = min(code, python) if python[0] >= 0xA1 else code
+    # Box drawing and slashes, whose first code Python reads as another character.
+    table.update(
+        {
+            "╭": b"\xa2\x7e",
+            "╮": b"\xa2\xa1",
+            "╯": b"\xa2\xa3",
+            "╰": b"\xa2\xa2",
+            "∕": b"\xa2\x41",
+            "﹨": b"\xa2\x42",
+            "／": b"\xa1\xfe",
+            "＼": b"\xa2\x40",
+        }
+    )
+    return table
 
 
 def decode_html(body: bytes, content_type: str | None) -> str:

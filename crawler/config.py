@@ -232,6 +232,17 @@ def _positive(v: float) -> str | None:
     return None if v > 0 else "must be > 0"
 
 
+# --revisit's intervals: a page's due date is a date (past 9999 it is none, and every
+# page failed with internal_error in rounds that followed each other without end).
+MAX_REVISIT_INTERVAL_S = 100 * 365 * 86400
+
+
+def _interval(v: float) -> str | None:
+    if v > MAX_REVISIT_INTERVAL_S:
+        return f"must be <= {MAX_REVISIT_INTERVAL_S:,} (100 years)"
+    return _positive(v)
+
+
 def _probability(v: float) -> str | None:
     return None if 0 < v < 1 else "must be between 0 and 1 (exclusive)"
 
@@ -659,23 +670,23 @@ OPTIONS: tuple[Option, ...] = (
         "revisit_interval",
         "float",
         "with --revisit: seconds until a page first seen is due again",
-        _positive,
+        _interval,
         metavar="S",
         group="recrawl",
     ),
     Option(
         "revisit_min_interval",
         "float",
-        "with --revisit: the shortest interval a page's may shrink to, in seconds",
-        _positive,
+        "with --revisit: the shortest a page's interval may shrink to, in seconds",
+        _interval,
         metavar="S",
         group="recrawl",
     ),
     Option(
         "revisit_max_interval",
         "float",
-        "with --revisit: the longest interval a page's may grow to, in seconds",
-        _positive,
+        "with --revisit: the longest a page's interval may grow to, in seconds",
+        _interval,
         metavar="S",
         group="recrawl",
     ),
@@ -949,6 +960,8 @@ def _header_pairs(raw: Any) -> tuple[tuple[str, str], ...]:
     """Headers from a TOML table or a dict, 'Name: value' flags, or (name, value) pairs."""
     if isinstance(raw, dict):
         raw = list(raw.items())
+    elif isinstance(raw, str):  # one 'Name: value', as a list option takes one string
+        raw = [raw]
     if not isinstance(raw, list | tuple):
         raise ValueError("must be a table of header names and values")
     pairs = []
@@ -987,6 +1000,16 @@ def _validated(name: str, raw: Any, label: str, strict: bool) -> Any:
     return value
 
 
+def _headers_over(
+    table: tuple[tuple[str, str], ...], flags: tuple[tuple[str, str], ...]
+) -> tuple[tuple[str, str], ...]:
+    """The config file's [header] table with the --header flags over it: a flag wins for
+    its header's name, and the table's other headers stay (a --header Accept-Language
+    dropped a token the file held)."""
+    given = {name.lower() for name, _ in flags}
+    return tuple(pair for pair in table if pair[0].lower() not in given) + flags
+
+
 def read_config_file(path: str) -> dict[str, Any]:
     import tomllib  # only with --config
 
@@ -1019,6 +1042,8 @@ def load_settings(argv: Sequence[str] | None = None) -> Settings:
     for name, raw in args.items():
         if name != "seeds":
             raw = _validated(name, raw, _BY_NAME[name].flag, strict=False)
+        if name == "header" and name in values:
+            raw = _headers_over(values[name], raw)
         values[name] = raw
     settings = Settings(config=config_path, **values)
     if settings.seeds is None:

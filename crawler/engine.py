@@ -282,12 +282,12 @@ class Crawl:
         self._html = HtmlParser()
         self._extract = _main_content(settings)
         archive = store.sinks.archive
-        keep = archive is not None
+        keep, on_exchange = archive is not None, store.sinks.on_exchange
         self._fetcher = Fetcher(
-            client, settings.timeout, settings.max_bytes, settings.max_redirects, keep
+            client, settings.timeout, settings.max_bytes, settings.max_redirects, keep, on_exchange
         )
         robots_fetcher = Fetcher(
-            client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep
+            client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep, on_exchange
         )
         self._robots = Robots(
             robots_fetcher,
@@ -662,7 +662,7 @@ class Crawl:
             # Only hooks and a consumer see the tree after this: without them, no copy.
             seen = self.hooks is not None or self.consumer is not None
             page.fields["text"] = visible_text(tree, keep_tree=seen)
-            page.fields["lang"] = language(tree)
+            page.fields["lang"] = language(tree, response.headers.get("Content-Language"))
         hrefs = parsed.hrefs
         if (refresh := response.headers.get("Refresh")) and (url := refresh_url(refresh)):
             hrefs.append(url)  # the header's refresh, as a <meta http-equiv=refresh>'s
@@ -680,9 +680,14 @@ class Crawl:
     def _sitemap_fetcher(self) -> Fetcher:
         from crawler.sitemaps import SITEMAP_MAX_BYTES
 
-        settings, keep = self.settings, self.store.sinks.archive is not None
+        settings, sinks = self.settings, self.store.sinks
         return Fetcher(
-            self.client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects, keep
+            self.client,
+            settings.timeout,
+            SITEMAP_MAX_BYTES,
+            settings.max_redirects,
+            sinks.archive is not None,
+            sinks.on_exchange,
         )
 
     def _to_follow(self, request: Request, links: list[str]) -> list[str]:
@@ -786,7 +791,7 @@ class Crawl:
     def _schedule_next(self, request: Request, page: Page, previous: Previous | None) -> None:
         """--revisit: when the page is due again, from what this fetch found; whether
         its sitemap's <lastmod> told true."""
-        from crawler.revisit import due_at, lastmod_after
+        from crawler.revisit import lastmod_after
 
         assert self.schedule is not None
         changed = page.fields.get("changed")
@@ -795,7 +800,11 @@ class Crawl:
             if said_changed is not None:
                 page.fields["lastmod_right"] = said_changed == changed
         last_s = previous.interval_s if previous is not None else None
-        interval_s = self.schedule.next_interval_s(last_s, changed)
+        self._due_again(page, self.schedule.next_interval_s(last_s, changed))
+
+    def _due_again(self, page: Page, interval_s: float) -> None:
+        from crawler.revisit import due_at
+
         page.fields["revisit_interval_s"] = round(interval_s, 3)
         page.fields["due_at"] = due_at(time.time(), interval_s)
 
@@ -899,6 +908,11 @@ class Crawl:
 
     async def _record_refused(self, request: Request, error: ErrorKind) -> None:
         page = None if request.kind == ROBOTS else self._new_page(request, error=error)
+        if page is not None and self.schedule is not None:
+            # Asked again as soon as a page may be: the refusal may be lifted (robots.txt
+            # back, or changed) sooner than a page changes. With no time at all, a round
+            # of refusals alone had the next begin at once, round after round.
+            self._due_again(page, self.schedule.min_interval_s)
         try:
             if page is not None and self.hooks is not None:  # on_page sees every record
                 await self.hooks.apply(page, [])

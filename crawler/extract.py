@@ -7,22 +7,31 @@ Readability.js):
 1. On a copy of the tree, what is never content goes: scripts, navigation, footers,
    asides, form controls, ruby readings, hidden elements, a site's header (an
    article's header stays when it holds a lead paragraph), and elements whose class
-   or id names a kind of boilerplate (comments, share bars, cookie notices, ads...).
-2. Each block (an element with 25 characters of text of its own, not mostly links)
-   gives points to its ancestors, five levels up, a smaller share at each: one, one
-   per comma, one per 100 characters up to three.
+   or id names a kind of boilerplate (comments, share bars, cookie notices and
+   consent managers' banners, ads, meta lines...), but not inside code, where a
+   highlighter's "comment" is code.
+2. Each block (an element with 25 characters of text of its own, not mostly links,
+   an in-page link weighing 0.3) gives points to its ancestors, five levels up, a
+   smaller share at each: one, one per comma, one per 100 characters up to three. A
+   <div> of lines between <br>s is their parent, and takes the first share.
 3. The best-scored element, its score weighed by its class or id (`article-body`
    for, `sidebar` against) and by how little of its text is links, is the main
    content; or an ancestor that holds more of it, by Readability.js's rules (the one
    that holds three other close candidates, a parent that scores higher, the parent
-   of an only child). Its siblings that score nearly as well, or share its class, or
-   are paragraphs of prose, come with it, and so does a lead paragraph near it in an
-   element of its own (class `lead`, `intro`, `standfirst`...). On a forum thread the
-   top is one post: the others, elements of its tag and class under ancestors alike,
-   come too, in page order.
+   of an only child; and the parent of a list or table that scores half as well).
+   Its siblings that score nearly as well, or share its class (or are <section>s of
+   a document, as it is), or are paragraphs of prose, come with it, and so does a
+   lead paragraph near it in an element of its own (class `lead`, `intro`,
+   `standfirst`...). On a forum thread the top is one post: the others, elements of
+   its tag and class under ancestors alike, come too, in page order.
 4. That content is written out block by block, as plain text and as Markdown,
    leaving out a block that is mostly links (a list of related stories), a heading
-   that repeats the page's title, and a page's machinery labels ("Advertisement").
+   that repeats the page's title (or a reply's "Re: " and the title), a heading's
+   permalink ("¶"), a code viewer's line numbers, and a page's machinery labels
+   ("Advertisement", "Related", a Chinese article's editor line).
+5. A page whose body gives next to nothing (a single-page app before its script runs)
+   is read again with its <noscript>'s content; and the articleBody of its JSON-LD is
+   the main text when it is more than twice what the page shows.
 
 It reads the tree through a few CSS queries and one walk of the kept part: about
 3 ms a page (benchmarks/extract_eval.py measures it, and its accuracy), and some 0.3 s
@@ -75,6 +84,7 @@ _STRIPPED_TAGS = [
     "object",
     "embed",
 ]
+_STRIPPED_TAGS_BUT_NOSCRIPT = [tag for tag in _STRIPPED_TAGS if tag != "noscript"]
 # Class and id words of boilerplate, matched as whole class names or ids, or as a
 # prefix before a hyphen or underscore ("comment-list", "share_bar").
 _BOILERPLATE_WORDS = [
@@ -93,6 +103,14 @@ _BOILERPLATE_WORDS = [
     "cookie",
     "cookies",
     "consent",
+    "gdpr",
+    # Consent managers' banners, named after them: #didomi-host, #onetrust-consent-sdk,
+    # .optanon-alert-box-wrapper, #usercentrics-root, #CybotCookiebotDialog.
+    "didomi",
+    "onetrust",
+    "optanon",
+    "usercentrics",
+    "cybotcookiebotdialog",
     "disqus",
     "footer",
     "share",
@@ -118,6 +136,7 @@ _BOILERPLATE_WORDS = [
     "tags",
     "tag-list",
     "author-bio",
+    "author-box",
     "caption",
     "credit",
     "image-credit",
@@ -136,21 +155,25 @@ _BOILERPLATE_WORDS = [
     "shariff",
     "yarpp-related",
     "crp_related",
-    "entry-meta",
-    "post-meta",
+    "meta",
     "postmetadata",
     "entry-footer",
-    "author-box",
 ]
+# Boilerplate as a whole class name or id only: a forum post's "author" line and
+# "signature" (Open Journal Systems' "author_guidelines" are a page's content), and
+# MediaWiki's "[edit]" after each heading.
+_WHOLE_NAMES = ["author", "signature", "mw-editsection"]
 _BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
+_WHOLE_BOILERPLATE_NAMES = _BOILERPLATE_NAMES | frozenset(_WHOLE_NAMES)
+_META = ("-meta", "_meta")
 # One CSS query finds the elements whose class or id holds one of the words anywhere
 # (a word that holds another is found by it); `_named_boilerplate` then checks the
 # whole-name-or-prefix rule. Lexbor matches a selector list one selector at a time:
 # the 6 exact selectors a word took 1.5 ms a page, 4 times the rest of the extraction.
 _MAY_BE_BOILERPLATE = ", ".join(
     f"[class*={word} i], [id*={word} i]"
-    for word in _BOILERPLATE_WORDS
-    if not any(other != word and other in word for other in _BOILERPLATE_WORDS)
+    for word in _BOILERPLATE_WORDS + _WHOLE_NAMES
+    if not any(other != word and other in word for other in _BOILERPLATE_WORDS + _WHOLE_NAMES)
 )
 _HIDDEN_OR_ASIDE = (
     '[hidden], [aria-hidden="true"], [role=navigation], [role=banner], '
@@ -177,15 +200,19 @@ _BLOCK_TAGS = frozenset(
     "h1 h2 h3 h4 h5 h6 hr li main ol p pre section summary table tbody td tfoot th thead tr "
     "ul".split()
 )
+_TEXT_TAGS = frozenset(("p", "pre", "li"))
+_LIST_TAGS = frozenset(("ul", "ol", "dl", "table", "tbody"))
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _MIN_BLOCK_CHARS = 25
+# Main text this short may be a page whose text is in <noscript>, for browsers without scripts.
+_SHORT_CHARS = 200
 _LEAD_CHARS = 80
 _LEADS = ", ".join(
     f'[class~={word} i], [class*="-{word}" i], [class*="_{word}" i], [class^="{word}-" i]'
     for word in ("lead", "intro", "standfirst", "excerpt", "subtitle")
 )
 _COMMAS = (",", "，", "、")  # CJK text has its own commas
-_TITLE_PARTS = re.compile(r"\s+[-|–—:·•»/]+\s+")
+_TITLE_PARTS = re.compile(r"(\s+[-|–—:·•»/]+\s+)")
 # Chinese titles join their parts without spaces ("标题_新闻中心_某某网", "标题-某某网",
 # "【标题】某某网"): separators that are never inside a word, and "-" beside a CJK character.
 _CJK_CHARACTER = "\u3000-\u9fff\uf900-\ufaff\uff00-\uffef"
@@ -268,6 +295,13 @@ _LABELS = frozenset(
         "返回頂部",
     ]
 )
+# A forum reply's subject: "Re: ", "AW: " (German), "Sv: ", "回复：" and the thread's title.
+_REPLY = re.compile(r"^(?:re|aw|sv|vs|回复|回覆|答复)\s*[:：]\s*")
+# A Chinese news article's last line, who edited it: "（责任编辑：李明）", "责任编辑：王芳_NN1234".
+_CREDIT = re.compile(r"[（(【\[]?\s*(?:责任编辑|責任編輯|编辑|編輯|校对|校對)\s*[:：]")
+# What a heading's permalink shows (Sphinx's and MkDocs' "¶", rustdoc's "§", Docusaurus'
+# zero-width space, GitHub's icon, which leaves nothing), and space.
+_PERMALINK_MARKS = "¶§#🔗\u200b \t\n"
 # What ends a label ("Share:", "分享到：").
 _LABEL_END = ":.…!：。！"
 # A block's points go to its ancestors up to five levels, a share less at each (as
@@ -291,6 +325,7 @@ _MD_CLOSING_HASHES = re.compile(r"(?<=[ \t])(#+[ \t]*)$")
 # A JSON escape of a UTF-16 surrogate (paired ones too, which json.loads joins).
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _CODE_TAGS = frozenset(("code", "kbd", "samp", "tt"))
+_CODE_BLOCKS = _CODE_TAGS | {"pre"}
 _BACKTICKS = re.compile("`+")
 _WHITESPACE = re.compile(r"\s+")
 # Elements nested deeper are written as their flat text (Python's stack has limits).
@@ -348,30 +383,67 @@ def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extrac
     base_node = tree.css_first("base[href]")
     if base_node is not None:
         base = urljoin(url, (base_node.attrs.get("href") or "").strip())
+    titles = _titles(tree, metadata)
+    writer = _written(tree, _Writer(base, titles, encoding), noscript=False)
+    text = writer.text()
+    if len(text) < _SHORT_CHARS and _noscript_chars(tree) > len(text):
+        # A single-page app's text for a browser without scripts, which a crawler is.
+        with_noscript = _written(tree, _Writer(base, titles, encoding), noscript=True)
+        if len(with_noscript.text()) > len(text):
+            writer, text = with_noscript, with_noscript.text()
+    article_body = _article_body(metadata)
+    if len(article_body) > 2 * len(text):
+        # The page shows a teaser, or nothing until a script runs; its JSON-LD has it all.
+        writer = _Writer(base, titles, encoding)
+        writer.write_article_body(article_body)
+    return Extracted(writer.text(), writer.markdown(), metadata)
+
+
+def _noscript_chars(tree: LexborHTMLParser) -> int:
+    """The length of the text in the page's <noscript>s (a tracking pixel's has none)."""
+    return sum(len(node.text(deep=True).strip()) for node in tree.css("noscript"))
+
+
+def _written(tree: LexborHTMLParser, writer: _Writer, noscript: bool) -> _Writer:
+    """`writer`, having written the main content of `tree`'s body, <noscript>'s content
+    in it or not."""
     work = copy_of(tree)
     body = work.body
     if body is None:
-        return Extracted("", "", metadata)
-    work.strip_tags(_STRIPPED_TAGS)
+        return writer
+    if noscript:
+        for node in body.css("noscript"):
+            node.unwrap()
+        work.strip_tags(_STRIPPED_TAGS_BUT_NOSCRIPT)
+    else:
+        work.strip_tags(_STRIPPED_TAGS)
     for header in body.css("header"):
         # A site's header goes; an article's may hold its lead, a paragraph of its own.
         if not any(len(p.text(deep=True)) >= _LEAD_CHARS for p in header.css("p")):
             header.decompose()
     for node in body.css(_MAY_BE_BOILERPLATE):
-        if node.tag not in _NEVER_BOILERPLATE and _named_boilerplate(node):
+        if node.tag not in _NEVER_BOILERPLATE and _named_boilerplate(node) and not _in_code(node):
             node.decompose()
     for node in body.css(_HIDDEN_OR_ASIDE):
-        if node.tag not in _NEVER_BOILERPLATE:
+        if node.tag not in _NEVER_BOILERPLATE and not _a_reply(node):
             node.decompose()
     roots = _main_nodes(body)
     lead = _lead(roots)
     if lead is not None:
         roots.insert(0, lead)
-    writer = _Writer(base, _titles(tree, metadata), encoding)
     for root in roots:
         writer.render(root)
     writer.end_block()
-    return Extracted(writer.text(), writer.markdown(), metadata)
+    return writer
+
+
+def _article_body(metadata: dict[str, Any]) -> str:
+    """The articleBody of the page's JSON-LD Article, or ""."""
+    for value in _json_ld_objects(metadata.get("json_ld", [])):
+        body = value.get("articleBody")
+        if isinstance(body, str) and _is_article(value):
+            return body.strip()
+    return ""
 
 
 def _lead(roots: list[LexborNode]) -> LexborNode | None:
@@ -397,15 +469,16 @@ def _lead(roots: list[LexborNode]) -> LexborNode | None:
 def _named_boilerplate(node: LexborNode) -> bool:
     """Whether one of the class names or the id is a boilerplate word, or the class
     attribute or the id starts with one and a hyphen or underscore ("comment-list",
-    "share_bar")."""
+    "share_bar"), or a class name is a kind of meta ("crawler-post-meta": a post's
+    date and number)."""
     attributes = node.attrs
     classes = (attributes.get("class") or "").strip().lower()
     if _MAYBE_CONTENT.search(classes):  # "entry share": an entry that can be shared
         return False
-    if any(name in _BOILERPLATE_NAMES for name in classes.split()):
+    if any(name in _WHOLE_BOILERPLATE_NAMES or name.endswith(_META) for name in classes.split()):
         return True
     for value in (classes, (attributes.get("id") or "").strip().lower()):
-        if value in _BOILERPLATE_NAMES:
+        if value in _WHOLE_BOILERPLATE_NAMES:
             return True
         for i, character in enumerate(value):
             if character in "-_" and value[:i] in _BOILERPLATE_NAMES:
@@ -415,17 +488,48 @@ def _named_boilerplate(node: LexborNode) -> bool:
     return False
 
 
+def _a_reply(node: LexborNode) -> bool:
+    """Whether `node` is a comment of a discussion (schema.org's DiscussionForumPosting,
+    as Discourse marks a topic's replies up): a post of the thread, not a reader's
+    comment under an article."""
+    if node.attrs.get("itemprop") != "comment":
+        return False
+    parent = node.parent
+    while parent is not None and parent.is_element_node:
+        if "DiscussionForumPosting" in (parent.attrs.get("itemtype") or ""):
+            return True
+        parent = parent.parent
+    return False
+
+
+def _in_code(node: LexborNode) -> bool:
+    """Whether `node` is inside code, where a highlighter's class names a kind of token
+    ("token comment" is a comment in the code, not a page's comments)."""
+    parent = node.parent
+    while parent is not None:
+        if parent.tag in _CODE_BLOCKS:
+            return True
+        parent = parent.parent
+    return False
+
+
 def _titles(tree: LexborHTMLParser, metadata: dict[str, Any]) -> frozenset[str]:
     """The page's <title>, each part of it between " - ", " | ", "_" and the like (the
-    site's name is one), and og:title, casefolded: a heading that is one of them is the
-    headline."""
+    site's name is one), the title without its first or last parts, and og:title,
+    casefolded: a heading that is one of them is the headline."""
     title = tree.css_first("title")
     found = {title.text() if title is not None else ""}
     found.add(metadata.get("opengraph", {}).get("og:title", ""))
     for value in list(found):
-        for part in _TITLE_PARTS.split(value):
+        pieces = _TITLE_PARTS.split(value)  # parts, and the separators between them
+        for i in range(0, len(pieces), 2):
+            part = pieces[i]
             found.add(part)
             found.update(_TIGHT_TITLE_PARTS.split(part))
+            # "json — JSON encoder and decoder — Python 3.11 documentation": the headline
+            # is two parts of three, the site's name left out.
+            found.add("".join(pieces[: i + 1]))
+            found.add("".join(pieces[i:]))
     return frozenset(" ".join(value.split()).casefold() for value in found) - {""}
 
 
@@ -433,15 +537,18 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
     """The element holding the main content, with its siblings that hold more of it."""
     scores: dict[int, float] = {}
     nodes: dict[int, LexborNode] = {}
+    links = _link_texts(body)
     for block in body.css("p, pre, td, blockquote, li, div, section, article, dd"):
-        own = _own_text_chars(block)
+        own, breaks = _own_text(block)
         if own < _MIN_BLOCK_CHARS:
             continue
         text = block.text(deep=True)
-        if _link_chars(block) > 0.5 * len(text):
+        if _link_chars(block, links) > 0.5 * len(text):
             continue
         points = 1 + sum(map(text.count, _COMMAS)) + min(len(text) // 100, 3)
-        ancestor = block.parent
+        # Paragraphs that are lines between <br>s, in a <div> (a novel's chapter, an old
+        # site's page): the <div> is their parent, as Readability.js makes it.
+        ancestor = block if breaks >= 2 and block.tag not in _TEXT_TAGS else block.parent
         for divisor in _ANCESTOR_DIVISORS:
             if ancestor is None or ancestor.tag == "html":
                 break
@@ -456,11 +563,16 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
     for key, node in nodes.items():
         scores[key] *= 1 + _class_weight(node) / 50
     best = sorted(scores, key=scores.__getitem__, reverse=True)[:5]
-    weighed = {key: scores[key] * (1 - _link_density(nodes[key])) for key in best}
+    weighed = {key: scores[key] * (1 - _link_density(nodes[key], links)) for key in best}
     top_key = max(weighed, key=weighed.__getitem__)
     top = _widened(nodes[top_key], weighed, nodes, scores)
     while (parent := top.parent) is not None and parent.tag not in ("body", "html"):
-        if any(child.mem_id != top.mem_id for child in parent.iter()):
+        if any(child.mem_id != top.mem_id for child in parent.iter()) and not (
+            # A list or a table is a part of the content (a recipe's steps, without its
+            # ingredients, their items too short to score), seldom all of it.
+            top.tag in _LIST_TAGS
+            and scores.get(parent.mem_id, 0.0) >= 0.5 * scores.get(top.mem_id, 0.0)
+        ):
             break
         top = parent  # an only child: its parent holds the same, and its siblings count
     top_key = top.mem_id
@@ -476,17 +588,22 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
         if key == top_key:
             kept.append(sibling)
         elif key in scores:
-            # Articles cut into sections of one class (between ads): each is content.
-            alike = top_class is not None and sibling.attrs.get("class") == top_class
-            if scores[key] * (1 - _link_density(sibling)) >= (0 if alike else threshold):
+            # Articles cut into sections of one class (between ads), or a document's
+            # <section>s (Sphinx gives them no class): each is content.
+            alike = sibling.attrs.get("class") == top_class and (
+                top_class is not None or (top.tag == "section" and sibling.tag == "section")
+            )
+            if scores[key] * (1 - _link_density(sibling, links)) >= (0 if alike else threshold):
                 kept.append(sibling)
-        elif sibling.tag == "p" and _is_prose(sibling):
+        elif _a_paragraph(sibling) and _is_prose(sibling, links):
             kept.append(sibling)
-    posts = _alike_elsewhere(body, top, kept)
+    posts = _alike_elsewhere(body, top, kept, links)
     return _in_page_order(body, kept + posts) if posts else kept
 
 
-def _alike_elsewhere(body: LexborNode, top: LexborNode, kept: list[LexborNode]) -> list[LexborNode]:
+def _alike_elsewhere(
+    body: LexborNode, top: LexborNode, kept: list[LexborNode], links: dict[int, float]
+) -> list[LexborNode]:
     """The other posts of a thread (a forum's, a Q&A page's): elements of the top's tag
     and class, under ancestors of the same tags and classes, that hold a block of text
     and are not mostly links. The top is the longest post only, and a thread's replies
@@ -506,9 +623,9 @@ def _alike_elsewhere(body: LexborNode, top: LexborNode, kept: list[LexborNode]) 
         node
         for node in alike
         if node.mem_id not in inside
-        and _shape(node) == shape
+        and _alike_shapes(_shape(node), shape)
         and _post_chars(node.text(deep=True).strip()) >= _MIN_BLOCK_CHARS
-        and _link_density(node) < 0.5
+        and _link_density(node, links) < 0.5
         and not _ancestors(node) & inside
     ]
     # A post inside another found one (a quoted post) goes with it.
@@ -523,9 +640,23 @@ def _post_chars(text: str) -> int:
     return len(text) + 2 * len(CJK_CHARACTER.findall(text))
 
 
-def _shape(node: LexborNode) -> list[tuple[str | None, str | None]]:
-    """The tags and classes of the three ancestors of `node`."""
-    return [(ancestor.tag, ancestor.attrs.get("class")) for ancestor in _ancestor_nodes(node)[:3]]
+def _shape(node: LexborNode) -> list[tuple[str | None, frozenset[str]]]:
+    """The tags and class names of the three ancestors of `node`."""
+    return [
+        (ancestor.tag, frozenset((ancestor.attrs.get("class") or "").split()))
+        for ancestor in _ancestor_nodes(node)[:3]
+    ]
+
+
+def _alike_shapes(
+    shape: list[tuple[str | None, frozenset[str]]], other: list[tuple[str | None, frozenset[str]]]
+) -> bool:
+    """Ancestors of the same tags, each with a class name of the other's, or both none: a
+    thread's rows alternate a class of theirs ("post bg1", "post bg2"; "odd", "even")."""
+    return len(shape) == len(other) and all(
+        tag == other_tag and (bool(names & other_names) or names == other_names)
+        for (tag, names), (other_tag, other_names) in zip(shape, other, strict=True)
+    )
 
 
 def _in_page_order(body: LexborNode, roots: list[LexborNode]) -> list[LexborNode]:
@@ -575,33 +706,59 @@ def _ancestors(node: LexborNode) -> set[int]:
     return {ancestor.mem_id for ancestor in _ancestor_nodes(node)}
 
 
-def _is_prose(node: LexborNode) -> bool:
+def _a_paragraph(node: LexborNode) -> bool:
+    """A <p>, or a <div> of inline content only, which Readability.js makes a <p>."""
+    tag = node.tag
+    return tag == "p" or (
+        tag == "div" and not any(child.tag in _BLOCK_TAGS for child in node.iter())
+    )
+
+
+def _is_prose(node: LexborNode, links: dict[int, float]) -> bool:
     """A paragraph beside the content that reads as part of it (Readability's rule)."""
     text = node.text(deep=True).strip()
-    density = _link_chars(node) / len(text) if text else 1.0
+    density = _link_chars(node, links) / len(text) if text else 1.0
     if len(text) > 80:
         return density < 0.25
     return density == 0 and text.endswith(".") and len(text) > 0
 
 
-def _own_text_chars(node: LexborNode) -> int:
-    """Characters of text directly in `node` or in its inline children."""
-    total = 0
+def _own_text(node: LexborNode) -> tuple[int, int]:
+    """Characters of text directly in `node` or in its inline children, and its <br>s."""
+    total = breaks = 0
     for child in node.iter(include_text=True):
-        if child.tag == "-text":
+        tag = child.tag
+        if tag == "-text":
             total += len((child.text_content or "").strip())
-        elif child.tag not in _BLOCK_TAGS:
+        elif tag == "br":
+            breaks += 1
+        elif tag not in _BLOCK_TAGS:
             total += len(child.text(deep=True).strip())
-    return total
+    return total, breaks
 
 
-def _link_chars(node: LexborNode) -> int:
-    return sum(len(a.text(deep=True)) for a in node.css("a"))
+def _link_texts(body: LexborNode) -> dict[int, float]:
+    """The length of each link's text, a link within the page counting 0.3 of it (as
+    Readability.js weighs it: a forum post's subject links to the post), by the link's
+    mem_id: read once, for every block that holds the link."""
+    links = {}
+    for a in body.css("a"):
+        chars = len(a.text(deep=True))
+        if chars:
+            href = a.attrs.get("href")
+            links[a.mem_id] = (
+                0.3 * chars if href is not None and href[:1] == "#" and href[1:] else chars
+            )
+    return links
 
 
-def _link_density(node: LexborNode) -> float:
+def _link_chars(node: LexborNode, links: dict[int, float]) -> float:
+    return sum(links.get(a.mem_id, 0) for a in node.css("a"))
+
+
+def _link_density(node: LexborNode, links: dict[int, float]) -> float:
     total = len(node.text(deep=True))
-    return _link_chars(node) / total if total else 1.0
+    return _link_chars(node, links) / total if total else 1.0
 
 
 def _class_weight(node: LexborNode) -> float:
@@ -662,7 +819,7 @@ class _Writer:
         self.blocks: list[_Block] = []
         self._text: list[str] = []
         self._md: list[str] = []
-        self._link_chars = 0
+        self._link_chars = 0.0
         self._prefix = ""  # of a heading's Markdown: "## "
         self._list: list[int] = []  # per open list: the next number, or 0 if unordered
         self._containers: list[_Container] = []  # the list items and quotes open
@@ -686,6 +843,18 @@ class _Writer:
             else:
                 self._inline(child, tag)
         self._depth -= 1
+
+    def write_article_body(self, body: str) -> None:
+        """A JSON-LD articleBody: HTML, or text whose lines are paragraphs."""
+        if "</" in body:
+            html = LexborHTMLParser(body).body
+            if html is not None:
+                self.render(html)
+        else:
+            for line in body.splitlines():
+                self._inline_text(line)
+                self.end_block()
+        self.end_block()
 
     def _inline_text(self, text: str) -> None:
         text = _WHITESPACE.sub(" ", text)
@@ -715,7 +884,11 @@ class _Writer:
             self.render(node)
             href = (node.attrs.get("href") or "").strip()
             inner = "".join(self._text[start_text:])
-            self._link_chars += len(inner.strip())
+            if href.startswith("#") and not inner.strip(_PERMALINK_MARKS):
+                # A heading's permalink ("¶", "§", "#", an icon): no part of the text.
+                del self._text[start_text:], self._md[start_md:]
+                return
+            self._link_chars += (0.3 if href[1:] and href[0] == "#" else 1) * len(inner.strip())
             if href and not href.startswith(("javascript:", "#")) and inner.strip():
                 label = "".join(self._md[start_md:]).strip()
                 del self._md[start_md:]
@@ -822,6 +995,12 @@ class _Writer:
                     )
             if any(t for t, _ in cells):
                 rows.append(cells)
+        if _line_numbered(rows):
+            # A code viewer's table: a gutter of line numbers, and the code, a row a line.
+            code = "\n".join(" ".join(t for t, _ in cells[1:]) for cells in rows).strip("\n")
+            fence = "`" * max(3, _longest_backticks(code) + 1)
+            self._add(code, f"{fence}\n{code}\n{fence}")
+            return
         if not rows:
             return
         if len(rows) == 1 or max(len(r) for r in rows) == 1:  # a layout table: its cells are blocks
@@ -863,7 +1042,7 @@ class _Writer:
 
     def end_block(self) -> None:
         if not self._md:  # most calls: a block's end right after another's
-            self._text, self._link_chars, self._prefix, self._last_span = [], 0, "", None
+            self._text, self._link_chars, self._prefix, self._last_span = [], 0.0, "", None
             return
         if self._emphasis:
             self._unflanked_emphasis()
@@ -877,12 +1056,13 @@ class _Writer:
         if self._prefix.startswith("#"):
             md = _MD_CLOSING_HASHES.sub(r"\\\1", md)
         if text:
-            text = "\n".join(line.strip() for line in text.split("\n"))
+            # Lines between <br>s, the blank ones left out: a paragraph break is a line break.
+            text = "\n".join(line.strip() for line in text.split("\n") if line.strip())
             if self._kept(text):
                 self._add(text, md if self.in_cell else self._prefix + md)
         elif md:  # an image alone: no text, but Markdown
             self._add("", md)
-        self._text, self._md, self._link_chars, self._prefix = [], [], 0, ""
+        self._text, self._md, self._link_chars, self._prefix = [], [], 0.0, ""
         self._last_span = None
 
     def _add(self, text: str, md: str) -> None:
@@ -894,10 +1074,14 @@ class _Writer:
         self.blocks.append(_Block(text, first + md.replace("\n", "\n" + indent), indent, item))
 
     def _kept(self, text: str) -> bool:
+        if len(text) < 40 and (
+            text.casefold().rstrip(_LABEL_END).strip() in _LABELS or _CREDIT.match(text)
+        ):
+            return False  # a heading too: "Related", "Share this:", "相关阅读"
         if self._prefix.startswith("#"):
-            return " ".join(text.split()).casefold() not in self.titles
-        if len(text) < 40 and text.casefold().rstrip(_LABEL_END).strip() in _LABELS:
-            return False
+            # A forum's reply is titled "Re: " and the thread's title.
+            heading = _REPLY.sub("", " ".join(text.split()).casefold())
+            return heading not in self.titles
         return self._link_chars <= 0.5 * len(text)
 
     def text(self) -> str:
@@ -918,6 +1102,20 @@ class _Writer:
             parts.append(block.markdown)
             before = block
         return "".join(parts)
+
+
+def _line_numbered(rows: list[list[tuple[str, str]]]) -> bool:
+    """Whether a table's first column numbers the lines of code in the others, one
+    after another (Pygments' and code viewers' tables)."""
+    if any(len(cells) < 2 for cells in rows):
+        return False
+    numbers = [number for cells in rows for number in cells[0][0].split()]
+    if not numbers or not all(number.isdigit() for number in numbers):
+        return False
+    if not any("```" in md for cells in rows for _, md in cells[1:]):
+        return False
+    first = int(numbers[0])
+    return all(int(number) == first + i for i, number in enumerate(numbers))
 
 
 def _before_link(md: str) -> str:

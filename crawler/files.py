@@ -1,11 +1,12 @@
-"""Files written whole (the --stats file, the report): checked before a crawl starts,
-replaced at once when written, and never a device or a link swapped for a plain file."""
+"""The files a crawl writes: checked before it starts, so that bad input leaves nothing
+written; those written whole (the --stats file, the report) replaced at once, and never a
+device or a link swapped for a plain file."""
 
 from __future__ import annotations
 
 import os
 
-from crawler.config import ConfigError
+from crawler.config import STDOUT, ConfigError, Settings
 
 
 def check_writable(path: str, replaced: bool = False) -> None:
@@ -20,6 +21,49 @@ def check_writable(path: str, replaced: bool = False) -> None:
     in_place = os.path.exists(path) and not (replaced and os.path.isfile(path))
     if not os.access(path if in_place else os.path.dirname(os.path.realpath(path)), os.W_OK):
         raise ConfigError(f"cannot write {path}: permission denied")
+
+
+def check_outputs(settings: Settings) -> None:
+    """What the crawl writes (-o, --stats, --wacz, --warc DIR) can be written, and no file
+    of it is one the crawl reads or another of them: the crawl would write over it.
+    Checked before anything is opened, so that a bad one leaves a --state to resume
+    (--fresh empties it only once the crawl can run) and no file begun."""
+    cookies = settings.cookies if isinstance(settings.cookies, str) else None
+    taken = [
+        ("seeds file", settings.seeds),
+        ("config file", settings.config),
+        ("--cookies file", cookies),
+        ("--since file", settings.since),
+    ]
+    output = settings.output if settings.output != STDOUT else None
+    written = (
+        ("-o", output, False),
+        ("--stats", settings.stats, True),
+        ("--wacz", settings.wacz, True),
+    )
+    for flag, path, replaced in written:
+        if path is None:
+            continue
+        for label, other in taken:
+            if other is not None and other != "-" and same_file(path, other):
+                raise ConfigError(f"{flag} {path} is the {label}; refusing to overwrite it")
+        check_writable(path, replaced)
+        taken.append((f"{flag} file", path))
+    if settings.warc is not None:
+        _check_directory(settings.warc, "--warc")
+
+
+def _check_directory(path: str, flag: str) -> None:
+    """A directory to write in, made if need be (config.make_directory makes it): the
+    messages that would give, found without making anything."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        whose = "it is" if existing == os.path.abspath(path) else f"{existing} is"
+        raise ConfigError(f"cannot use {flag} {path}: {whose} a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot use {flag} {path}: not writable")
 
 
 def same_file(path: str, other: str) -> bool:

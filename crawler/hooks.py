@@ -4,7 +4,8 @@ Either may be a plain function or a coroutine function. A hook that raises costs
 what it was deciding, never the crawl: `follow` the one link it raised for (the
 page's other links are decided as usual), `on_page` the fields it would have
 added; so does an `on_page` that returns what a record cannot hold (not a dict,
-one of the record's own fields, a value JSON cannot encode). The page's record
+one of the record's own fields or of those the crawler adds with an option, a value
+JSON cannot encode). The page's record
 says `error: "hook_failed"`, and each hook's first failure is logged with its
 traceback.
 """
@@ -18,10 +19,11 @@ from inspect import isawaitable
 from typing import Any
 
 from crawler.errors import ErrorKind
-from crawler.page import Page
+from crawler.page import CRAWLER_FIELDS, Page
 from crawler.sinks.jsonl import encode
 
-STANDARD_FIELDS = frozenset(Page("x", 0, None).record())
+# What a hook may not write: the crawler's own value would be lost, or the hook's.
+RESERVED_FIELDS = frozenset(Page("x", 0, None).record()).union(CRAWLER_FIELDS)
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +92,8 @@ def _raise_if_the_crawl_is_cancelled() -> None:
 def _extra_fields(fields: Any) -> dict[str, Any]:
     if not isinstance(fields, dict):
         raise TypeError(f"on_page must return a dict or None, not {type(fields).__name__}")
-    taken = STANDARD_FIELDS.intersection(fields)
+    taken = RESERVED_FIELDS.intersection(fields)
     if taken:
-        raise ValueError(f"on_page may not replace the record's own fields: {sorted(taken)}")
+        raise ValueError(f"on_page may not write the crawler's own fields: {sorted(taken)}")
     encode(fields)  # a record is JSON: what it cannot hold fails here, not in a sink
     return fields

@@ -12,14 +12,15 @@ selectolax 1.0.2 (benchmarks/hostile_pages.py):
 
 `HtmlParser.parse()` is how the crawl parses a page. A small page is parsed on the event loop,
 as before: its worst shape costs little. A larger one is first looked at: a cheap sampled count
-says whether it may hold one of those shapes. If not, and it is not very large, it is parsed on
-the loop too, timed: the first such parse to take longer than its budget (a shape the look
-missed) sends every larger page of the rest of the crawl to a thread. Other pages are parsed in
-a thread (Lexbor lets go of the GIL), so that they cannot hold the loop whatever their shape,
-with their markup bounded first where the count says so. `bounded()` reads the page as the HTML
-tokenizer does (comments, raw text, quoted attribute values), keeps an estimate of the stack of
-open elements meant never to be lower than the parser's, and edits the markup only where a
-bound is passed:
+says whether it may hold one of those shapes. If not, and it is not very large, it is parsed as
+a plain page, timed (on the loop; or, where the process has more than one CPU, its tree built
+in a thread beside the loop): the first such parse to take longer than its budget (a shape the
+look missed) sends every larger page of the rest of the crawl to the guarded threads. Other
+pages are parsed in a thread (Lexbor lets go of the GIL), so that they cannot hold the loop
+whatever their shape, with their markup bounded first where the count says so. `bounded()`
+reads the page as the HTML tokenizer does (comments, raw text, quoted attribute values), keeps
+an estimate of the stack of open elements meant never to be lower than the parser's, and edits
+the markup only where a bound is passed:
 
 - at MAX_DEPTH open elements (Chromium's cap, 512), an end tag for the innermost one goes
   before the next start tag, so deeper elements become its siblings, as Chromium attaches
@@ -39,16 +40,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import random
 import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, TypeVar
 
 from selectolax.lexbor import LexborHTMLParser
 
+from crawler.cpus import usable_cpus
 from crawler.parse import ParsedPage, parse_html
 
 MAX_DEPTH = 512
@@ -57,11 +59,15 @@ MAX_OPTIONS = 256
 # At most this many characters a page is parsed on the event loop: the slowest shape of this
 # size measured 0.07 s (6,500 nested <div>s), the cost of a thread hand-off is saved.
 INLINE_MAX_CHARS = 32 * 1024
-# At most this many, a page the sampled look finds plain is parsed on the event loop too, until
+# With a CPU beside the loop, a page of at least this many characters has its tree built
+# there: Lexbor takes about 12 us for 2 KB, what handing it to a thread costs the loop.
+BESIDE_MIN_CHARS = 4 * 1024
+# At most this many, a page the sampled look finds plain is parsed as a plain page is, until
 # one such parse takes longer than its budget (a shape the look missed): then, for the rest of
-# the crawl, every page over INLINE_MAX_CHARS goes to a thread. The hand-off cost more than the
-# parse: on the Python docs (127 KB a page), 2.42 ms of CPU a page against 2.11 inline, with the
-# crawler on one CPU, and 2.62 against 2.20 on two (benchmarks/crawl_bench.py --docs).
+# the crawl, every page over INLINE_MAX_CHARS goes to the guarded threads. On one CPU, it is
+# parsed on the event loop: a thread's hand-off cost more than the parse (on the Python docs,
+# 127 KB a page, 2.42 ms of CPU a page against 2.11 inline). With more, its tree is built in a
+# thread beside the loop, and only what `parse_html` reads in it is read on the loop.
 LOOKED_INLINE_MAX_CHARS = 256 * 1024
 # The CPU time a parse may take before the page's markup is bounded and parsed again: 15 times
 # what plain HTML takes (Lexbor parses it at about 60 MB/s), and a margin for a busy machine.
@@ -349,6 +355,13 @@ def _parsed(html: str, edited: bool = False) -> _Parsed:
     return tree, parse_html(tree), edited
 
 
+def _timed_tree(html: str) -> tuple[LexborHTMLParser, float]:
+    """The tree of `html`, and the CPU time building it took this thread."""
+    started_s = time.thread_time()
+    tree = LexborHTMLParser(html)
+    return tree, time.thread_time() - started_s
+
+
 def _bounded_parsed(html: str) -> _Parsed:
     markup = bounded(html)
     return _parsed(markup, markup is not html)
@@ -407,24 +420,46 @@ class HtmlParser:
         self._random = random.Random()
         # As many pages parse at once as there are cores: a tree takes some 25 times its page's
         # size in memory (260 MB for 10 MB of paragraphs). A parse given up on leaves its place.
-        self._threads = asyncio.Semaphore(os.cpu_count() or 1)
-        self._inline_overran = False  # a page parsed on the loop took longer than its budget
+        self._threads = asyncio.Semaphore(usable_cpus())
+        # Where a plain large page's tree is built: threads that live as long as the parser (one
+        # a page took 60-100 us of the loop's time to start), leaving the loop a CPU of its own.
+        self._beside_loop = (
+            ThreadPoolExecutor(usable_cpus() - 1, thread_name_prefix="crawler-parse")
+            if usable_cpus() > 1
+            else None
+        )
+        self._inline_overran = False  # a plain large page took longer than its budget
 
     async def parse(self, html: str) -> _Parsed:
         """The page's tree, what `parse_html` reads in it, and whether its markup had to be
         bounded. A large page's are read in a thread too: a page of 500,000 links took 1.2 s."""
         size = len(html)
         if size <= INLINE_MAX_CHARS:
-            return _parsed(html)
+            if self._beside_loop is None or size < BESIDE_MIN_CHARS:
+                return _parsed(html)
+            return await self._plain(html)
         suspect = bool(self._runaways) or may_be_slow(html, self._random)
         if not suspect and size <= LOOKED_INLINE_MAX_CHARS and not self._inline_overran:
-            started_s = time.thread_time()
-            parsed = _parsed(html)
-            if time.thread_time() - started_s > size / _BUDGET_CHARS_PER_S:
-                self._inline_overran = True
-            return parsed
+            return await self._plain(html)
         async with self._threads:
             return await self._parse_in_threads(html, suspect)
+
+    async def _plain(self, html: str) -> _Parsed:
+        """A page parsed as a plain one: its tree built beside the loop where there is a
+        CPU for it (Lexbor lets go of the GIL), else on the loop; timed against its budget."""
+        if self._beside_loop is not None:
+            # Trees built ahead of the loop's turn to read them would pile up (64 pages in
+            # flight made the peak RSS 48 MiB -> 110 on the generated site).
+            async with self._threads:
+                loop = asyncio.get_running_loop()
+                tree, spent_s = await loop.run_in_executor(self._beside_loop, _timed_tree, html)
+        else:
+            tree, spent_s = _timed_tree(html)
+        started_s = time.thread_time()
+        parsed = tree, parse_html(tree), False
+        if spent_s + time.thread_time() - started_s > len(html) / _BUDGET_CHARS_PER_S:
+            self._inline_overran = True
+        return parsed
 
     async def _parse_in_threads(self, html: str, suspect: bool) -> _Parsed:
         if suspect or self._runaways:

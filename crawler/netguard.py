@@ -36,6 +36,8 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
+from crawler.urls import canonical_hostname
+
 log = logging.getLogger(__name__)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -214,7 +216,10 @@ def parse_resolve(entry: str) -> tuple[str, int | None, str]:
         ipaddress.ip_address(address)
     except ValueError:
         raise ValueError(f"{address!r} is not an IP address") from None
-    return host.lower().rstrip("."), port, address
+    name = canonical_hostname(host)  # as the crawl's URLs name it: an IDN in Punycode
+    if name is None:
+        raise ValueError(f"{host!r} is not a host name")
+    return name.rstrip("."), port, address
 
 
 class OverrideResolver(AbstractResolver):

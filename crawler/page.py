@@ -72,6 +72,15 @@ RECORD_FIELDS = (
 
 _record_values = attrgetter(*RECORD_FIELDS)
 
+# The fields the crawler adds to some records (with an option, or for some pages), beside
+# the standard ones: an `on_page` hook may write neither kind.
+CRAWLER_FIELDS = (
+    *("nofollow", "noindex", "sitemap_urls", "sitemap_lastmod"),
+    *("changed", "not_due", "revisit_interval_s", "due_at", "lastmod_right"),
+    *("text", "lang", "main_text", "markdown", "metadata", "simhash", "near_duplicate_of"),
+    *("warc_file", "warc_offset", "warc_length"),
+)
+
 
 @dataclass(slots=True, eq=False)
 class Page:

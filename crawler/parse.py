@@ -121,10 +121,32 @@ def refresh_url(content: str) -> str | None:
     return url or None
 
 
-def language(tree: LexborHTMLParser) -> str | None:
-    """The page's language as <html lang> declares it."""
+def language(tree: LexborHTMLParser, content_language: str | None = None) -> str | None:
+    """The page's language as HTML has it: <html lang> (`lang=""` says it is unknown),
+    else the pragma-set default language (the last <meta http-equiv=content-language>
+    that names one), else the HTTP `content_language` if it names one language."""
     root = tree.root
-    return ((root.attributes.get("lang") or "").strip() or None) if root is not None else None
+    lang = root.attributes.get("lang") if root is not None else None
+    if lang is not None:
+        return lang.strip() or None
+    pragma = None
+    for meta in tree.css("meta[http-equiv]"):
+        if (meta.attributes.get("http-equiv") or "").strip(_ASCII_SPACE).lower() == (
+            "content-language"
+        ):
+            pragma = _one_language(meta.attributes.get("content") or "") or pragma
+    return pragma or _one_language(content_language or "")
+
+
+_ASCII_SPACE = "\t\n\f\r "
+_ASCII_SPACE_RUN = re.compile(f"{_HTML_SPACE}+")
+
+
+def _one_language(content: str) -> str | None:
+    """The language a content-language pragma sets: its first word, unless it is a list."""
+    if "," in content:
+        return None
+    return _ASCII_SPACE_RUN.split(content.strip(_ASCII_SPACE), maxsplit=1)[0] or None
 
 
 def visible_text(tree: LexborHTMLParser, keep_tree: bool = True) -> str:

@@ -37,6 +37,8 @@ import re
 from collections.abc import Iterable, Sequence
 from urllib.parse import unquote
 
+from crawler.charset import encode_as_browsers
+
 _C0_AND_SPACE = "".join(map(chr, range(0x21)))
 _TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -142,23 +144,14 @@ def _escaped_in(run: str, encoding: str) -> str:
     """A run of non-ASCII characters of a query, in `encoding` and percent-encoded; one
     the encoding lacks is "%26%23<code point>%3B" (an HTML character reference, escaped)."""
     try:
-        raw = _encoded(run, encoding)  # the run at once, for ISO-2022-JP's escape sequences
+        # the run at once, for ISO-2022-JP's escape sequences
+        raw = encode_as_browsers(run, encoding)
     except UnicodeEncodeError:
         if len(run) == 1:
             return f"%26%23{ord(run) if not 0xD800 <= ord(run) < 0xE000 else 0xFFFD}%3B"
         return "".join(_escaped_in(character, encoding) for character in run)
     kept = _QUERY_BYTES_KEPT
     return "".join(chr(byte) if byte in kept else f"%{byte:02X}" for byte in raw)
-
-
-def _encoded(text: str, encoding: str) -> bytes:
-    if encoding != "gbk":
-        return text.encode(encoding)
-    # WHATWG's GBK encoder: GB18030's two-byte forms only, and 0x80 for the euro sign.
-    raw = b"".join(b"\x80" if c == "\u20ac" else c.encode("gb18030") for c in text)
-    if len(raw) > 2 * len(text):
-        raise UnicodeEncodeError("gbk", text, 0, len(text), "a four-byte GB18030 form")
-    return raw
 
 
 def _rfc3986_escapes(text: str, chars: str) -> str:
@@ -217,6 +210,12 @@ def _canonical_host(host: str) -> str | None:
     if _ends_in_a_number(host):
         return _ipv4(host)
     return host if _DOMAIN.fullmatch(host) else None
+
+
+def canonical_hostname(host: str) -> str | None:
+    """A host name as URLs have it (lowercase, an IDN in Punycode: 中文.中国 is
+    xn--fiq228c.xn--fiqs8s), or None if no URL could: for names given beside URLs."""
+    return _canonical_host(host)
 
 
 def _unicode_domain_to_ascii(domain: str) -> str:

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -56,3 +60,38 @@ def run_tool(name: str, *args: str, cwd: Path | None = None) -> str:
     done = subprocess.run([tool(name), *args], capture_output=True, text=True, cwd=cwd)
     assert done.returncode == 0, f"{name} {args}: {done.stdout}{done.stderr}"
     return done.stdout
+
+
+@contextmanager
+def pywb(root: Path) -> Iterator[str]:
+    """pywb's `wayback` serving the collections in `root`, on a free loopback port. It
+    lists root/collections at each request: a collection added while it runs is served."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = root / "wayback.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [tool("wayback"), "-p", str(port), "-b", "127.0.0.1"],
+            cwd=root,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers(port):
+            assert process.poll() is None, f"wayback exited before serving: {log.read_text()}"
+            assert time.monotonic() < deadline, "wayback did not serve within 60 s"
+            time.sleep(0.05)  # it binds the port at the end of its start, and tells no one
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def _answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except OSError:
+        return False
+    return True

@@ -7,7 +7,7 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from hypothesis import settings as hypothesis_settings
 from multidict import CIMultiDictProxy
 
 from crawler import Crawler, Settings
+from tests.archive_tools import pywb, run_tool
 
 # Property tests: modest by default, a few hundred examples in CI (CI=true), and
 # HYPOTHESIS_PROFILE=long for a thorough local run.
@@ -169,6 +170,40 @@ async def site2() -> AsyncIterator[Site]:
     server = await Site("127.0.0.2").start()
     yield server
     await server.stop()
+
+
+@dataclass
+class Wayback:
+    """A pywb `wayback` and the directory whose collections it serves."""
+
+    root: Path
+    url: str
+
+    def collection(self, name: str, *archives: Path, unpack_wacz: bool = False) -> str:
+        """A collection `name` of `archives` (WARC files, or WACZ packages to unpack),
+        made with pywb's wb-manager; the URL its replays are under."""
+        run_tool("wb-manager", "init", name, cwd=self.root)
+        unpack = ["--unpack-wacz"] if unpack_wacz else []
+        run_tool("wb-manager", "add", *unpack, name, *map(str, archives), cwd=self.root)
+        return f"{self.url}/{name}"
+
+    def warc_directory(self, name: str, warc: Path) -> str:
+        """--warc DIR as it is, its CDXJ indexes beside its WARC files, as collection
+        `name`: pywb reads the indexes and the archives where the crawler left them."""
+        collection = self.root / "collections" / name
+        collection.mkdir(parents=True)
+        (collection / "indexes").symlink_to(warc, target_is_directory=True)
+        (collection / "archive").symlink_to(warc, target_is_directory=True)
+        return f"{self.url}/{name}"
+
+
+@pytest.fixture(scope="session")
+def wayback(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wayback]:
+    """One wayback for the session (each takes 1.6 s to start): every test that replays
+    its archives adds a collection of its own, which the running wayback then serves."""
+    root = tmp_path_factory.mktemp("pywb")
+    with pywb(root) as url:
+        yield Wayback(root, url)
 
 
 @pytest.fixture(autouse=True)

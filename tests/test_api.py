@@ -62,6 +62,14 @@ def test_settings_refuse_a_value_of_the_wrong_type():
         Settings(seeds=5)
 
 
+def test_settings_take_one_header_as_a_string_as_list_options_take_one_string():
+    # Settings(include="a") was taken and Settings(header="X-Token: a") refused.
+    assert Settings(header="X-Token: a").header == (("X-Token", "a"),)
+    assert Settings(include="a").include == ("a",)
+    with pytest.raises(ConfigError, match=r"header must be 'Name: value', got 'X-Token'"):
+        Settings(header="X-Token")
+
+
 async def test_settings_take_pathlib_paths_as_the_strings_they_name(site, tmp_path):
     site.page("/", "home", ["/a"])
     site.page("/a", "a")
@@ -95,8 +103,13 @@ def test_settings_refuse_an_option_they_do_not_have_by_name():
 def test_a_crawler_refuses_settings_and_seeds_of_the_wrong_type_by_name():
     with pytest.raises(ConfigError, match=r"settings must be a Settings, not dict"):
         Crawler(["http://127.0.0.1:9/"], {"max_depth": 1})
-    with pytest.raises(ConfigError, match=r"seeds must be a URL or URLs, not NoneType"):
+    with pytest.raises(ConfigError, match=r"seeds must be a URL or URLs \(str\), not NoneType"):
         Crawler(None)
+    # Bytes iterate as numbers: the message was "seed 104 is not an absolute http(s) URL".
+    with pytest.raises(ConfigError, match=r"seeds must be a URL or URLs \(str\), not bytes"):
+        Crawler(b"http://127.0.0.1:9/")
+    with pytest.raises(ConfigError, match=r"seeds must be a URL or URLs \(str\), not bytes"):
+        Crawler([b"http://127.0.0.1:9/"])
 
 
 def test_settings_from_toml_reads_and_validates(tmp_path):
@@ -124,6 +137,29 @@ def test_a_visited_set_larger_than_the_machines_memory_is_refused_before_output_
     with pytest.raises(ConfigError, match=r"--expected-urls 100,000,000,000,000 .* GiB"):
         crawler.open()
     assert output.read_text() == "kept\n"
+
+
+@pytest.mark.parametrize(
+    ("outputs", "named"),
+    [
+        ({"output": "missing/pages.jsonl"}, "cannot write missing/pages.jsonl"),
+        ({"stats": "missing/stats.json"}, "cannot write missing/stats.json"),
+        ({"warc": "seeds.txt"}, "cannot use --warc seeds.txt: it is a file"),
+        ({"output": "seeds.txt"}, "-o seeds.txt is the seeds file"),
+    ],
+)
+def test_outputs_the_crawl_cannot_write_are_refused_when_it_opens_as_the_cli_refuses_them(
+    tmp_path, monkeypatch, outputs, named
+):
+    # The API ran such a crawl (no stats file, a line in the log) or failed at its first
+    # page with an OSError.
+    monkeypatch.chdir(tmp_path)
+    Path("seeds.txt").write_text("http://127.0.0.1:9/\n")
+    crawler = Crawler(["http://127.0.0.1:9/"], Settings(seeds="seeds.txt", **outputs))
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        crawler.open()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["seeds.txt"]
+    assert Path("seeds.txt").read_text() == "http://127.0.0.1:9/\n"
 
 
 def test_a_bad_seed_is_refused():
@@ -284,6 +320,23 @@ async def test_on_page_may_not_replace_the_records_own_fields(site):
     assert records[0]["url"] == f"{site.url}/" and records[0]["error"] == "hook_failed"
 
 
+@pytest.mark.parametrize("name", ["text", "warc_file"])
+async def test_on_page_may_not_write_the_fields_the_crawler_adds_with_an_option(
+    site, tmp_path, name
+):
+    """A hook's "text" replaced --text's, and its "warc_file" was replaced by --warc's,
+    both without a word: either the crawler's value or the hook's was lost."""
+    site.page("/", body=html("Home", body="<p>home body</p>"))
+    settings = replace(
+        TEST_SETTINGS, text=True, warc=str(tmp_path / "w"), output=str(tmp_path / "o.jsonl")
+    )
+    async with Crawler([f"{site.url}/"], settings, on_page=lambda p: {name: "mine"}) as c:
+        await c.crawl()
+    [record] = read_records(tmp_path / "o.jsonl")
+    assert record["error"] == "hook_failed"
+    assert record["text"] == "home body" and record["warc_file"].endswith(".warc.gz")
+
+
 async def test_on_page_values_json_has_not_are_written_as_orjson_writes_them(site, tmp_path):
     """NaN is null in the line, as orjson writes it, also when a lone surrogate sends
     the record to the standard library's encoder (which wrote NaN, no JSON: jq and
@@ -341,6 +394,49 @@ async def test_leaving_early_with_state_commits_everything_and_resumes(site, tmp
     records = read_records(output)
     assert len(by_url(records)) == 61  # every page once, across both runs
     assert len(site.hits) == 61
+
+
+async def test_a_loop_left_early_without_async_with_closes_its_crawl(site, tmp_path):
+    # `async for page in Crawler(...)` and a break left the crawl waiting for a consumer,
+    # its --state locked for as long as the process ran: it could never be resumed there.
+    chain_site(site, 60)
+    output = tmp_path / "pages.jsonl"
+    settings = replace(TEST_SETTINGS, output=str(output), state=str(tmp_path / "s"))
+    async for page in Crawler([f"{site.url}/"], settings):
+        if page.url.endswith("/p3"):
+            break
+    resumed = None
+    for _ in range(500):  # the event loop closes the loop's generator soon, not at once
+        try:
+            resumed = Crawler([f"{site.url}/"], settings)
+            resumed.open()
+            break
+        except ConfigError as exc:
+            assert "in use by another crawler" in str(exc)
+            await asyncio.sleep(0.01)
+    assert resumed is not None
+    async with resumed:
+        await resumed.crawl()
+    assert len(by_url(read_records(output))) == 61 == len(read_records(output))
+    assert len(site.hits) == 61
+
+
+async def test_a_crawl_cancelled_without_async_with_stops_and_unlocks_its_state(site, tmp_path):
+    # crawl() under asyncio.wait_for, with no `async with`: the time ran out and the
+    # crawl went on fetching, unwatched, its --state locked.
+    chain_site(site, 20)
+    site.gate = asyncio.Event()  # the site answers nothing until the test says so
+    settings = replace(
+        TEST_SETTINGS, state=str(tmp_path / "s"), output=str(tmp_path / "p.jsonl"), drain_timeout=0
+    )
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(Crawler([f"{site.url}/"], settings).crawl(), 0.5)
+    asked = len(site.hits)
+    site.gate.set()
+    async with Crawler([f"{site.url}/"], settings) as again:  # unlocked: it resumes
+        await again.crawl()
+    assert len(by_url(read_records(tmp_path / "p.jsonl"))) == 21
+    assert len(site.hits) == asked + 21
 
 
 async def test_cancelling_the_consuming_task_stops_cleanly(site, tmp_path):
@@ -418,6 +514,43 @@ def test_the_readme_documents_every_error_kind_and_no_other():
     rows = [line.split("|")[1] for line in table.splitlines()]
     documented = {kind for row in rows for kind in re.findall(r"`([a-z_]+)`", row)}
     assert documented == {kind.value for kind in crawler_package.ErrorKind}
+
+
+async def test_the_readmes_python_examples_run_as_written(site, tmp_path):
+    # A new user pastes them: the API's, against a local site instead of example.com,
+    # and the one that reads a page's WARC record back (it named a `rec` it never made).
+    chain_site(site, 3)
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    warc, api = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    api = api.replace("https://example.com/", f"{site.url}/") + "print(stats['records'])\n"
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+
+    async def python(*args: str) -> tuple[int, str, str]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, *args, cwd=tmp_path, stdout=-1, stderr=-1
+        )
+        out, err = await process.communicate()
+        return process.returncode, out.decode(), err.decode()
+
+    assert await python("-c", api) == (0, "4\n", "")
+    crawl = ("-m", "crawler", "seeds.txt", "-o", "pages.jsonl", "--warc", "archive", "--quiet")
+    assert (await python(*crawl))[0] == 0
+    code, out, err = await python("-c", warc)
+    assert (code, err) == (0, ""), err
+    assert out.startswith("b'<!doctype html>")
+
+
+def test_uvloop_asked_for_but_not_installed_is_said_not_ignored(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as if not installed: import fails
+    ran = []
+
+    async def crawl() -> None:
+        ran.append(asyncio.get_running_loop())
+
+    crawler_package.api.event_loop_runner(True)(crawl())
+    assert len(ran) == 1
+    assert "--uvloop: uvloop is not installed" in caplog.text
 
 
 def test_an_error_kind_is_written_as_its_text():

@@ -131,7 +131,11 @@ def test_a_process_on_redis_goes_breadth_first_across_hosts(tmp_path: Path) -> N
     raise_open_files_limit()
     server = RedisServer(tmp_path / "redis").start()
     try:
-        with BroadWeb(hosts=1_000, pages=3_000, seeds=10, slow_hosts=0, filler_bytes=100) as web:
+        # Crawl-delay hosts at 0.25 s: at 1 s, host 7's 8 pages, one at a time, took
+        # 9 of the test's 13 s.
+        with BroadWeb(
+            hosts=1_000, pages=3_000, seeds=10, slow_hosts=0, filler_bytes=100, crawl_delay_s=0.25
+        ) as web:
             crawler = crawl(web, tmp_path, redis_url=server.url)
             _, err = crawler.communicate(timeout=120)
             counters = web.counters()
@@ -151,7 +155,11 @@ def test_a_process_on_redis_goes_breadth_first_across_hosts(tmp_path: Path) -> N
 def test_a_broad_crawl_killed_at_any_moment_and_resumed_loses_nothing(tmp_path: Path) -> None:
     raise_open_files_limit()
     kills = 0
-    with BroadWeb(hosts=200, pages=800, seeds=20, slow_hosts=0, filler_bytes=100) as web:
+    # Crawl-delay 0.5 s, not 1 s (host 7's pages alone took 6 s a crawl): still more than
+    # a restart takes, so a resumed process that forgot a host's delay would be too soon.
+    with BroadWeb(
+        hosts=200, pages=800, seeds=20, slow_hosts=0, filler_bytes=100, crawl_delay_s=0.5
+    ) as web:
         for kill_at in (80, 300, 550):
             crawler = crawl(web, tmp_path)
             output = tmp_path / "out.jsonl"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import os
 import shlex
@@ -19,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from crawler import Crawler
-from crawler.config import GROUPS, OPTIONS, ConfigError, Settings
+from crawler.__main__ import log, main
+from crawler.config import GROUPS, OPTIONS, ConfigError, Settings, load_settings
 from tests.conftest import Site, link_and_fifo, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +39,29 @@ def run_cli(
         cwd=cwd,
         timeout=60,
     )
+
+
+def run_main(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`crawler.__main__.main(args)` in this process, its output captured as run_cli's: for
+    input refused before any crawl, where a process only adds 0.3 s of start-up. The
+    process's own exit and streams are run_cli's tests; the logger main() sets up is
+    given back after."""
+    out, err = io.StringIO(), io.StringIO()
+    handlers, level, propagate = log.handlers[:], log.level, log.propagate
+    directory = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse's --help
+                code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        os.chdir(directory)
+        log.handlers[:], log.propagate = handlers, propagate
+        log.setLevel(level)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 async def run_cli_async(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
@@ -70,13 +96,13 @@ def test_a_missing_seeds_file_is_named(tmp_path):
 def test_an_empty_seeds_file_is_an_error(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("\n# only a comment\n\n")
-    assert_one_line_error(run_cli(str(seeds)), "seeds.txt")
+    assert_one_line_error(run_main(str(seeds)), "seeds.txt")
 
 
 def test_a_seeds_file_without_a_valid_url_is_an_error(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("example.com\nftp://example.com/\n")
-    result = run_cli(str(seeds))
+    result = run_main(str(seeds))
     assert result.returncode == 2
     assert "seeds.txt:1: skipped" in result.stderr
     assert "seeds.txt:2: skipped" in result.stderr
@@ -86,7 +112,7 @@ def test_a_seeds_file_without_a_valid_url_is_an_error(tmp_path):
 def test_a_seed_without_a_scheme_suggests_the_https_url_and_is_still_an_error(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("example.com\n")
-    result = run_cli("seeds.txt", cwd=tmp_path)
+    result = run_main("seeds.txt", cwd=tmp_path)
     assert result.returncode == 2
     warning, error = result.stderr.strip().splitlines()
     assert warning == (
@@ -108,7 +134,7 @@ def test_a_comment_in_another_encoding_is_skipped_without_a_warning(tmp_path):
 def test_a_seed_with_another_scheme_is_not_said_to_have_none(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("mailto:a@example.com\nexample.com:8080/a\n")
-    result = run_cli("seeds.txt", cwd=tmp_path)
+    result = run_main("seeds.txt", cwd=tmp_path)
     assert result.stderr.strip().splitlines()[:2] == [
         "crawler: warning: seeds.txt:1: skipped, not an absolute http(s) URL: "
         "'mailto:a@example.com'",
@@ -126,7 +152,7 @@ def test_stats_into_a_missing_directory_is_refused_up_front(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://127.0.0.1:9/\n")
     missing = tmp_path / "no-such-dir" / "stats.json"
-    result = run_cli(str(seeds), "-o", str(tmp_path / "out.jsonl"), "--stats", str(missing))
+    result = run_main(str(seeds), "-o", str(tmp_path / "out.jsonl"), "--stats", str(missing))
     assert_one_line_error(result, str(missing), "does not exist")
     assert not (tmp_path / "out.jsonl").exists()
 
@@ -135,13 +161,13 @@ def test_stats_into_a_missing_directory_is_refused_up_front(tmp_path):
 def test_a_file_where_a_directory_is_wanted_is_named_as_such(tmp_path, flag):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://127.0.0.1:9/\n")
-    result = run_cli(str(seeds), flag, str(seeds))
+    result = run_main(str(seeds), flag, str(seeds))
     assert_one_line_error(result, f"cannot use {flag} {seeds}: it is a file, not a directory")
     assert seeds.read_text() == "http://127.0.0.1:9/\n"
 
 
 def test_a_directory_as_seeds_file_is_an_error(tmp_path):
-    assert_one_line_error(run_cli(str(tmp_path)), "directory")
+    assert_one_line_error(run_main(str(tmp_path)), "directory")
 
 
 @pytest.mark.parametrize(
@@ -166,12 +192,15 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--redis", "redis://127.0.0.1:99999/0", "--crawl-id", "x"], "Port out of range"),
         # Not a file named "-", as it was: stdout is -o's (and no stats file is a stream).
         (["--stats", "-"], "--stats must name a file, not -"),
+        # A due date past the year 9999 is none: every page was an internal_error.
+        (["--revisit-interval", "1e12"], "--revisit-interval must be <= 3,153,600,000"),
+        (["--revisit-max-interval", "1e300"], "--revisit-max-interval must be <= 3,153,600,000"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(tmp_path, flags, named):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://127.0.0.1:9/\n")
-    assert_one_line_error(run_cli(str(seeds), *flags), named)
+    assert_one_line_error(run_main(str(seeds), *flags), named)
 
 
 @pytest.mark.parametrize(
@@ -191,13 +220,54 @@ def test_bad_config_files_name_the_key(tmp_path, toml, named):
     seeds.write_text("http://127.0.0.1:9/\n")
     config = tmp_path / "crawl.toml"
     config.write_text(toml)
-    assert_one_line_error(run_cli("--config", str(config), str(seeds)), named)
+    assert_one_line_error(run_main("--config", str(config), str(seeds)), named)
+
+
+# Bad values by an option's kind: as a flag's argument, and as a TOML value.
+BAD_FLAG_VALUES = {
+    "int": ["x", "1.5", "", "1e3"],
+    "float": ["x", "nan", "inf", "", "1e400"],
+    "str": [""],
+    "path": [""],
+    "headers": ["no colon", "Bad Name: v", "X-A: a\x01b", "Host: h"],
+    "cookies": [""],
+}
+BAD_TOML_VALUES = {
+    "int": ['"5"', "1.5", "true", "[1]", "1979-05-27"],
+    "float": ['"5"', "true", "nan", "inf", "[1]"],
+    "bool": ['"yes"', "1", "[true]"],
+    "str": ["5", '""', "[]"],
+    "path": ["5", '""', "true"],
+    "list": ["5", "[1]", '["ok", 2]'],
+    "headers": ["5", "{A = 5}", '{"Bad Name" = "v"}', "[1]"],
+    "cookies": ["5", '""', "[]"],
+}
+
+
+@pytest.mark.parametrize("option", OPTIONS, ids=lambda option: option.name)
+def test_every_option_refuses_bad_values_by_flag_and_by_key_naming_it(tmp_path, option):
+    # The whole table, so that an option added later is held to the same rules.
+    for value in BAD_FLAG_VALUES.get(option.kind, []):
+        with pytest.raises(ConfigError) as flagged:
+            load_settings(["seeds.txt", f"{option.flag}={value}"])
+        assert str(flagged.value).startswith(option.flag), (option.flag, value)
+        assert "\n" not in str(flagged.value)
+    if option.kind == "bool":
+        with pytest.raises(ConfigError, match=option.flag):
+            load_settings(["seeds.txt", f"{option.flag}=yes"])
+    config = tmp_path / "crawl.toml"
+    for value in BAD_TOML_VALUES[option.kind]:
+        config.write_text(f"{option.name} = {value}\n")
+        with pytest.raises(ConfigError) as keyed:
+            load_settings(["seeds.txt", "--config", str(config)])
+        assert f"key '{option.name}'" in str(keyed.value), (option.name, value)
+        assert "\n" not in str(keyed.value)
 
 
 def test_output_never_overwrites_the_seeds_file(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://127.0.0.1:9/\n")
-    assert_one_line_error(run_cli(str(seeds), "-o", str(seeds)), "seeds file")
+    assert_one_line_error(run_main(str(seeds), "-o", str(seeds)), "seeds file")
     assert seeds.read_text() == "http://127.0.0.1:9/\n"
 
 
@@ -241,9 +311,29 @@ def test_no_output_overwrites_a_file_the_crawl_reads_or_another_output(tmp_path,
     for name, text in files.items():
         (tmp_path / name).write_text(text)
 
-    assert_one_line_error(run_cli("seeds.txt", *flags, cwd=tmp_path), named)
+    assert_one_line_error(run_main("seeds.txt", *flags, cwd=tmp_path), named)
     assert {name: (tmp_path / name).read_text() for name in files} == files
     assert not (tmp_path / "warc").exists()
+
+
+async def test_fresh_with_a_bad_warc_dir_leaves_the_state_to_resume(site: Site, tmp_path):
+    # --fresh emptied the state directory before --warc was found to be a file: the
+    # command was refused, and the crawl it would have resumed was gone.
+    site.page("/", "home", ["/a", "/b"])
+    site.page("/a", "a")
+    site.page("/b", "b")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    (tmp_path / "file").write_text("not a directory\n")
+    crawl = [str(seeds), "-o", str(tmp_path / "out.jsonl"), "--state", str(tmp_path / "st")]
+    code, _, err = await run_cli_async(*crawl, "--max-pages", "2", "--quiet")
+    assert code == 0, err
+    state = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+
+    code, _, err = await run_cli_async(*crawl, "--fresh", "--warc", str(tmp_path / "file"))
+    assert (code, err.count("\n")) == (2, 1), err
+    assert "--warc" in err and "it is a file, not a directory" in err
+    assert {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == state
 
 
 def test_stats_into_a_directory_the_user_may_not_write_is_refused_up_front():
@@ -388,6 +478,26 @@ async def test_flags_override_the_config_file(site: Site, tmp_path):
 
     assert code == 0
     assert len(read_records(output)) == 3
+
+
+async def test_a_header_flag_wins_for_its_name_and_keeps_the_config_files_others(
+    site: Site, tmp_path
+):
+    # A --header replaced the whole [header] table: the file's token was not sent.
+    site.page("/", "home")
+    config = tmp_path / "crawl.toml"
+    config.write_text('[header]\nAuthorization = "Bearer t"\nAccept-Language = "zh"\n')
+
+    code, _, err = await run_cli_async(
+        "--config", str(config), "-", "-o", str(tmp_path / "out.jsonl"), "--quiet",
+        "--ignore-robots", "--header", "accept-language: fr", "--header", "X-Trace: 1",
+        stdin=f"{site.url}/\n",
+    )  # fmt: skip
+
+    assert code == 0, err
+    [hit] = site.hits
+    sent = {name: hit.headers.get(name) for name in ("Authorization", "Accept-Language", "X-Trace")}
+    assert sent == {"Authorization": "Bearer t", "Accept-Language": "fr", "X-Trace": "1"}
 
 
 def test_ctrl_c_while_the_seeds_are_read_exits_130_without_a_traceback(tmp_path):

@@ -287,6 +287,50 @@ async def test_a_gbk_pages_links_are_requested_as_a_browser_requests_them(site: 
     assert sorted(requested) == sorted(expected)
 
 
+async def test_big5_gb18030_japanese_and_koi8_u_queries_are_encoded_by_the_standards_encoders(
+    site: Site, tmp_path
+):
+    """Python's big5hkscs writes the Hong Kong extensions browsers leave out, and some
+    characters at another of their two codes; its gb18030 predates GB18030-2022. A
+    browser on a Big5 page sends 嘅 as FB48 (Python: 9DEF), 无 as C6D3 (FCD3), é as a
+    character reference (8866), € as A3E1 (none); on a GB18030 page ︐ as A6D9, ḿ as
+    A8BC, and U+E5E5 as a character reference (A3A0)."""
+    big5 = {"嘅": "%FBH", "无": "%C6%D3", "é": "%26%23233%3B", "€": "%A3%E1", "～": "%A1%E3"}
+    gb18030 = {"︐": "%A6%D9", "ḿ": "%A8%BC", "\ue5e5": "%26%2358853%3B", "\u9fb4": "%FEY"}
+    # Shift_JIS and EUC-JP: IBM's extensions at their first code (﨑, common in names, is
+    # FAB1 where Python's cp932 has ED95), and ∥, which Python's euc_jp lacks.
+    shift_jis = {"ⅰ": "%FA@", "﨑": "%FA%B1"}
+    euc_jp = {"﨑": "%F9%F5", "∥": "%A1%C2"}
+    # WHATWG's KOI8-U is KOI8-RU: Belarusian ў and Ў at AE and BE, where Python's koi8_u
+    # has ╝ and ╬, which browsers' encoder lacks.
+    koi8_u = {"ў": "%AE", "Ў": "%BE", "╝": "%26%239565%3B", "я": "%D1"}
+    pages = {
+        "/koi8-u": ("koi8-u", koi8_u),
+        "/big5": ("big5", big5),
+        "/gb18030": ("gb18030", gb18030),
+        "/gbk": ("gbk", gb18030),
+        "/shift_jis": ("shift_jis", shift_jis),
+        "/euc-jp": ("euc-jp", euc_jp),
+    }
+    requested: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        requested.append(request.raw_path)
+        return web.Response(text="ok", content_type="text/html")
+
+    expected = []
+    for path, (charset, queries) in pages.items():
+        # Character references: the page's bytes are ASCII, whatever its encoding.
+        links = [f"{path}/q?v=&#{ord(text)};" for text in queries]
+        site.page(path, body=html(path, links), content_type=f"text/html; charset={charset}")
+        site.handle(f"{path}/q", record)
+        expected += [f"{path}/q?v={escaped}" for escaped in queries.values()]
+
+    await crawl(tmp_path, [site.url + path for path in pages])
+
+    assert sorted(requested) == sorted(expected)
+
+
 async def test_bytes_a_browser_reads_in_gbk_and_windows_1252_are_no_replacement_characters(
     site: Site, tmp_path
 ):

@@ -447,3 +447,24 @@ async def test_a_recrawl_s_metrics_say_what_became_of_the_previous_pages(
     assert scraped[("crawler_recrawl_previous_pages", ())] == 3
     saved = sum(r["bytes"] for r in read_records(tmp_path / "pages.jsonl"))
     assert scraped[("crawler_recrawl_saved_body_bytes_total", ())] == saved > 0
+
+
+async def test_an_api_crawl_says_where_its_dashboard_listens_on_a_port_it_chose(
+    site: Site, tmp_path: Path
+) -> None:
+    """With dashboard="127.0.0.1:0", the port chosen was only in a log line."""
+    from crawler import Crawler
+
+    site.page("/", "Home", ["/a"])
+    site.page("/a", "A")
+    settings = Settings(seeds="-", ignore_robots=True, dashboard="127.0.0.1:0")
+    async with Crawler([site.url + "/"], settings) as crawler:
+        url = crawler.dashboard_url
+        assert url is not None and url.startswith("http://127.0.0.1:")
+        assert not url.endswith(":0/")
+        async for _page in crawler:
+            async with aiohttp.ClientSession() as session, session.get(url + "metrics") as got:
+                assert got.status == 200
+                names = {f.name for f in text_string_to_metric_families(await got.text())}
+            assert {"crawler_body_bytes", "crawler_errors"} <= names
+            break

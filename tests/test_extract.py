@@ -324,6 +324,155 @@ async def test_a_chinese_pages_machinery_labels_are_left_out_as_english_ones_are
     assert record["main_text"] == "\n".join(prose)
 
 
+async def test_a_heading_that_is_a_label_is_left_out(site: Site, tmp_path):
+    """A label of the page's machinery is no content as a heading either: an article's
+    "Related" over its related stories (their links left out), "Share this:",
+    "Mehr zum Thema" and 相关阅读 stayed, in headings, where the paragraphs had them out."""
+    body = (
+        f"<p>{PARAGRAPHS[0]}</p><h3>Related</h3><ul><li><a href='/a'>Another story about "
+        f"bridges</a></li></ul><p>{PARAGRAPHS[1]}</p><h4>Share this:</h4><h2>Mehr zum Thema"
+        f"</h2><p>{PARAGRAPHS[2]}</p><h3>相关阅读</h3>"
+    )
+    site.page("/", body=_article(body))
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    assert record["main_text"] == "\n".join(PARAGRAPHS[:3])
+
+
+async def test_a_wikis_edit_links_are_no_part_of_its_headings(site: Site, tmp_path):
+    """MediaWiki follows each heading with "[edit]" (span.mw-editsection): it was in
+    every heading of a wiki's main text and Markdown ("Life cycle[edit]")."""
+    edit = (
+        '<span class="mw-editsection"><span class="mw-editsection-bracket">[</span>'
+        '<a href="/w/index.php?title=Moth&action=edit&section={}">edit</a>'
+        '<span class="mw-editsection-bracket">]</span></span>'
+    )
+    body = (
+        f"<p>{PARAGRAPHS[0]}</p>"
+        f'<h2><span class="mw-headline" id="Life">Life cycle</span>{edit.format(1)}</h2>'
+        f"<p>{PARAGRAPHS[1]}</p>"
+    )
+
+    main_text = await extracted(site, tmp_path, _article(body))
+
+    assert main_text == "\n".join([PARAGRAPHS[0], "Life cycle", PARAGRAPHS[1]])
+
+
+async def test_a_chinese_articles_editor_line_is_left_out(site: Site, tmp_path):
+    """Chinese news portals end an article with who edited it ("（责任编辑：李明）" at
+    Sina, "责任编辑：王芳_NN1234" at NetEase): it was the main text's last line."""
+    prose = [
+        "国家统计局今天发布数据显示，前三季度国内生产总值同比增长，经济运行总体回升向好。",
+        "分行业看，制造业增加值增长较快，其中高技术制造业增长明显，新能源汽车产量增长较快。",
+    ]
+    credits = ["（责任编辑：李明）", "责任编辑：王芳_NN1234", "編輯：陳小明"]
+    blocks = [*prose, *credits]
+    site.page("/", body="<article>" + "".join(f"<p>{b}</p>" for b in blocks) + "</article>")
+
+    [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+    assert record["main_text"] == "\n".join(prose)
+
+
+async def test_a_headings_permalink_is_no_part_of_it(site: Site, tmp_path):
+    """Documentation generators end each heading with a link to itself: Sphinx's and
+    MkDocs' "¶", rustdoc's "§" before it, Docusaurus' zero-width space. They were in the
+    headings' text and Markdown ("## Basic settings¶"), and a headline that repeats the
+    page's title, "¶" after it, was no longer known as one."""
+    page = (
+        "<html><head><title>Configuring the queue &#8212; tasklane 2.4 documentation</title>"
+        '</head><body><div class="body" role="main"><section><h1>Configuring the queue'
+        '<a class="headerlink" href="#configuring-the-queue" title="Link to this heading">¶</a>'
+        f"</h1><p>{PARAGRAPHS[0]}</p>"
+        '<h2 id="b">Basic settings<a class="headerlink" href="#b">&para;</a></h2>'
+        f"<p>{PARAGRAPHS[1]}</p>"
+        '<h2 id="e"><a class="doc-anchor" href="#e">§</a>Examples</h2>'
+        f"<p>{PARAGRAPHS[2]}</p>"
+        '<h2 id="s">Start it<a href="#s" class="hash-link" aria-label="Direct link">&#8203;</a>'
+        f"</h2><p>{PARAGRAPHS[3]}</p></section></div></body></html>"
+    )
+    site.page("/config.html", body=page)
+
+    [record] = await crawl(tmp_path, [site.url + "/config.html"], extract=True, max_depth=0)
+
+    headings = ["Basic settings", "Examples", "Start it"]
+    expected = [PARAGRAPHS[0]] + [
+        x for pair in zip(headings, PARAGRAPHS[1:4], strict=True) for x in pair
+    ]
+    assert record["main_text"] == "\n".join(expected)
+    assert "## Basic settings\n\n" in record["markdown"]
+    assert "## Examples\n\n" in record["markdown"]
+    assert "## Start it\n\n" in record["markdown"]
+
+
+async def test_a_headline_that_is_the_title_without_the_sites_name_is_left_out(
+    site: Site, tmp_path
+):
+    """Sphinx titles a page "json — JSON encoder and decoder — Python 3.11.4
+    documentation", its headline the first two parts: it was not known as the headline,
+    and stayed the first line of the main text of every page of the Python docs."""
+    page = (
+        "<html><head><title>json — JSON encoder and decoder — Python 3.11.4 documentation"
+        '</title></head><body><div class="body" role="main"><section><h1><code>json</code>'
+        f" — JSON encoder and decoder</h1><p>{PARAGRAPHS[0]}</p><h2>Basic usage</h2>"
+        f"<p>{PARAGRAPHS[1]}</p></section></div></body></html>"
+    )
+    main_text = await extracted(site, tmp_path, page, "/json.html")
+
+    assert main_text == "\n".join([PARAGRAPHS[0], "Basic usage", PARAGRAPHS[1]])
+
+
+async def test_every_section_of_a_document_is_its_content(site: Site, tmp_path):
+    """Sphinx writes a document as <section>s, with ids and no class. The top section
+    was the content, and a section beside it that scored less than a third of it was
+    left out: the Python docs' "What's New in Python 3.8" lost half its text, and the
+    C API's "Call Protocol" its "tp_call Protocol" section."""
+    short = ["Instances of classes that set tp_call are callable.", "Use PyObject_Call."]
+    long = [f"{p} Also, and, of, course, more." for p in PARAGRAPHS[:6]]
+    page = (
+        "<html><head><title>Call Protocol — Python 3.11 documentation</title></head><body>"
+        '<div class="body" role="main"><section id="call-protocol"><h1>Call Protocol</h1>'
+        f'<p>{PARAGRAPHS[6]}</p><section id="tp-call"><h2>The tp_call Protocol</h2>'
+        + "".join(f"<p>{p}</p>" for p in short)
+        + '</section><section id="vectorcall"><h2>The Vectorcall Protocol</h2>'
+        + "".join(f"<p>{p}</p>" for p in long)
+        + "</section></section></div></body></html>"
+    )
+    site.page("/call.html", body=page)
+
+    [record] = await crawl(tmp_path, [site.url + "/call.html"], extract=True, max_depth=0)
+
+    expected = [PARAGRAPHS[6], "The tp_call Protocol", *short, "The Vectorcall Protocol", *long]
+    assert record["main_text"] == "\n".join(expected)
+
+
+CONSENT = (
+    "We and our partners use cookies and similar technologies to store and access "
+    "information on your device, to personalise content and ads, to measure their "
+    "performance, and to improve our products. You can withdraw your consent at any time."
+)
+
+
+async def test_a_short_pages_text_is_not_its_cookie_banner(site: Site, tmp_path):
+    """Consent managers name their banners after themselves (Didomi's #didomi-host,
+    Cookiebot's #CybotCookiebotDialog, OneTrust's #onetrust-consent-sdk): a banner's
+    long sentence full of commas outscored a short page's text, and was its main text."""
+    text = "All branches are closed on Monday for the holiday. Book drops stay open."
+    page = (
+        "<html><head><title>Closed on Monday</title></head><body>"
+        f'<div id="didomi-host"><div class="didomi-popup-view"><p>{CONSENT}</p></div></div>'
+        '<div class="wrapper"><div class="top"><a href="/">Library</a> <a href="/hours">Hours'
+        f'</a></div><div class="text"><h1>Closed on Monday</h1><p>{text}</p></div></div>'
+        '<div id="CybotCookiebotDialog"><div id="CybotCookiebotDialogBodyContentText">'
+        f'{CONSENT}</div></div><div id="onetrust-consent-sdk"><div id="onetrust-policy">'
+        f"<p>{CONSENT}</p></div></div></body></html>"
+    )
+    main_text = await extracted(site, tmp_path, page, "/closed")
+
+    assert main_text == text
+
+
 HUGE = "<html><body>" + ("<p>" + "word " * 200 + "</p>\n") * 5000 + "</body></html>"
 NESTED = "<html><body>" + "<div>" * 20000 + "deep text, deep down" + "</div>" * 20000
 
@@ -604,6 +753,13 @@ async def read_back(site: Site, tmp_path, body: str) -> tuple[str, list[tuple[st
     return record["markdown"], commonmark_blocks(record["markdown"]), record["main_text"]
 
 
+async def extracted(site: Site, tmp_path, page: str, path: str = "/") -> str:
+    """The main text --extract finds in `page`, served at `path` and crawled."""
+    site.page(path, body=page)
+    [record] = await crawl(tmp_path, [site.url + path], extract=True, max_depth=0)
+    return record["main_text"]
+
+
 async def markdown_reading_back_whole(site: Site, tmp_path, body: str) -> str:
     """The Markdown of a page of `body`, checked to read back as the main text, block
     for block."""
@@ -827,3 +983,229 @@ def test_random_markdown_lookalikes_read_back_as_the_main_text():
         found = extract(LexborHTMLParser(page), "http://127.0.0.1/")
         read = "".join(text for _, text in commonmark_blocks(found.markdown))
         assert "".join(read.split()) == "".join(found.main_text.split()), page
+
+
+async def test_code_keeps_its_comments_whatever_the_highlighter_calls_them(site: Site, tmp_path):
+    """Highlighters mark a comment in code with a class (Prism's "token comment",
+    rustdoc's "comment", highlight.js's "hljs-comment"): it is part of the code, not a
+    page's comment thread, and was cut out of the code block."""
+    body = (
+        '<pre><code><span class="token comment"># the defaults</span>\n'
+        'retries = 3  <span class="hljs-comment"># per host</span></code></pre>'
+        '<p>and <code>Vec&lt;T&gt; { <span class="comment">/* private fields */</span> }'
+        "</code>.</p>"
+    )
+
+    _, _, main_text = await read_back(site, tmp_path, body)
+
+    assert "# the defaults\nretries = 3  # per host" in main_text
+    assert "Vec<T> { /* private fields */ }" in main_text
+
+
+async def test_a_single_page_apps_text_is_found_where_it_ships_it(site: Site, tmp_path):
+    """A single-page app's body is an empty <div id="root"> until a script runs, which a
+    crawler never does. Its text is in <noscript>, for such browsers, or in the
+    articleBody of its JSON-LD: both gave an empty main text."""
+    paragraphs = PARAGRAPHS[:2]
+    noscript = (
+        '<html><head><title>Bridge</title></head><body><div id="root"></div><noscript>'
+        f"<h1>Bridge</h1><p>{paragraphs[0]}</p><p>{paragraphs[1]}</p></noscript>"
+        "<script>start()</script></body></html>"
+    )
+    json_ld = json.dumps({"@type": "NewsArticle", "articleBody": "\n\n".join(paragraphs)})
+    app = (
+        f'<html><head><script type="application/ld+json">{json_ld}</script></head>'
+        '<body><div id="app"><noscript>Please enable JavaScript.</noscript></div></body></html>'
+    )
+    teaser = app.replace('<div id="app">', f'<div id="app"><p>{paragraphs[0][:120]}</p>')
+    site.page("/noscript", body=noscript)
+    site.page("/app", body=app)
+    site.page("/teaser", body=teaser)
+
+    records = by_url(
+        await crawl(
+            tmp_path, [site.url + p for p in ("/noscript", "/app", "/teaser")], extract=True
+        )
+    )
+
+    for path in ("/noscript", "/app", "/teaser"):
+        assert records[site.url + path]["main_text"] == "\n".join(paragraphs), path
+        assert records[site.url + path]["markdown"] == "\n\n".join(paragraphs), path
+
+
+def _phpbb_post(number: int, author: str, text: str) -> str:
+    """One post of a phpBB thread, as prosilver writes it: rows alternate bg1 and bg2."""
+    subject = "Router drops every evening" if number == 1 else "Re: Router drops every evening"
+    return (
+        f'<div id="p{number}" class="post has-profile bg{2 - number % 2}"><div class="inner">'
+        f'<dl class="postprofile"><dt><a href="/u/{author}">{author}</a></dt><dd>Posts: 12</dd>'
+        f'</dl><div class="postbody"><div id="post_content{number}"><h3><a href="#p{number}">'
+        f'{subject}</a></h3><p class="author">Post by <strong>{author}</strong> &raquo; Mon '
+        f'Jan 13, 2025 8:0{number} pm</p><div class="content">{text}</div>'
+        f'<div class="signature">Sent from my kitchen table, {author}</div></div></div></div></div>'
+    )
+
+
+async def test_a_class_that_starts_with_author_is_content(site: Site, tmp_path):
+    """A post's "author" line is no part of it, but Open Journal Systems' submissions
+    page is its "author_guidelines": a journal's page lost its main text."""
+    page = _article(
+        f"<p>{PARAGRAPHS[0]}</p>",
+        f'<div class="author_guidelines"><h2>Guidelines</h2><p>{PARAGRAPHS[1]}</p></div>',
+    )
+    main_text = await extracted(site, tmp_path, page, "/submissions")
+
+    assert main_text == "\n".join([PARAGRAPHS[0], "Guidelines", PARAGRAPHS[1]])
+
+
+async def test_a_phpbb_threads_main_text_is_every_post_without_its_machinery(site: Site, tmp_path):
+    """phpBB's posts alternate their row's class (bg1, bg2): only the posts of the top
+    post's class were found, a thread's every other post. And each post's "Re:" subject,
+    "Post by ... on ..." line and signature are no part of what was said."""
+    posts = [*EN_THREAD_POSTS, "Thanks, channel 11 did it."]
+    thread = (
+        "<html><head><title>Router drops every evening - Home Network Forum</title></head><body>"
+        '<div class="navbar"><a href="/">Board index</a> <a href="/f/3">Routers</a></div>'
+        '<div id="page-body">'
+        + "".join(_phpbb_post(n, a, t) for n, a, t in zip((1, 2, 3, 4), "abab", posts, strict=True))
+        + "</div></body></html>"
+    )
+    main_text = await extracted(site, tmp_path, thread, "/viewtopic.php")
+
+    assert main_text == "\n".join(posts)
+
+
+async def test_a_recipes_ingredients_come_with_its_steps(site: Site, tmp_path):
+    """A recipe is two lists: its steps, long enough to score, and its ingredients,
+    items too short to. The steps were the main content, and the ingredients lost; a
+    list is a part of the content, and the element holding it is taken when it scores
+    half as well."""
+    ingredients = ["1 cup red lentils", "1 onion, chopped", "2 cloves garlic", "1 tin tomatoes"]
+    steps = [
+        "Soften the onion and garlic in oil over a low heat, about ten minutes.",
+        "Add the lentils, tomatoes and two cups of water, and simmer for twenty minutes.",
+        "Season with salt, pepper and a squeeze of lemon, and serve with rice.",
+    ]
+    page = (
+        "<html><head><title>Lentil stew - Kitchen</title></head><body>"
+        '<div class="menu-bar"><a href="/">Kitchen</a> <a href="/soups">Soups</a></div>'
+        '<div class="recipe"><h3>Ingredients</h3><ul>'
+        + "".join(f"<li>{item}</li>" for item in ingredients)
+        + "</ul><h3>Method</h3><ol>"
+        + "".join(f"<li>{step}</li>" for step in steps)
+        + '</ol></div><div class="popular"><a href="/a">Crispy potatoes</a></div></body></html>'
+    )
+    main_text = await extracted(site, tmp_path, page, "/stew")
+
+    assert main_text == "\n".join(["Ingredients", *ingredients, "Method", *steps])
+
+
+async def test_text_in_lines_between_brs_is_the_content_not_the_page_around_it(
+    site: Site, tmp_path
+):
+    """A novel site's chapter is one <div> of lines between <br>s, no <p>: its lines
+    scored for the <body>, which was taken whole, with the breadcrumb and the site's
+    notice around the chapter; and a blank line between each two of the chapter's."""
+    lines = [
+        "雨下了整整一夜，客栈里的灯却一直没有熄，掌柜的坐在柜台后面打着算盘。",
+        "三更时分，门外忽然传来一阵急促的敲门声，掌柜的放下算盘，提着灯笼走到门口。",
+        "一个披着蓑衣的人站在雨里，斗笠压得很低，看不清脸，腰间挂着一柄长剑。",
+    ]
+    page = (
+        "<html><head><title>第十二章 雨夜来客_山河旧梦</title></head><body>"
+        '<div class="con_top"><a href="/">小说网</a> &gt; <a href="/book/">山河旧梦</a> &gt; '
+        "第十二章 雨夜来客，本章字数：三千二百</div>"
+        '<div id="content">' + "<br><br>".join("&nbsp;&nbsp;" + line for line in lines) + "</div>"
+        '<div class="tip">提示：本站小说均来自网友上传，如有侵权请联系我们删除，'
+        "请记住本站域名。</div>"
+        "</body></html>"
+    )
+    main_text = await extracted(site, tmp_path, page, "/chapter")
+
+    assert main_text == "\n".join(lines)
+
+
+async def test_code_in_a_line_numbered_table_is_the_code_without_its_numbers(site: Site, tmp_path):
+    """Pygments' tables (linenos="table", as Sphinx, Jekyll and Hexo sites use them) and
+    code viewers, a row a line, put the line numbers in a column of their own: they were
+    the first lines of the main text, or a number before each line of code."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    code = 'def greet(name):\n    """Say hello."""\n\n    return f"Hello, {name}"'
+    pygments_table = highlight(code, PythonLexer(), HtmlFormatter(linenos="table"))
+    viewer = '<table class="code">' + "".join(
+        f'<tr><td class="num">{n}</td><td><pre>{line}</pre></td></tr>'
+        for n, line in enumerate(code.replace("<", "&lt;").split("\n"), start=1)
+    )
+    viewer += "</table>"
+
+    for body in (pygments_table, viewer):
+        site.page("/", body=_article(f"<p>{PARAGRAPHS[0]}</p><p>{PARAGRAPHS[1]}</p>{body}"))
+        [record] = await crawl(tmp_path, [site.url + "/"], extract=True, max_depth=0)
+
+        assert record["main_text"] == "\n".join([*PARAGRAPHS[:2], code])
+        assert record["markdown"].endswith(f"\n\n```\n{code}\n```")
+
+
+def _discourse_post(number: int, author: str, text: str) -> str:
+    """One post of a Discourse topic as its crawler view writes it: the replies are the
+    schema.org comments of the topic's DiscussionForumPosting."""
+    reply = (
+        ' itemprop="comment" itemscope itemtype="http://schema.org/Comment"' if number > 1 else ""
+    )
+    return (
+        f'<div id="post_{number}"{reply} class="topic-body crawler-post">'
+        '<div class="crawler-post-meta"><span class="creator" itemprop="author">'
+        f'<a href="/u/{author}"><span itemprop="name">{author}</span></a></span>'
+        '<span class="crawler-post-infos"><time class="post-time">February 2, 2025, '
+        f'9:1{number}am</time><span itemprop="position">{number}</span></span></div>'
+        f'<div class="post" itemprop="text"><p>{text}</p></div></div>'
+    )
+
+
+async def test_a_discourse_topics_main_text_is_every_post_without_its_dates(site: Site, tmp_path):
+    """Discourse marks a topic's replies up as schema.org comments, which were cut as a
+    reader's comments under an article: the main text was the first post only, after
+    its date and number ("February 2, 2025, 9:11am1")."""
+    posts = [*EN_THREAD_POSTS, "Thanks, channel 11 did it."]
+    page = (
+        "<html><head><title>Router drops every evening - Support - Community</title></head>"
+        '<body><header><a href="/">Community</a></header><div id="main-outlet" class="wrap">'
+        '<div itemscope itemtype="http://schema.org/DiscussionForumPosting">'
+        + "".join(
+            _discourse_post(n, a, t) for n, a, t in zip((1, 2, 3, 4), "abab", posts, strict=True)
+        )
+        + "</div></div></body></html>"
+    )
+    article = _article(
+        "".join(f"<p>{p}</p>" for p in PARAGRAPHS[:2]),
+        '<div itemprop="comment"><p>A reader\'s comment under the article, long enough.</p></div>',
+    )
+    site.page("/t/router/12", body=page)
+    site.page("/article", body=article)
+
+    records = by_url(
+        await crawl(tmp_path, [site.url + "/t/router/12", site.url + "/article"], extract=True)
+    )
+
+    assert records[site.url + "/t/router/12"]["main_text"] == "\n".join(posts)
+    assert records[site.url + "/article"]["main_text"] == "\n".join(PARAGRAPHS[:2])
+
+
+async def test_a_paragraph_in_a_div_beside_the_content_comes_with_it(site: Site, tmp_path):
+    """A paragraph of prose in a <div> of its own beside the content (a snippet's
+    description over its code, a summary over a table) is a paragraph, as a <p> there
+    is: it was left out."""
+    description = "A small decorator that retries a function, waiting longer each time."
+    code = "\n".join(f"retry_{n} = make_retry(times={n}, delay_s=0.{n})" for n in range(1, 9))
+    page = (
+        "<html><head><title>retry.py - snippets</title></head><body>"
+        '<div class="top"><a href="/">Snippets</a> <a href="/explore">Explore</a></div>'
+        f'<div class="layout"><div class="description">{description}</div>'
+        f'<div class="file"><pre>{code}</pre></div></div></body></html>'
+    )
+    main_text = await extracted(site, tmp_path, page, "/retry.py")
+
+    assert main_text == f"{description}\n{code}"

@@ -159,10 +159,11 @@ def test_the_gate_timeout_is_10_s_by_default():
 
 def full_hold_scene(site: Site, site2: Site, tmp_path: Path, **overrides: object) -> Settings:
     """/ -> b -> c0..c4 -> x on a fast host, and / -> s1, s2 on one whose Crawl-delay keeps
-    s2 queued for a second, while the five c pages (depth 2) wait for it."""
+    s2 queued for half a second (b, the c pages and x take milliseconds), while the five
+    c pages (depth 2) wait for it."""
 
     async def robots(_request: web.Request) -> web.Response:
-        return web.Response(text="User-agent: *\nCrawl-delay: 1\n")
+        return web.Response(text="User-agent: *\nCrawl-delay: 0.5\n")
 
     site2.handle("/robots.txt", robots)
     site.page("/", "index", [f"{site2.url}/s1", f"{site2.url}/s2", "/b"])

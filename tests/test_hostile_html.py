@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 
 import pytest
@@ -13,6 +14,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from crawler import htmlguard
 from crawler.htmlguard import (
+    BESIDE_MIN_CHARS,
     INLINE_MAX_CHARS,
     LOOKED_INLINE_MAX_CHARS,
     MAX_ATTRIBUTES,
@@ -184,18 +186,37 @@ def test_the_look_sees_nesting_behind_bogus_end_tags_and_clears_a_plain_page():
     assert not may_be_slow(PLAIN_LARGE, rng)
 
 
-async def test_a_page_the_look_clears_is_parsed_on_the_loop_until_one_overruns(monkeypatch):
+@pytest.mark.parametrize("cpus", [1, 2])
+async def test_a_page_the_look_clears_is_parsed_as_plain_until_one_overruns(monkeypatch, cpus):
     jobs = []
     job = htmlguard._Job
     monkeypatch.setattr(htmlguard, "_Job", lambda f, markup: jobs.append(f) or job(f, markup))
+    trees_built_in = []
+    timed_tree = htmlguard._timed_tree
+
+    def tree_where(markup):
+        trees_built_in.append(threading.current_thread().name.partition("_")[0])
+        return timed_tree(markup)
+
+    monkeypatch.setattr(htmlguard, "_timed_tree", tree_where)
+    monkeypatch.setattr(htmlguard, "usable_cpus", lambda: cpus)
     parser = HtmlParser()
+    # On one CPU, parsed on the loop; on more, its tree is built in a thread beside it.
+    where = "MainThread" if cpus == 1 else "crawler-parse"
     assert INLINE_MAX_CHARS < len(PLAIN_LARGE) <= LOOKED_INLINE_MAX_CHARS
     _, parsed, edited = await parser.parse(PLAIN_LARGE)
-    assert (parsed.hrefs, edited, jobs) == (["/found/plain"], False, [])
+    assert (parsed.hrefs, edited, jobs, trees_built_in) == (["/found/plain"], False, [], [where])
     monkeypatch.setattr(htmlguard, "_BUDGET_CHARS_PER_S", 10**12)  # any parse overruns now
     await parser.parse(PLAIN_LARGE)
-    assert jobs == []  # parsed on the loop, and found to take longer than its budget
+    assert (jobs, trees_built_in) == ([], [where] * 2)  # found to take longer than its budget
     _, parsed, edited = await parser.parse(PLAIN_LARGE)
-    assert (parsed.hrefs, edited, len(jobs)) == (["/found/plain"], False, 1)  # from now on
+    assert (parsed.hrefs, edited) == (["/found/plain"], False)
+    assert jobs == [htmlguard._parsed]  # from now on, in the guarded threads
     _, parsed, _ = await parser.parse(_with_link("x", "small"))
-    assert len(jobs) == 1  # a small page is still parsed on the loop
+    assert (len(jobs), len(trees_built_in)) == (1, 2)  # a small page is parsed on the loop
+    medium = _with_link("<p>Some words.</p>\n" * 400, "medium")
+    assert BESIDE_MIN_CHARS <= len(medium) <= INLINE_MAX_CHARS
+    _, parsed, _ = await parser.parse(medium)
+    assert parsed.hrefs == ["/found/medium"]
+    # unlooked at, as a small page: on one CPU on the loop, on more beside it
+    assert (len(jobs), trees_built_in[2:]) == (1, [] if cpus == 1 else ["crawler-parse"])

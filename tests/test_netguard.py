@@ -24,7 +24,7 @@ from crawler.netguard import (
     parse_resolve,
 )
 from tests.conftest import Site, by_url, crawl, html
-from tests.test_cli import assert_one_line_error, run_cli, run_cli_async
+from tests.test_cli import assert_one_line_error, run_cli_async, run_main
 
 
 class Listener:
@@ -198,7 +198,10 @@ async def test_blocked_urls_are_counted_in_the_summary_and_the_flag_is_named_onc
 def test_a_bad_resolve_entry_is_one_line(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://127.0.0.1:9/\n")
-    assert_one_line_error(run_cli(str(seeds), "--resolve", "host.test:nowhere"), "--resolve")
+    assert_one_line_error(run_main(str(seeds), "--resolve", "host.test:nowhere"), "--resolve")
+    assert_one_line_error(
+        run_main(str(seeds), "--resolve", "a%b.test:127.0.0.1"), "'a%b.test' is not a host name"
+    )
 
 
 # -- the rule, without connecting -------------------------------------------------------
@@ -251,10 +254,34 @@ def test_public_addresses_pass(address: str) -> None:
         ("Example.TEST:8080:127.0.0.2", ("example.test", 8080, "127.0.0.2")),
         ("v6.test:443:[::1]", ("v6.test", 443, "::1")),
         ("v6.test:::1", ("v6.test", None, "::1")),
+        # as the crawl's URLs name the host: an entry in Unicode never matched one
+        ("中文.中国:127.0.0.2", ("xn--fiq228c.xn--fiqs8s", None, "127.0.0.2")),
+        ("ＷＷＷ．例子．com.:80:127.0.0.2", ("www.xn--fsqu00a.com", 80, "127.0.0.2")),
     ],
 )
 def test_resolve_entries_are_host_port_address(entry: str, parsed: tuple) -> None:
     assert parse_resolve(entry) == parsed
+
+
+async def test_a_resolve_entry_for_a_chinese_host_name_is_where_its_urls_go(site: Site, tmp_path):
+    # --resolve 中文.中国:ADDR was kept in Unicode and never matched the crawl's Punycode
+    # host: the link failed with connection_error (DNS), as if the flag were not there.
+    site.page("/", "index", [f"http://中文.中国:{site.port}/页"])
+    site.page("/页", "a Chinese host's page")
+
+    records = by_url(
+        await crawl(
+            tmp_path,
+            [site.url + "/"],
+            allow_host=("中文.中国",),
+            resolve=("中文.中国:127.0.0.1",),
+            allow_private_addresses=True,  # the guard's say is not what this test is about
+        )
+    )
+
+    assert records[f"http://xn--fiq228c.xn--fiqs8s:{site.port}/%E9%A1%B5"]["title"] == (
+        "a Chinese host's page"
+    )
 
 
 class Answers(AbstractResolver):

@@ -16,6 +16,7 @@ from aiohttp import web
 from crawler.observe.report import MAX_CONTENT_TYPES, OTHER_CONTENT_TYPES, analyse
 from tests.browser import Chromium
 from tests.conftest import Site, html, link_and_fifo, read_records
+from tests.test_cli import run_main
 
 CLI = [sys.executable, "-m", "crawler"]
 LINKS = ["/a", "/missing", "/gone", "/old", "/dup1", "/dup2"]
@@ -24,6 +25,14 @@ SAME_BODY = html("same", body="<p>the same words at two addresses</p>")
 
 def report(*args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([*CLI, "report", *args], capture_output=True)
+
+
+def report_in_process(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """`report` through main() in this process (see run_main), its output as report's."""
+    result = run_main("report", *args)
+    return subprocess.CompletedProcess(
+        result.args, result.returncode, result.stdout.encode(), result.stderr.encode()
+    )
 
 
 async def crawl_site(site: Site, tmp_path: Path) -> tuple[Path, Path]:
@@ -122,7 +131,7 @@ async def test_the_report_of_a_crawl_opens_offline_with_its_figures_charts_and_t
 
 
 def test_a_report_of_a_missing_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    result = report(str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "r.html"))
+    result = report_in_process(str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "r.html"))
     assert result.returncode == 2
     assert result.stderr.decode().splitlines() == [
         f"crawler: error: cannot read {tmp_path / 'nope.jsonl'}: no such file"
@@ -132,7 +141,7 @@ def test_a_report_of_a_missing_file_is_one_line_and_exit_2(tmp_path: Path) -> No
 def test_a_report_of_a_file_that_is_no_crawl_is_one_line_and_exit_2(tmp_path: Path) -> None:
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://a.test/\nhttp://b.test/\n")
-    result = report(str(seeds), "-o", str(tmp_path / "r.html"))
+    result = report_in_process(str(seeds), "-o", str(tmp_path / "r.html"))
     assert result.returncode == 2
     assert result.stderr.decode().splitlines() == [
         f"crawler: error: {seeds} is not a crawl's JSONL output: none of its 2 lines "
@@ -143,7 +152,7 @@ def test_a_report_of_a_file_that_is_no_crawl_is_one_line_and_exit_2(tmp_path: Pa
 
 def test_a_report_never_overwrites_its_records(tmp_path: Path) -> None:
     records = one_record(tmp_path)
-    result = report(str(records), "-o", str(records))
+    result = report_in_process(str(records), "-o", str(records))
     assert result.returncode == 2 and "refusing to overwrite" in result.stderr.decode()
     assert records.read_text().startswith('{"url"')
 
@@ -152,7 +161,7 @@ def test_a_report_never_overwrites_its_stats_file(tmp_path: Path) -> None:
     records = one_record(tmp_path)
     stats = tmp_path / "stats.json"
     stats.write_text('{"records": 1}')
-    result = report(str(records), "--stats", str(stats), "-o", str(stats))
+    result = report_in_process(str(records), "--stats", str(stats), "-o", str(stats))
     assert result.stderr.decode().splitlines() == [
         f"crawler: error: -o {stats} is the --stats file; refusing to overwrite it"
     ]
@@ -175,7 +184,7 @@ def test_bad_report_arguments_are_one_line_naming_what_the_user_gave(tmp_path: P
         (str(records), "-o", ""): "crawler: error: -o must not be empty",
     }
     for args, message in cases.items():
-        result = report(*args)
+        result = report_in_process(*args)
         assert (result.returncode, result.stderr.decode().splitlines()) == (2, [message])
 
 
@@ -202,7 +211,7 @@ def test_records_with_fields_of_the_wrong_type_are_skipped_and_said(tmp_path: Pa
         '{"url": "http://a.test/y", "status": 200, "links": [["nested"]]}\n'
         '{"url": "http://a.test/z", "status": 200, "fetched_at": "yesterday"}\n'
     )
-    result = report(str(records), "-o", str(tmp_path / "r.html"))
+    result = report_in_process(str(records), "-o", str(tmp_path / "r.html"))
     assert result.returncode == 0, result.stderr
     page = (tmp_path / "r.html").read_text()
     assert "3 lines that are not JSON records were skipped" in page
@@ -215,7 +224,7 @@ def test_a_stats_file_with_fields_of_the_wrong_type_is_one_line_and_exit_2(
     records = one_record(tmp_path)
     stats = tmp_path / "stats.json"
     stats.write_text('{"records": 1, "elapsed_s": "long"}')
-    result = report(str(records), "--stats", str(stats), "-o", str(tmp_path / "r.html"))
+    result = report_in_process(str(records), "--stats", str(stats), "-o", str(tmp_path / "r.html"))
     assert result.returncode == 2
     assert result.stderr.decode().splitlines() == [
         f"crawler: error: --stats {stats} is not a stats file (its elapsed_s is not a crawl's)"
@@ -238,10 +247,32 @@ def test_a_report_to_dev_stdout_goes_down_the_pipe_and_ends_quietly_when_it_clos
     assert os.path.islink("/dev/stdout")
 
 
+def test_a_report_to_dash_goes_to_stdout_as_the_crawls_records_do(tmp_path: Path) -> None:
+    # `-o -` wrote a file named "-" in the working directory, and nothing down the pipe.
+    records = tmp_path / "pages.jsonl"
+    records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n')
+
+    result = subprocess.run(
+        [*CLI, "report", str(records), "-o", "-"], capture_output=True, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(b"<!doctype html>")
+    assert result.stderr.decode().splitlines() == ["crawler: report of 1 records on stdout"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pages.jsonl"]
+
+    from_stdin = subprocess.run(
+        [*CLI, "report", "-"], input=records.read_bytes(), capture_output=True, cwd=tmp_path
+    )
+    assert (from_stdin.returncode, from_stdin.stderr.decode().splitlines()) == (
+        2,
+        ["crawler: error: the records must be a file (the report reads them twice), not -"],
+    )
+
+
 def test_a_line_cut_short_is_skipped_and_said(tmp_path: Path) -> None:
     records = tmp_path / "pages.jsonl"
     records.write_text('{"url": "http://a.test/", "status": 200, "depth": 0}\n{"url": "http://a.te')
-    result = report(str(records), "-o", str(tmp_path / "r.html"))
+    result = report_in_process(str(records), "-o", str(tmp_path / "r.html"))
     assert result.returncode == 0
     page = (tmp_path / "r.html").read_text()
     assert "1 lines that are not JSON records were skipped" in page

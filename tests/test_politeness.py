@@ -271,7 +271,7 @@ async def test_a_429_slows_the_whole_host(site: Site, tmp_path):
 
 
 async def test_a_throttled_host_does_not_hold_up_another(site: Site, site2: Site, tmp_path):
-    robots(site, "User-agent: *\nCrawl-delay: 1\n")
+    robots(site, "User-agent: *\nCrawl-delay: 0.5\n")
     fan_out(site, 2)
     fan_out(site2, 30)
 
@@ -283,8 +283,8 @@ async def test_a_throttled_host_does_not_hold_up_another(site: Site, site2: Site
     fast = sorted(hit.started for hit in site2.hits)
     slow = sorted(hit.started for hit in site.hits)
     assert fast[-1] - fast[0] < 0.5  # all of 127.0.0.2 at full speed...
-    assert fast[-1] < slow[-1] - 1.0  # ...long before the delayed host is done
-    assert min(start_gaps(site)) >= 1.0
+    assert fast[-1] < slow[-1] - 0.9  # ...long before the delayed host is done
+    assert min(start_gaps(site)) >= 0.5
 
 
 async def test_include_exclude_and_url_length_filter_what_is_followed(site: Site, tmp_path):

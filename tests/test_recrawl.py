@@ -25,11 +25,11 @@ from aiohttp import web
 from crawler import ConfigError, Crawler, Settings
 from crawler.sinks.wacz import with_referred_files
 from tests.archive_tools import run_tool
-from tests.conftest import TEST_SETTINGS, Site, by_url, html, read_records
+from tests.conftest import TEST_SETTINGS, Site, Wayback, by_url, html, read_records
 from tests.nginx_server import Nginx
 from tests.test_crawl import reset_connection
 from tests.test_state import Run
-from tests.test_wacz import assert_index_is_cdxj_indexers, pywb
+from tests.test_wacz import assert_index_is_cdxj_indexers
 from tests.test_warc import read_archive, warc_files
 
 LAST_MODIFIED = "Mon, 02 Nov 2026 10:00:00 GMT"
@@ -550,7 +550,7 @@ def _mkdir(path: Path) -> Path:
 
 
 async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
-    site: Site, tmp_path: Path
+    site: Site, tmp_path: Path, wayback: Wayback
 ) -> None:
     pages = tree_site(site)
     touched = html("Touched, not changed")
@@ -605,15 +605,10 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
         assert by_uri[url]["type"] == "revisit"
         assert_revisit_of(written, originals[url]["headers"], url, record["status"])
     assert_index_is_cdxj_indexers(warc2)  # the revisits' index lines too
-    root = tmp_path / "pywb"
-    root.mkdir()
-    run_tool("wb-manager", "init", "both", cwd=root)
-    run_tool(
-        "wb-manager", "add", "both", *map(str, warc_files(warc1) + warc_files(warc2)), cwd=root
-    )
-    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
+    base = wayback.collection("both", *warc_files(warc1), *warc_files(warc2))
+    async with aiohttp.ClientSession(auto_decompress=False) as client:
         for url in records:  # at a later time than any: the second crawl's captures
-            replay = f"{base}/both/2999id_/{url}"
+            replay = f"{base}/2999id_/{url}"
             async with client.get(replay, allow_redirects=False) as response:
                 body = await response.read()
                 assert (response.status, body) == (
@@ -623,7 +618,7 @@ async def test_both_crawls_archives_replay_every_page_of_the_second_in_pywb(
 
 
 async def test_a_recrawls_wacz_holds_the_earlier_captures_its_revisits_refer_to(
-    site: Site, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    site: Site, tmp_path: Path, caplog: pytest.LogCaptureFixture, wayback: Wayback
 ) -> None:
     # Three crawls into one --warc directory, each from the one before. The third's
     # pages are all 304s: revisits of captures in the first crawl's file (through the
@@ -661,14 +656,11 @@ async def test_a_recrawls_wacz_holds_the_earlier_captures_its_revisits_refer_to(
         assert with_referred_files([third_file], []) == [third_file]
     [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert "lacks the captures of 6 payloads" in warning
-    root = tmp_path / "pywb"
-    root.mkdir()
-    run_tool("wb-manager", "init", "third", cwd=root)
-    run_tool("wb-manager", "add", "--unpack-wacz", "third", str(wacz), cwd=root)
-    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
+    base = wayback.collection("third", wacz, unpack_wacz=True)
+    async with aiohttp.ClientSession(auto_decompress=False) as client:
         for record in third:
             url = record["url"]
-            async with client.get(f"{base}/third/2999id_/{url}") as response:
+            async with client.get(f"{base}/2999id_/{url}") as response:
                 replayed = (response.status, await response.read())
             assert replayed == (200, pages.bodies[url.removeprefix(site.url)].encode()), url
 

@@ -298,7 +298,7 @@ async def test_a_process_killed_mid_crawl_loses_nothing(tmp_path, web, redis_ser
 
 
 async def test_per_host_cap_and_delay_hold_across_processes(tmp_path, redis_server):
-    the_web = await make_web(2, 16, 0.25)
+    the_web = await make_web(2, 10, 0.25)  # 2 s a host at --delay 0.2: the joiners come in time
     try:
         crawl = crawl_id()
         seeds = the_web.seeds(tmp_path)

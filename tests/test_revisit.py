@@ -21,13 +21,11 @@ from crawler.partition import owner
 from crawler.revisit import AdaptiveSchedule, rounds_in
 from crawler.state.redis_rounds import round_crawl_id
 from crawler.urls import host_of, origin_of
-from tests.archive_tools import run_tool
-from tests.conftest import Site, by_url, html, read_records
+from tests.conftest import Site, Wayback, by_url, html, read_records
 from tests.redis_server import RedisServer
 from tests.test_cli import assert_one_line_error, run_cli
 from tests.test_recrawl import Validating, assert_revisit_of, crawl_to, tree_bodies
 from tests.test_redis import members_following
-from tests.test_wacz import pywb
 from tests.test_warc import read_archive, warc_files
 
 
@@ -62,17 +60,17 @@ async def test_rounds_go_on_fetching_each_page_when_due_until_sigterm(
     seeds.write_text(f"{site.url}/\n")
     directory = tmp_path / "fresh"
     command = [sys.executable, "-m", "crawler", str(seeds), "--revisit", str(directory)]
-    # Round 3 comes when /news is due, 0.8 s before the others: time enough to be sure.
-    command += ["--revisit-interval", "2", "--revisit-min-interval", "0.3"]
+    # Round 3 comes when /news is due, 0.4 s before the others: time enough to be sure.
+    command += ["--revisit-interval", "1", "--revisit-min-interval", "0.3"]
     command += ["--revisit-max-interval", "60", "--ignore-robots", "--quiet"]
     assert await _run_until(command, round_started[4]) == 143
 
     rounds = [by_url(read_records(directory / f"round-{n:05d}.jsonl")) for n in (1, 2, 3)]
     news_url, about_url = site.url + "/news", site.url + "/about"
-    assert [r[news_url]["revisit_interval_s"] for r in rounds] == [2.0, 1.6, 1.28]
+    assert [r[news_url]["revisit_interval_s"] for r in rounds] == [1.0, 0.8, 0.64]
     assert [r[news_url].get("changed") for r in rounds] == [None, True, True]
     assert rounds[1][about_url]["status"] == 304
-    assert rounds[1][about_url]["revisit_interval_s"] == 2.4
+    assert rounds[1][about_url]["revisit_interval_s"] == 1.2
     # Round 3 came when /news was due, before / and /about were: they are carried over.
     for url in (site.url + "/", about_url):
         assert rounds[2][url].get("not_due") is True
@@ -99,6 +97,37 @@ async def _run_until(command: list[str], event: asyncio.Event) -> int:
     process.send_signal(signal.SIGTERM)
     await process.communicate()
     return process.returncode or 0
+
+
+async def test_a_round_in_which_no_page_was_fetched_waits_the_shortest_interval(
+    site: Site, tmp_path: Path
+) -> None:
+    # The site down (its robots.txt answering 503): no page got a time to be due again,
+    # and the next round began at once, and the next: hundreds a minute, each a file in
+    # DIR and a request for robots.txt, without end.
+    site.page("/robots.txt", status=503, body="down")
+    site.page("/", "home")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    directory = tmp_path / "fresh"
+    process = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "crawler", str(seeds), "--revisit", str(directory)],
+        *["--retries", "0", "--revisit-min-interval", "60", "--quiet"],
+        stderr=PIPE,
+    )
+    assert process.stderr is not None
+    said = []
+    while not said or not ("next round in" in said[-1] or "round 3:" in said[-1]):
+        said.append((await asyncio.wait_for(process.stderr.readline(), 30)).decode())
+    process.send_signal(signal.SIGTERM)
+    await process.communicate()
+
+    assert process.returncode == 143
+    assert "next round in" in said[-1], said
+    assert 59 < float(said[-1].split("next round in ")[1].split()[0]) <= 60
+    assert rounds_in(directory) == [1]
+    [record] = read_records(directory / "round-00001.jsonl")
+    assert (record["error"], record["revisit_interval_s"]) == ("robots_unreachable", 60.0)
 
 
 async def test_a_redirected_page_carried_over_not_due_is_asked_where_its_redirects_ended(
@@ -542,7 +571,7 @@ async def test_a_shared_revisit_dir_is_one_process_s_and_a_long_crawl_id_is_one_
 
 
 async def test_a_round_s_revisits_refer_to_the_captures_another_process_archived_and_replay(
-    site: Site, tmp_path: Path, redis_url: str
+    site: Site, tmp_path: Path, redis_url: str, wayback: Wayback
 ) -> None:
     pages = Validating(site, {"/": html("Home", ["/a", "/touched"]), "/a": html("A")})
     touched = html("Touched, not changed")
@@ -577,13 +606,10 @@ async def test_a_round_s_revisits_refer_to_the_captures_another_process_archived
     assert second[site.url + "/touched"]["status"] == 200
     assert {second[site.url + p]["status"] for p in ("/", "/a")} == {304}
     files = warc_files(warc)
-    root = tmp_path / "pywb"
-    root.mkdir()
-    run_tool("wb-manager", "init", "rounds", cwd=root)
-    run_tool("wb-manager", "add", "rounds", *map(str, files), cwd=root)
-    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
+    base = wayback.collection("rounds", *files)
+    async with aiohttp.ClientSession(auto_decompress=False) as client:
         for url in second:  # at a later time than any: round 2's revisits
-            async with client.get(f"{base}/rounds/2999id_/{url}") as response:
+            async with client.get(f"{base}/2999id_/{url}") as response:
                 body = await response.read()
                 assert (response.status, body) == (200, bodies[url[len(site.url) :]].encode())
 
@@ -715,3 +741,39 @@ def test_a_round_s_row_gives_back_what_the_next_round_needs_of_the_page() -> Non
     assert (previous.interval_s, previous.due_at, previous.lastmod_right) == (60.0, due, False)
     for other in (b'["http://a.example/p", 200]', b"[1, 2", b"\x03", b""):
         assert previous_of_row(key, other, {}) is None
+
+
+async def test_a_round_of_refusals_alone_waits_until_its_pages_fall_due(
+    site: Site, tmp_path: Path
+) -> None:
+    """A round whose every page was refused (robots.txt) gave no page a time to be due,
+    and the next began at once: hundreds of rounds a second, each asking again."""
+    site.page("/robots.txt", content_type="text/plain", body="User-agent: *\nDisallow: /\n")
+    site.page("/", "Home")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    directory = tmp_path / "rounds"
+    command = [sys.executable, "-m", "crawler", str(seeds), "--revisit", str(directory)]
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        "--revisit-interval",
+        "30",
+        "--revisit-min-interval",
+        "10",
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    lines = []
+    while b"next round in" not in (line := await process.stderr.readline()):
+        # it ended, or began round 2 without waiting
+        assert line and b"round 2:" not in line, b"".join([*lines, line]).decode()
+        lines.append(line)
+    process.send_signal(signal.SIGTERM)
+    await process.communicate()
+    assert process.returncode == 143
+    assert 9 < float(line.split(b"next round in ")[1].split()[0]) <= 10  # the shortest
+    assert rounds_in(directory) == [1]
+    [record] = read_records(directory / "round-00001.jsonl")
+    assert (record["error"], record["revisit_interval_s"]) == ("robots_disallowed", 10.0)
+    assert record["due_at"] is not None
+    assert (site.count("/robots.txt"), site.count("/")) == (1, 0)

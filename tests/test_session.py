@@ -18,7 +18,7 @@ from crawler.config import Settings
 from crawler.cookies import CookieJar
 from tests.conftest import Site, by_url, crawl, html, read_records
 from tests.proxies import HttpProxy, Socks5Proxy
-from tests.test_cli import assert_one_line_error, run_cli, run_cli_async
+from tests.test_cli import assert_one_line_error, run_cli_async, run_main
 
 SECRET = "S3cretPass"
 
@@ -106,7 +106,7 @@ async def test_headers_from_a_toml_table(site: Site, tmp_path):
     ],
 )
 def test_bad_headers_are_refused_with_one_line(tmp_path, flags, named):
-    assert_one_line_error(run_cli(str(seeds_file(tmp_path, "http://127.0.0.1:9/")), *flags), named)
+    assert_one_line_error(run_main(str(seeds_file(tmp_path, "http://127.0.0.1:9/")), *flags), named)
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,9 @@ def test_bad_headers_are_refused_with_one_line(tmp_path, flags, named):
     [
         ('[header]\nX-Token = "S3cretPass\\r\\nInjected: 1"\n', "control character"),
         ("[header]\nX-Count = 3\n", "table of strings"),
-        ('header = "X-A: b"\n', "table"),
+        # One 'Name: value' string is a header, as --header's is; without a colon it is not.
+        ('header = "X-A"\n', "'Name: value'"),
+        ("header = 5\n", "table"),
     ],
 )
 def test_bad_header_tables_are_refused_without_showing_values(tmp_path, toml, named):
@@ -122,7 +124,7 @@ def test_bad_header_tables_are_refused_without_showing_values(tmp_path, toml, na
     config.write_text(toml)
     seeds = seeds_file(tmp_path, "http://127.0.0.1:9/")
 
-    result = run_cli("--config", str(config), str(seeds))
+    result = run_main("--config", str(config), str(seeds))
 
     assert_one_line_error(result, "header", named)
     assert SECRET not in result.stderr
@@ -234,14 +236,14 @@ def test_a_bad_cookies_file_is_one_line_that_shows_no_value(tmp_path, content, n
     else:
         cookies.write_text(content)
 
-    result = run_cli(str(seeds_file(tmp_path, "http://127.0.0.1:9/")), "--cookies", str(cookies))
+    result = run_main(str(seeds_file(tmp_path, "http://127.0.0.1:9/")), "--cookies", str(cookies))
 
     assert_one_line_error(result, str(cookies), named)
     assert SECRET not in result.stderr
 
 
 def test_a_missing_cookies_file_is_named(tmp_path):
-    result = run_cli(
+    result = run_main(
         str(seeds_file(tmp_path, "http://127.0.0.1:9/")), "--cookies", str(tmp_path / "no.txt")
     )
     assert_one_line_error(result, "cookies file not found")
@@ -387,14 +389,14 @@ def test_a_bad_proxy_in_the_environment_is_one_line_without_its_password(
 ):
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    result = run_cli(str(seeds_file(tmp_path, "http://127.0.0.1:9/")))
+    result = run_main(str(seeds_file(tmp_path, "http://127.0.0.1:9/")))
     assert_one_line_error(result, named)
     assert SECRET not in result.stderr
 
 
 def test_a_bad_proxy_url_is_one_line_without_its_password(tmp_path):
     seeds = seeds_file(tmp_path, "http://127.0.0.1:9/")
-    result = run_cli(str(seeds), "--proxy", f"ftp://user:{SECRET}@127.0.0.1:21")
+    result = run_main(str(seeds), "--proxy", f"ftp://user:{SECRET}@127.0.0.1:21")
     assert_one_line_error(result, "--proxy", "socks5://")
     assert SECRET not in result.stderr
 

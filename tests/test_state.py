@@ -130,6 +130,7 @@ async def test_sigint_exits_130_and_leaves_a_resumable_state(site: Site, tmp_pat
 
     assert await run.interrupted_after(30, signal.SIGINT) == 130
     partial = read_records(run.output)
+    build_graph_site(site, delay_s=0)  # slow only to be interrupted mid-crawl
     code, _ = await run.until_done()
 
     assert 0 < len(partial) < PAGES
@@ -183,6 +184,7 @@ async def test_a_crawl_stopped_by_ctrl_c_is_not_complete(site: Site, tmp_path):
     build_graph_site(site, delay_s=0.02)
     run = Run(site, tmp_path)
     assert await run.interrupted_after(30, signal.SIGINT) == 130
+    build_graph_site(site, delay_s=0)  # slow only to be interrupted mid-crawl
 
     code, err = await run.until_done()
 
@@ -254,6 +256,7 @@ async def test_a_second_sigint_quits_at_once_and_the_state_still_resumes(site: S
     await process.communicate()
 
     assert process.returncode == 130
+    build_graph_site(site, delay_s=0)  # slow only to be interrupted mid-crawl
     code, _ = await run.until_done()
     assert code == 0
     assert_each_page_once(read_records(run.output), pages)

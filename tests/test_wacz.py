@@ -20,8 +20,7 @@ import subprocess
 import sys
 import zipfile
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +34,10 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler.sinks.cdxj import index_path, surt_key
 from crawler.sinks.wacz import write_wacz
-from tests.archive_tools import replaywebpage, run_tool, tool
+from tests.archive_tools import replaywebpage, run_tool
 from tests.browser import Chromium
-from tests.conftest import Site, crawl, html
+from tests.conftest import Site, Wayback, crawl, html
+from tests.test_cli import run_main
 from tests.test_state import Run, build_graph_site
 from tests.test_warc import warc_files
 
@@ -204,49 +204,8 @@ async def test_a_finished_crawl_that_lost_its_wacz_packages_it_again_without_fet
     assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(wacz))
 
 
-async def answers(port: int) -> bool:
-    try:
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return False
-    writer.close()
-    await writer.wait_closed()
-    return True
-
-
-@asynccontextmanager
-async def pywb(root: Path) -> AsyncIterator[str]:
-    """pywb's `wayback` serving the collections in `root`, on a free loopback port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = await asyncio.create_subprocess_exec(
-        tool("wayback"),
-        "-p",
-        str(port),
-        "-b",
-        "127.0.0.1",
-        cwd=root,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    try:
-        async with asyncio.timeout(60):
-            while b"Starting Gevent Server" not in (line := await process.stderr.readline()):
-                assert line, "wayback exited before serving"
-            # It says so just before it binds the port: the port answers once it serves.
-            while not await answers(port):
-                assert process.returncode is None, "wayback exited before serving"
-                await asyncio.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        await process.wait()
-
-
 async def test_pywb_replays_the_wacz_and_the_warc_directory_byte_for_byte(
-    site: Site, tmp_path: Path
+    site: Site, tmp_path: Path, wayback: Wayback
 ) -> None:
     served = archive_site(site)
     # A page cut at --max-bytes replays as what was kept, and ends: its head promised
@@ -268,19 +227,15 @@ async def test_pywb_replays_the_wacz_and_the_warc_directory_byte_for_byte(
         json.loads(fields)["url"]: stamp
         for _, stamp, fields in (line.split(" ", 2) for line in our_index(warc))
     }
-    root = tmp_path / "pywb"
-    root.mkdir()
-    run_tool("wb-manager", "init", "fromwacz", cwd=root)
-    run_tool("wb-manager", "add", "--unpack-wacz", "fromwacz", str(wacz), cwd=root)
-    # --warc DIR as it is, its indexes beside its WARC files, is a pywb collection too.
-    (root / "config.yaml").write_text(
-        f"collections:\n  fromwarc:\n    index_paths: {warc}/\n    archive_paths: {warc}/\n"
+    collections = (
+        wayback.collection("fromwacz", wacz, unpack_wacz=True),
+        wayback.warc_directory("fromwarc", warc),  # a pywb collection too
     )
-    async with pywb(root) as base, aiohttp.ClientSession(auto_decompress=False) as client:
-        for collection in ("fromwacz", "fromwarc"):
+    async with aiohttp.ClientSession(auto_decompress=False) as client:
+        for collection in collections:
             for path, (status, body) in served.items():
                 url = site.url + path
-                replay = f"{base}/{collection}/{stamps[url]}id_/{url}"
+                replay = f"{collection}/{stamps[url]}id_/{url}"
                 async with (
                     asyncio.timeout(10),
                     client.get(replay, allow_redirects=False) as response,
@@ -481,12 +436,7 @@ def test_wacz_needs_warc_and_a_wacz_name_and_no_redis(tmp_path: Path) -> None:
             "with --redis",
         ),
     ):
-        done = subprocess.run(
-            [sys.executable, "-m", "crawler", str(seeds), *args],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-        )
+        done = run_main(str(seeds), *args, cwd=tmp_path)
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert says in done.stderr and "Traceback" not in done.stderr
 

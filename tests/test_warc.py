@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
 import io
@@ -12,11 +13,15 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
+import zlib
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 from fastwarc.warc import ArchiveIterator as FastArchiveIterator
 from hypothesis import given
@@ -346,6 +351,35 @@ async def test_text_leaves_out_scripts_styles_and_head_and_keeps_blocks_as_lines
     assert records[site.url + "/gbk"]["text"] == "你好，世界"
 
 
+async def test_lang_falls_back_to_the_content_language_pragma_and_header_as_html_says(
+    site: Site, tmp_path
+) -> None:
+    # Many Chinese sites name their language only in <meta http-equiv=Content-Language>,
+    # or in the HTTP header: lang was null for them. <html lang=""> says "unknown".
+    pragma = '<meta http-equiv="Content-Language" content="zh-CN">'
+    site.page("/pragma", body=f"<head>{pragma}<title>a</title></head><p>中文")
+    site.page("/header", body="<p>中文", headers={"Content-Language": "zh-TW"})
+    site.page("/list", body="<p>中文", headers={"Content-Language": "zh-TW, en"})
+    site.page(
+        "/unknown",
+        body=f'<html lang=""><head>{pragma}</head><p>x',
+        headers={"Content-Language": "en"},
+    )
+    site.page("/attribute", body=f'<html lang="zh-HK"><head>{pragma}</head><p>x')
+    paths = ["/pragma", "/header", "/list", "/unknown", "/attribute"]
+
+    records = by_url(await crawl(tmp_path, [site.url + path for path in paths], text=True))
+
+    langs = {path: records[site.url + path]["lang"] for path in paths}
+    assert langs == {
+        "/pragma": "zh-CN",
+        "/header": "zh-TW",
+        "/list": None,
+        "/unknown": None,
+        "/attribute": "zh-HK",
+    }
+
+
 def test_text_leaves_out_hidden_elements_nested_in_each_other_and_in_inline_ones() -> None:
     tree = LexborHTMLParser(
         "<p>a<noscript><b>x</b><noscript>y</noscript>z</noscript>b</p>"
@@ -498,3 +532,117 @@ def pywb_cdxj(files: list[Path]) -> list[dict[str, Any]]:
     """pywb's own index of `files` (its cdx-indexer), each line's JSON."""
     lines = run_tool("cdx-indexer", "-j", *map(str, files)).splitlines()
     return [json.loads(line.split(" ", 2)[2]) for line in lines]
+
+
+def _first_part(member: bytes) -> bytes | None:
+    """What a record's gzip member inflates to up to its first sync flush (the empty
+    stored block 00 00 FF FF that ends a part deflated apart), if it has one."""
+    at = member.find(b"\x00\x00\xff\xff", 10)
+    while at >= 0:
+        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        try:
+            part = inflater.decompress(member[10 : at + 4])
+        except zlib.error:
+            part = b""
+        if part.endswith(b"\r\n\r\n") and not inflater.eof:
+            return part
+        at = member.find(b"\x00\x00\xff\xff", at + 1)
+    return None
+
+
+async def test_blocks_deflated_ahead_in_a_thread_make_the_records_one_cpu_makes(
+    site: Site, tmp_path: Path
+) -> None:
+    """With a second CPU, a response's block is deflated in a thread while its page is
+    parsed, and joined to its header at commit; with one, all of it at commit. Real
+    readers see the same records either way."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: the blocks are deflated as records are written, nothing ahead")
+    words = "".join(f"<p>word {n} of {n * 7919 % 10007}</p>" for n in range(2000))
+    big = html("Big", ["/"], body=words)
+    site.page("/", "Home", ["/big", "/same1", "/same2", "/gone", "/zipped", "/cut", "/small"])
+    site.page("/big", body=big)
+    site.page("/same1", body=big.replace("Big", "Same"))
+    site.page("/same2", body=big.replace("Big", "Same"))
+    site.page("/gone", status=404, body=html("Gone", body="not here " * 1000))
+    site.page("/zipped", body=gzip.compress(big.encode()), headers={"Content-Encoding": "gzip"})
+    site.page("/cut", body="x" * 90_000, content_type="text/plain")
+    site.page("/small", "Small")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(site.url + "/\n")
+    runs = {}
+    for name, cpus in (("one", {min(os.sched_getaffinity(0))}), ("all", None)):
+        warc = tmp_path / name
+        child = await asyncio.create_subprocess_exec(
+            *([] if cpus is None else ["taskset", "-c", str(*cpus)]),
+            sys.executable, "-m", "crawler", str(seeds), "--ignore-robots", "--max-bytes",
+            "60000", "--warc", str(warc), "-o", str(tmp_path / f"{name}.jsonl"),
+        )  # fmt: skip
+        assert await child.wait() == 0
+        records = read_records(tmp_path / f"{name}.jsonl")
+        archive = read_archive(warc)  # warcio check, and FastWARC checks each block digest
+        runs[name] = (records, archive)
+        members = {}
+        for record in records:
+            with open(warc / record["warc_file"], "rb") as f:
+                f.seek(record["warc_offset"])
+                members[record["url"]] = f.read(record["warc_length"])
+        large = [site.url + p for p in ("/big", "/same1", "/gone", "/zipped", "/cut")]
+        parted = {url for url in large if _first_part(members[url]) is not None}
+        if name == "all":  # each large response's WARC header was deflated apart
+            assert parted == set(large)
+            for url in large:
+                assert _first_part(members[url]).startswith(b"WARC/1.1\r\nWARC-Type: response")
+    (one_records, one_archive), (all_records, all_archive) = runs["one"], runs["all"]
+
+    def kept(archive: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        return sorted(
+            (
+                r["uri"],
+                r["type"],
+                r["payload"],
+                r["headers"].get_header("WARC-Payload-Digest"),
+                r["headers"].get_header("WARC-Truncated"),
+                r["headers"].get_header("WARC-Profile"),
+                r["http"].get_statuscode() if r["http"] else None,
+            )
+            for r in archive
+            if r["type"] in ("response", "revisit")
+        )
+
+    assert kept(one_archive) == kept(all_archive)
+    assert len(kept(all_archive)) == 8
+    fields = ("url", "status", "content_digest", "title", "truncated", "error")
+    assert sorted(tuple(r[f] for f in fields) for r in one_records) == sorted(
+        tuple(r[f] for f in fields) for r in all_records
+    )
+
+
+def test_a_block_whose_turn_in_the_thread_has_not_come_is_deflated_at_commit() -> None:
+    from crawler.fetch import Exchange, payload_digest
+    from crawler.sinks import warc
+
+    payload = "".join(f"<p>line {n}</p>" for n in range(500)).encode()
+    exchange = Exchange(
+        url="http://127.0.0.1/",
+        fetched_at=0.0,
+        request_head=b"GET / HTTP/1.1\r\n\r\n",
+        status_line=b"HTTP/1.1 200 OK",
+        raw_headers=((b"Content-Type", b"text/html"),),
+        payload=payload,
+        payload_digest=payload_digest(payload),
+        truncated=None,
+        ip_address=None,
+    )
+    busy = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(busy.wait)  # the thread is behind
+        queued = pool.submit(warc._deflated_block, exchange)
+        block = warc._taken(queued, exchange)  # not waited for
+        assert queued.cancelled()
+        busy.set()
+    assert block == warc._deflated_block(exchange)
+    header = b"WARC/1.1\r\nWARC-Type: response\r\nContent-Length: %d\r\n\r\n" % (block.size - 4)
+    member = warc._joined_member(header, block)
+    http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n"
+    assert gzip.decompress(member) == header + http + payload + b"\r\n\r\n"

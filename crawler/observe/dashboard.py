@@ -124,6 +124,12 @@ def listen(address: str) -> list[socket.socket]:
     return sockets
 
 
+def url_of(address: Any) -> str:
+    """The page's URL at a listening socket's address ((host, port, ...))."""
+    host, port = address[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+
+
 def same_port_each_round(address: str) -> str:
     """--dashboard's address with a free port for PORT 0, so that every --revisit round
     serves the page at the URL the first round gave (the page follows the rounds)."""
@@ -193,8 +199,7 @@ class Dashboard:
         await self._runner.setup()
         for sock in self._sockets:
             await web.SockSite(self._runner, sock).start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+        self.url = url_of(self._runner.addresses[0])
         if self._announce:
             if not is_loopback(self._host):
                 log.warning(

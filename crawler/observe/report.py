@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from crawler.bloom import BloomFilter
-from crawler.config import ConfigError, OneLineParser, mistyped_field, print_error
+from crawler.config import STDOUT, ConfigError, OneLineParser, mistyped_field, print_error
 from crawler.files import check_writable, same_file, write_whole
 from crawler.observe.progress import silence
 from crawler.stats import LATENCY_BUCKETS_MS
@@ -564,7 +564,11 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("records", metavar="PAGES.jsonl", help="the crawl's records (-o)")
     parser.add_argument("--stats", metavar="FILE", help="the crawl's --stats file")
     parser.add_argument(
-        "-o", "--output", metavar="FILE", default="report.html", help="default report.html"
+        "-o",
+        "--output",
+        metavar="FILE",
+        default="report.html",
+        help="default report.html; - for stdout",
     )
     return parser.parse_args(argv)
 
@@ -597,7 +601,12 @@ def main(argv: Sequence[str]) -> int:
                 f"{arguments.records} is not a crawl's JSONL output: "
                 f"none of its {figures.bad_lines:,} lines is a JSON record"
             )
-        write_whole(arguments.output, render(figures, arguments.records, stats).encode("utf-8"))
+        report = render(figures, arguments.records, stats).encode("utf-8")
+        if arguments.output == STDOUT:  # as the crawl's -o -, not a file named "-"
+            sys.stdout.buffer.write(report)
+            sys.stdout.buffer.flush()
+        else:
+            write_whole(arguments.output, report)
     except ConfigError as exc:
         print_error(str(exc))
         return 2
@@ -608,18 +617,25 @@ def main(argv: Sequence[str]) -> int:
         verb = "write" if exc.filename == arguments.output else "read"
         print_error(f"cannot {verb} {exc.filename}: {exc.strerror}")
         return 2
-    print(f"crawler: report of {figures.records:,} records in {arguments.output}", file=sys.stderr)
+    where = "on stdout" if arguments.output == STDOUT else f"in {arguments.output}"
+    print(f"crawler: report of {figures.records:,} records {where}", file=sys.stderr)
     return 0
 
 
 def _check_paths(arguments: argparse.Namespace) -> None:
     """The records and the stats file can be read, and -o overwrites neither."""
+    if arguments.records == "-":  # read twice: a stream will not do
+        raise ConfigError("the records must be a file (the report reads them twice), not -")
     if os.path.isdir(arguments.records):
         raise ConfigError(f"cannot read {arguments.records}: it is a directory")
     if not os.path.isfile(arguments.records):
         raise ConfigError(f"cannot read {arguments.records}: no such file")
     if not arguments.output:
         raise ConfigError("-o must not be empty")
+    if arguments.output == STDOUT:
+        if sys.stdout is None:
+            raise ConfigError("stdout is closed; write the report with -o FILE")
+        return
     for label, path in (("records file", arguments.records), ("--stats file", arguments.stats)):
         if path and same_file(arguments.output, path):
             raise ConfigError(f"-o {arguments.output} is the {label}; refusing to overwrite it")
