@@ -150,11 +150,38 @@ def _big5_errors(error: UnicodeError) -> tuple[str, int]:
 
 # Where WHATWG's Big5 decoder (Microsoft's code page 950 there) differs from Python's
 # Big5-HKSCS in characters: ～ for A1E3 where Python has ∼, and so on. Each code point on
-# the left comes from one byte sequence only. (A241 and A242, ∕ and ﹨ to browsers, are
-# ／ and ＼ to Python, which A1FE and A240 also are: those two stay as Python reads them.)
+# the left comes from one byte sequence only.
 _BIG5_PYTHON_ONLY, _BIG5_WHATWG_INSTEAD = "•､‾∼♁☉¥¢£", "‧﹑¯～⊕⊙￥￠￡"
 _BIG5_WHATWG = str.maketrans(_BIG5_PYTHON_ONLY, _BIG5_WHATWG_INSTEAD)
 _BIG5_DIFFERENT = tuple(map(chr, _BIG5_WHATWG))
+# A241 and A242 are ∕ and ﹨ to browsers, ／ and ＼ to Python, which A1FE and A240 also
+# are: they are found in the bytes, where a trail byte A2 before A or B is not one.
+_BIG5_SLASHES = {b"\xa2A": "\u2215", b"\xa2B": "\ufe68"}
+_BIG5_SLASH = re.compile(rb"\xa2[AB]")
+# A byte that always stands alone, before which a Big5 character starts: below 0x40 (no
+# trail byte is), or DEL; a lead byte followed by one is an error and leaves it alone.
+_BIG5_SINGLE = frozenset([*range(0x40), 0x7F])
+
+
+def _big5_slashes_read(body: bytes, text: str, errors: str) -> str:
+    """`text`, decoded from `body`, with the codes A241 and A242 read as browsers read
+    them (the text again, if `body` holds either as a character)."""
+    parts: list[str] = []
+    start = known = 0  # where the text still to decode starts; a character boundary
+    for match in _BIG5_SLASH.finditer(body):
+        at = match.start()
+        boundary = at
+        while boundary > known and body[boundary - 1] not in _BIG5_SINGLE:
+            boundary -= 1
+        while boundary < at:  # from a byte that stands alone, a character at a time
+            boundary += 2 if 0x81 <= body[boundary] <= 0xFE else 1
+        known = boundary
+        if boundary == at:
+            parts += [body[start:at].decode("big5hkscs", errors), _BIG5_SLASHES[match[0]]]
+            start = known = at + 2
+    if not parts:
+        return text
+    return "".join([*parts, body[start:].decode("big5hkscs", errors)])
 
 
 def _euc_jp_errors(error: UnicodeError) -> tuple[str, int]:
@@ -176,6 +203,9 @@ def _euc_jp_errors(error: UnicodeError) -> tuple[str, int]:
     return "\ufffd", error.start + 1
 
 
+# JIS X 0212's 2237, ～ to WHATWG (its index-jis0212) and ~ to Python, which ASCII's ~ also
+# is: found in the bytes, where 8F is always a lead byte.
+_EUC_JP_TILDE = b"\x8f\xa2\xb7"
 # Where WHATWG's EUC-JP (Windows' mappings) reads a JIS X 0208 code as another character
 # than Python's: ～ for A1C1 where Python has 〜, ∥, －, ￠, ￡, ￢. Each code point on the
 # left comes from that one byte sequence only.
@@ -530,15 +560,22 @@ def decode_html_as(body: bytes, content_type: str | None) -> tuple[str, str]:
             return body[len(bom) :].decode(codec, "replace"), codec
     encoding = declared_encoding(body, content_type)
     codec = _DECODED_AS.get(encoding, encoding)
-    text = body.decode(codec, _ERRORS.get(encoding, "replace"))
+    errors = _ERRORS.get(encoding, "replace")
+    text = body.decode(codec, errors)
     # One search for each character (16 us for 14,000 characters, a regular expression's
     # class took 50): translate, which costs a millisecond a page, is rarely needed.
     if codec == "gb18030" and any(map(text.__contains__, _GB18030_DIFFERENT)):
         text = text.translate(_GB18030_2022)
-    elif codec == "big5hkscs" and any(map(text.__contains__, _BIG5_DIFFERENT)):
-        text = text.translate(_BIG5_WHATWG)
-    elif codec == "euc-jp" and any(map(text.__contains__, _EUC_JP_DIFFERENT)):
-        text = text.translate(_EUC_JP_WHATWG)
+    elif codec == "big5hkscs":
+        if b"\xa2A" in body or b"\xa2B" in body:
+            text = _big5_slashes_read(body, text, errors)
+        if any(map(text.__contains__, _BIG5_DIFFERENT)):
+            text = text.translate(_BIG5_WHATWG)
+    elif codec == "euc-jp":
+        if _EUC_JP_TILDE in body:
+            text = "\uff5e".join(part.decode(codec, errors) for part in body.split(_EUC_JP_TILDE))
+        if any(map(text.__contains__, _EUC_JP_DIFFERENT)):
+            text = text.translate(_EUC_JP_WHATWG)
     elif codec == "koi8-u" and ("\u255d" in text or "\u256c" in text):
         text = text.translate(_KOI8_U_WHATWG)
     return text, encoding

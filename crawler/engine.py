@@ -519,6 +519,8 @@ class Crawl:
         response = await fetcher.fetch(
             url, self._admit_hop, request.redirects, validators, validated
         )
+        if response.unreachable or self.scheduler.failing:
+            self.scheduler.reached(request, response.error if response.unreachable else None)
         if (
             response.status == NOT_MODIFIED
             and response.error is None  # so it was asked with the validators

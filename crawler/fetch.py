@@ -58,6 +58,13 @@ _HTML_SNIFFED = re.compile(
     re.I,
 )
 _SNIFF_BYTES = 512
+_ESSENCE = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+/[!#$%&'*+.^_`|~0-9a-z-]+")
+_UNKNOWN_TYPES = frozenset({"*/*", "unknown/unknown", "application/unknown"})
+_HTTP_WHITESPACE = "\t\n\r "
+# One value of a comma-separated header, quoted strings kept whole (Fetch's "get, decode,
+# and split"); a charset parameter, named in any case.
+_LIST_ITEM = re.compile(r'(?:[^,"]|"(?:\\.|[^"\\])*"?)+')
+_CHARSET = re.compile(r";[\t\n\r ]*(charset=[^;]*)", re.I)
 _CHUNK_BYTES = 65536
 _REDIRECT_BODY_BYTES = 65536
 
@@ -121,6 +128,9 @@ class Response:
     moved_to: str | None = None  # a redirect target admitted to be fetched `elsewhere`
     hops: list[str] = field(default_factory=list)  # targets admitted during this attempt
     payload_digest: str | None = None  # "sha1:" base32 of the body before content decoding
+    # No connection to the host gave an answer: refused, no address, the connect timed
+    # out, or it hung up before a response (not a response that was slow to come)
+    unreachable: bool = False
     # With archive=True: every exchange that led here, earlier attempts' first (the
     # engine prepends those), then this attempt's hops, this response's last.
     exchanges: list[Exchange] = field(default_factory=list)
@@ -137,7 +147,9 @@ class Response:
     def is_html(self) -> bool:
         if self.media_type in HTML_TYPES:
             return True
-        if self.content_type:
+        # MIME Sniffing: a type that is none (or */*, "unknown") is sniffed as if absent
+        essence = self.media_type
+        if _ESSENCE.fullmatch(essence) and essence not in _UNKNOWN_TYPES:
             return False
         return _HTML_SNIFFED.match(self.body, 0, _SNIFF_BYTES) is not None
 
@@ -237,13 +249,34 @@ class BodyCut(Exception):
         self.payload = payload  # what came of it, as received
 
 
+# IANA's HTTP Content Coding Registry but identity: one we cannot undo (zstd, compress)
+# is a decoding_error. A word that is no coding ("utf-8", "none": a charset in the wrong
+# header, which PHP scripts send) is passed over, as Chromium does, which shows the page.
+_CONTENT_CODINGS = frozenset(
+    [
+        "aes128gcm",
+        "br",
+        "compress",
+        "dcb",
+        "dcz",
+        "deflate",
+        "exi",
+        "gzip",
+        "pack200-gzip",
+        "x-compress",
+        "x-gzip",
+        "zstd",
+    ]
+)
+
+
 def _decoder_for(content_encoding: str | None) -> _Decoder | _Decoders | None:
     """What undoes `content_encoding`: a list of codings in the order they were applied
-    (RFC 9110 8.4), "identity" among them meaning none, as browsers read it."""
+    (RFC 9110 8.4), "identity" or a word that is no coding among them meaning none."""
     if not content_encoding:
         return None
     listed = (encoding.strip(" \t") for encoding in content_encoding.lower().split(","))
-    encodings = [encoding for encoding in listed if encoding not in ("", "identity")]
+    encodings = [encoding for encoding in listed if encoding in _CONTENT_CODINGS]
     try:
         decoders = [_Decoder(encoding) for encoding in reversed(encodings)]
     except ValueError as exc:
@@ -296,6 +329,12 @@ def _decoded(decoder: _Decoder | _Decoders, data: bytes, limit: int) -> bytes:
 
 
 _HTTP_PROXY_ERRORS = (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)
+# Connecting failed (refused, no address, a bad certificate), was reset, or timed out.
+_UNREACHABLE = (
+    aiohttp.ClientOSError,
+    aiohttp.ConnectionTimeoutError,
+    aiohttp.ServerDisconnectedError,
+)
 
 
 def _proxy_errors() -> tuple[type[Exception], ...]:
@@ -420,6 +459,28 @@ def _exchange(
     )
 
 
+def content_type(values: list[str]) -> str | None:
+    """The Content-Type browsers go by, of a response's Content-Type fields (Fetch's
+    "extract a MIME type"): of several values (fields, or a list in one), the last that
+    is a MIME type, keeping the charset of the one before it of the same type. Without
+    one, the values as they are, which a body is sniffed past (see Response.is_html)."""
+    chosen, essence, charset = None, "", ""
+    for value in _LIST_ITEM.findall(", ".join(values)):
+        value = value.strip(_HTTP_WHITESPACE)
+        this = media_type(value)
+        if not _ESSENCE.fullmatch(this) or this == "*/*":
+            continue
+        own = _CHARSET.search(value)
+        if this != essence:
+            charset = ""
+        if own is not None:
+            charset = own[1]
+        elif charset:
+            value = f"{value}; {charset}"
+        chosen, essence = value, this
+    return chosen or ", ".join(values) or None
+
+
 def media_type(content_type: str | None) -> str:
     """The type/subtype of a Content-Type value, lowercased ("" if there is none)."""
     return (content_type or "").partition(";")[0].strip().lower()
@@ -527,7 +588,9 @@ class Fetcher:
                 if r.status == NOT_MODIFIED and not validators:
                     response.error = ErrorKind.INVALID_RESPONSE  # not modified since nothing
                 response.headers = r.headers
-                response.content_type = r.headers.get("Content-Type")
+                types = r.headers.getall("Content-Type", ())
+                one = len(types) == 1 and "," not in types[0]
+                response.content_type = types[0] if one else content_type(types)
                 if r.status in REDIRECT_STATUSES:
                     limit = min(limit, _REDIRECT_BODY_BYTES)
                 try:
@@ -554,6 +617,7 @@ class Fetcher:
             *_proxy_errors(),  # evaluated only when something was raised
         ) as exc:  # type: ignore[misc]  # mypy cannot read a starred tuple of classes here
             response.error = _error_kind(exc)
+            response.unreachable = response.status is None and isinstance(exc, _UNREACHABLE)
         return response
 
     def _keep(self, response: Response, exchange: Exchange) -> None:

@@ -42,6 +42,11 @@ ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 asks parsers to read at least 500 KiB
 ROBOTS_MAX_REDIRECTS = 5
 _REDIRECTS_ENDED = frozenset({ErrorKind.TOO_MANY_REDIRECTS, ErrorKind.INVALID_REDIRECT})
 UNREACHABLE_HOLD_S = 60.0  # how long an unreachable robots.txt keeps its host disallowed
+# Connections to a host that failed in a row (refused, no address, the connect timed
+# out, hung up unanswered) before its queued URLs fail without a request, for
+# UNREACHABLE_HOLD_S, as Nutch's fetcher.max.exceptions.per.queue does: 50 links to a
+# dead host cost 31 s of retries. A page slow to answer is no sign of a dead host.
+UNREACHABLE_AFTER = 3
 # RFC 9309 2.4: a cached robots.txt SHOULD NOT be used for more than 24 hours; a
 # crawl that runs longer (--revisit never ends) fetches it again.
 ROBOTS_MAX_AGE_S = 24 * 3600.0
@@ -312,6 +317,9 @@ class _Host:
         "active",
         "backoff_s",
         "base_delay_s",
+        "down",
+        "down_until",
+        "failures",
         "in_heap",
         "key",
         "next_start",
@@ -325,6 +333,9 @@ class _Host:
         self.next_start = 0.0
         self.base_delay_s = delay_s
         self.backoff_s = 0.0
+        self.failures = 0  # connections that failed in a row
+        self.down: ErrorKind | None = None  # the last failure, once there were too many
+        self.down_until = 0.0
         self.retries: deque[Request] | None = None  # go before the frontier's; made when needed
         self.in_heap = False
         # Of the last request handed out, "" before: one of two shared strings, where the
@@ -377,6 +388,8 @@ class HostScheduler:
         self._timer_at = math.inf
         self._active = 0
         self._retrying = 0
+        self._warned_down = False
+        self.failing = 0  # hosts whose last connection failed: reached() has work to do
         self._robots_pending: set[str] = set()
         self._stopping = False
         self._open = open_ended  # work may still come from elsewhere: over only at end()
@@ -417,6 +430,36 @@ class HostScheduler:
         if not throttled:
             host.backoff_s = host.backoff_s / 2 if host.backoff_s > 0.05 else 0.0
         self._after_change(host)
+
+    def reached(self, request: Request, unreachable: ErrorKind | None) -> None:
+        """`request` was fetched; `unreachable`: the error, if no connection to its host
+        answered. After UNREACHABLE_AFTER such in a row, the host's queued URLs get that
+        error without a request, until UNREACHABLE_HOLD_S have passed; then one is tried
+        again. Needed only after such a failure, or while a host's last connection
+        failed (`failing`)."""
+        host = self._hosts[_slot_of(request)]
+        if unreachable is None:
+            if host.failures:
+                host.failures, host.down = 0, None
+                self.failing -= 1
+            return
+        if not host.failures:
+            self.failing += 1
+        host.failures += 1
+        if host.failures < UNREACHABLE_AFTER:
+            return
+        if host.down is None:
+            log.log(
+                logging.INFO if self._warned_down else logging.WARNING,
+                "%s: %d connections in a row failed (%s); its queued URLs get that error "
+                "without a request for %.0f s",
+                host.key,
+                host.failures,
+                unreachable,
+                UNREACHABLE_HOLD_S,
+            )
+            self._warned_down = True
+        host.down, host.down_until = unreachable, time.monotonic() + UNREACHABLE_HOLD_S
 
     def retry(self, request: Request, wait_s: float, *, throttled: bool) -> None:
         """Try `request` again, first in its host's line, not before `wait_s` from now."""
@@ -554,7 +597,9 @@ class HostScheduler:
             host = self._hosts.get(key)
             if (
                 host is not None
-                and not (host.in_heap or host.active or host.retries or host.backoff_s)
+                and not (
+                    host.in_heap or host.active or host.retries or host.backoff_s or host.failures
+                )
                 and host.next_start <= now
                 and not self._frontier.queued_for(key)
             ):
@@ -618,7 +663,9 @@ class HostScheduler:
             else:
                 self._frontier.pop(host.key)
                 self._budget -= request.kind != ROBOTS  # that one writes no record
-            refusal = self._robots.refusal(rules, request.location or request.url)
+            refusal = host.down if host.down is not None and now < host.down_until else None
+            if refusal is None:
+                refusal = self._robots.refusal(rules, request.location or request.url)
             if refusal is not None:  # holds a slot until recorded, but sends nothing
                 host.active += 1
                 self._active += 1

@@ -16,7 +16,8 @@ handshake), never inside a URL that aiohttp could put into an exception's messag
 The connector connects only where crawler.netguard allows: the seeds and the
 proxy are the hosts the user named. Through a proxy, the proxy makes the
 connections to the sites, so the guard sees only the connection to the proxy; a
-URL's own host is checked before it goes there (AddressGuard.check_proxied).
+URL's own host is checked before it goes there (AddressGuard.check_proxied), and
+under socks5:// the name is resolved here, through the guard (crawler.socks).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import base64
 import functools
 import os
-import re
 import urllib.request
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -32,12 +32,14 @@ from typing import Any, NamedTuple
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
+from aiohttp.resolver import DefaultResolver
 from multidict import CIMultiDict
 from yarl import URL
 
 from crawler.config import ConfigError, Settings, proxy_problem, redact_url
 from crawler.cookies import CookieJar, read_cookies_file
 from crawler.fetch import ACCEPT_ENCODING, PeerRecordingResponse
+from crawler.framing import BrowserFramedResponseHandler
 from crawler.netguard import AddressGuard, connector_options
 
 DEFAULT_ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"
@@ -132,78 +134,13 @@ def _proxy_urls(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     return [url for url in candidates if url]
 
 
-# RFC 9112 6.3: a 204 or a 304 ends with its head, whatever its headers say.
-_BODILESS_STATUSES = (b"204", b"304")
-_HEAD_END = re.compile(rb"\r?\n\r?\n")
-# A 204 or 304 head still unended past this is handed to aiohttp as it is, to refuse.
-_MAX_HEAD_BYTES = 2 << 20
-# A 204 or a 304 that announces a body, which a server that sends one after it does.
-_ANNOUNCED_BODY = re.compile(
-    rb"\n(?:content-length[ \t]*:[ \t]*0*[1-9]|transfer-encoding[ \t]*:)", re.I
-)
-
-
-class BodilessResponseHandler(ResponseHandler):
-    """aiohttp's protocol for a connection, reading a 204 or a 304 as its head alone.
-
-    A server that sends a body after one anyway (a script that prints its page
-    whatever the status) had aiohttp read those bytes as the next response on the
-    connection: the 304 failed as invalid, or else the page requested after it.
-    The bytes are dropped, and the connection is closed rather than reused.
-
-    aiohttp makes a parser for each request: which parser's response is being read
-    says whether its head is still to come.
-    """
-
-    def __init__(self, loop: Any) -> None:
-        super().__init__(loop)
-        self._passed: object = None  # the parser whose response was no 204 or 304
-        self._ended: object = None  # the parser whose response was a 204 or 304, read
-        self._head = b""  # the start of a response's head, until its status is known
-
-    def data_received(self, data: bytes) -> None:
-        parser = self._parser
-        if parser is self._passed:
-            ResponseHandler.data_received(self, data)
-        elif parser is self._ended:
-            if data:  # nothing may follow a bodiless response
-                self._close_for_stray_bytes()
-        else:
-            self._read_head(parser, self._head + data if self._head else data)
-
-    def _read_head(self, parser: object, head: bytes) -> None:
-        if len(head) < 12:  # b"HTTP/1.1 304"
-            self._head = head
-            return
-        end = None
-        if head[9:12] in _BODILESS_STATUSES:
-            end = _HEAD_END.search(head)
-            if end is None and len(head) < _MAX_HEAD_BYTES:
-                self._head = head
-                return
-        self._head = b""
-        if end is None:
-            self._passed = parser
-            ResponseHandler.data_received(self, head)
-            return
-        self._ended = parser
-        ResponseHandler.data_received(self, head[: end.end()])
-        if len(head) > end.end() or _ANNOUNCED_BODY.search(head, 0, end.end()):
-            self._close_for_stray_bytes()
-
-    def _close_for_stray_bytes(self) -> None:
-        self.force_close()
-        if self.transport is not None:
-            self.transport.close()
-
-
 class BoundedPoolConnector(aiohttp.TCPConnector):
     """aiohttp's connector, keeping at most `max_idle` idle connections: past that, the
     one idle longest is closed (aiohttp would keep every host's for its keep-alive time)."""
 
     def __init__(self, *, max_idle: int, **options: Any) -> None:
         super().__init__(**options)
-        handler: type[ResponseHandler] = BodilessResponseHandler
+        handler: type[ResponseHandler] = BrowserFramedResponseHandler
         self._factory = functools.partial(handler, loop=self._loop)
         self._max_idle = max_idle
         # Each connection once, by when it was last released: the first of them that is
@@ -241,18 +178,24 @@ def make_connector(settings: Settings, guard: AddressGuard | None) -> aiohttp.TC
         options |= connector_options(guard, resolve=settings.resolve)
         max_idle = IDLE_CONNECTIONS_PER_WORKER * settings.concurrency
         return BoundedPoolConnector(max_idle=max_idle, **options)
-    from aiohttp_socks import ProxyConnector, ProxyType
+    from aiohttp_socks import ProxyType
 
     assert proxy is not None
     parsed = URL(proxy.rstrip("/"))
     assert parsed.raw_host is not None  # proxy_problem() refused a proxy URL without one
-    return ProxyConnector(
+    from crawler.socks import SocksConnector
+
+    # socks5h: the proxy resolves host names; socks5: the crawl's guarded resolver does
+    resolver = None
+    if parsed.scheme.lower() != "socks5h":
+        resolver = connector_options(guard, settings.resolve).get("resolver", DefaultResolver())
+    return SocksConnector(
         host=parsed.raw_host,
         port=parsed.explicit_port or SOCKS_DEFAULT_PORT,
         proxy_type=ProxyType.SOCKS5,
         username=parsed.user,
         password=parsed.password,
-        rdns=parsed.scheme.lower() == "socks5h",  # socks5h: the proxy resolves host names
+        resolver=resolver,
         **options,
     )
 

@@ -459,6 +459,32 @@ async def test_big5_hkscs_codes_python_lacks_decode_as_whatwg_big5_reads_them(si
     assert record["title"] == "".join(codes.values()) + "香港"
 
 
+async def test_big5_a241_and_a242_are_the_division_slash_and_small_reverse_solidus(
+    site: Site, tmp_path
+):
+    """WHATWG's index-big5 (Microsoft's code page 950): A1FE ／, A240 ＼, A241 ∕, A242 ﹨;
+    Python's Big5-HKSCS reads A241 and A242 as A1FE and A240. A4A2 then "A" is 丐A."""
+    body = b"<title>\xa1\xfe\xa2\x40\xa2\x41\xa2\x42 \xa4\xa2A\xa4\xa2B</title>"
+    site.page("/", body=body, content_type="text/html; charset=big5")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "／＼∕﹨ 丐A丐B"
+
+
+async def test_euc_jp_jis_x_0212_2237_is_the_fullwidth_tilde_as_browsers_read_it(
+    site: Site, tmp_path
+):
+    """WHATWG's index-jis0212 has ～ at 2237 (8F A2 B7 in EUC-JP), Python's euc_jp the
+    ASCII ~, which stays itself."""
+    body = b"<title>10\x8f\xa2\xb720 ~</title>"
+    site.page("/", body=body, content_type="text/html; charset=euc-jp")
+
+    [record] = await crawl(tmp_path, [site.url + "/"])
+
+    assert record["title"] == "10～20 ~"
+
+
 async def test_iso_2022_jp_reads_halfwidth_katakana_as_whatwg_reads_them(site: Site, tmp_path):
     body = b"<title>\x1b(I12\x1b(B \x1b$B0!\x1b(B</title>"  # ESC ( I: JIS X 0201 katakana
     site.page("/", body=body, content_type="text/html; charset=iso-2022-jp")
@@ -557,7 +583,7 @@ async def test_stacked_content_codings_are_undone_in_reverse_order_as_browsers_d
     # longer than --max-bytes while the page is not.
     stored = gzip.compress(gzip.compress(page, compresslevel=0))
     site.page("/stored", body=stored, headers={"Content-Encoding": "gzip,gzip"})
-    site.page("/unknown", body=gzip.compress(page), headers={"Content-Encoding": "gzip, zz"})
+    site.page("/unknown", body=gzip.compress(page), headers={"Content-Encoding": "gzip, zstd"})
     seeds = [site.url + path for path in ("/", "/identity", "/stored", "/unknown")]
 
     records = by_url(await crawl(tmp_path, seeds, max_depth=0, max_bytes=len(page)))
@@ -570,6 +596,25 @@ async def test_stacked_content_codings_are_undone_in_reverse_order_as_browsers_d
             False,
         ), path
     assert records[site.url + "/unknown"]["error"] == "decoding_error"
+
+
+async def test_a_content_encoding_that_is_no_coding_is_passed_over_as_chromium_does(
+    site: Site, tmp_path
+):
+    """A charset in the wrong header (PHP's header('Content-Encoding: utf-8')) or "none":
+    Chromium shows the body as it came; a coding we cannot undo stays an error."""
+    page = html("shown").encode()
+    codings = {"/utf-8": "utf-8", "/none": "none", "/then-gzip": "UTF8, gzip"}
+    for path, coding in codings.items():
+        body = gzip.compress(page) if "gzip" in coding else page
+        site.page(path, body=body, headers={"Content-Encoding": coding})
+    site.page("/compress", body=page, headers={"Content-Encoding": "compress"})
+    paths = [*codings, "/compress"]
+
+    records = by_url(await crawl(tmp_path, [site.url + path for path in paths], max_depth=0))
+
+    outcome = [(records[site.url + p]["title"], records[site.url + p]["error"]) for p in paths]
+    assert outcome == [("shown", None)] * 3 + [(None, "decoding_error")]
 
 
 async def test_a_meta_refresh_is_a_link_as_browsers_go_there(site: Site, tmp_path):

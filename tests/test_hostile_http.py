@@ -4,11 +4,14 @@ page gets a record, and no response spoils the next one on its connection."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from aiohttp.client_proto import ResponseHandler
 
+from crawler.framing import BrowserFramedResponseHandler
 from tests.conftest import by_url, crawl
 
 
@@ -34,6 +37,8 @@ class RawSite:
         self.responses: dict[str, bytes] = {}
         self.connections = 0
         self.requests: list[str] = []
+        self.closing: set[str] = set()  # paths after whose response the connection is closed
+        self.served_on: dict[str, int] = {}  # path: the number of the connection it came on
         self._server: asyncio.Server | None = None
 
     @property
@@ -49,10 +54,13 @@ class RawSite:
                     pass
                 path = request_line.split()[1].decode()
                 self.requests.append(path)
+                self.served_on[path] = self.connections
                 writer.write(
                     self.responses.get(path, response("404 Not Found", {"Content-Length": "0"}))
                 )
                 await writer.drain()
+                if path in self.closing:
+                    break
         except ConnectionError:
             pass
         finally:
@@ -75,6 +83,19 @@ async def raw_site() -> AsyncIterator[RawSite]:
     await server.stop()
 
 
+def test_the_protocol_takes_the_response_parameters_aiohttp_gives():
+    """BrowserFramedResponseHandler writes aiohttp's set_response_params signature out
+    (forwarding **params was 0.4% of a page): an aiohttp that changes it must fail here."""
+
+    def keywords(function: Any) -> list[tuple[str, Any]]:
+        parameters = inspect.signature(function).parameters.values()
+        return [(parameter.name, parameter.default) for parameter in parameters]
+
+    assert keywords(BrowserFramedResponseHandler.set_response_params) == keywords(
+        ResponseHandler.set_response_params
+    )
+
+
 async def test_a_304_followed_by_a_body_spoils_neither_itself_nor_the_next_response(
     raw_site: RawSite, tmp_path
 ):
@@ -91,6 +112,43 @@ async def test_a_304_followed_by_a_body_spoils_neither_itself_nor_the_next_respo
     assert records[raw_site.url + "/echoes"]["status"] == 304
     assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
     assert raw_site.connections == 2  # the one the 304 came on was not used again
+
+
+async def test_a_body_longer_than_its_content_length_is_read_to_its_length_and_the_rest_dropped(
+    raw_site: RawSite, tmp_path
+):
+    """RFC 9112 6.3: bytes after a response are no response of their own (a script that
+    prints a newline after its page's Content-Length was counted); browsers show the page."""
+    raw_site.responses["/"] = page("index", ("/longer", "/next"))
+    raw_site.responses["/longer"] = page("longer") + b"\n\n<!-- footer -->"
+    raw_site.responses["/next"] = page("next")
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
+
+    assert status_and_title(records[raw_site.url + "/longer"]) == (200, "longer")
+    assert records[raw_site.url + "/longer"]["bytes"] == len(
+        page("longer").partition(b"\r\n\r\n")[2]
+    )
+    assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
+    assert raw_site.served_on["/next"] == raw_site.served_on["/longer"] + 1  # not used again
+
+
+async def test_interim_responses_before_the_final_one_are_read_as_heads_alone(
+    raw_site: RawSite, tmp_path
+):
+    hints = b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"
+    raw_site.responses["/"] = page("index", ("/hinted", "/hinted-304", "/next"))
+    raw_site.responses["/hinted"] = hints + hints + page("hinted")
+    raw_site.responses["/hinted-304"] = hints + response(
+        "304 Not Modified", {"Content-Length": "9"}, b"the page!"
+    )
+    raw_site.responses["/next"] = page("next")
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
+
+    assert status_and_title(records[raw_site.url + "/hinted"]) == (200, "hinted")
+    assert records[raw_site.url + "/hinted-304"]["status"] == 304  # was no status at all
+    assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
 
 
 async def test_a_body_without_content_type_is_html_if_browsers_sniff_it_so(
@@ -120,6 +178,34 @@ async def test_a_body_without_content_type_is_html_if_browsers_sniff_it_so(
     }
 
 
+async def test_the_content_type_is_the_last_of_several_and_a_type_that_is_none_is_sniffed(
+    raw_site: RawSite, tmp_path
+):
+    """Fetch's "extract a MIME type": of several values (fields, or a list in one), the
+    last MIME type wins; MIME Sniffing sniffs a body whose type is none, or */*."""
+    body = "<title>標題</title><meta charset=gbk>".encode("gbk")
+    fields = {
+        "/two-fields": ["text/plain", "text/html; charset=gbk"],
+        "/a-list": ["text/plain, text/html; charset=gbk"],
+        "/charset-kept": ["text/html; charset=gbk", "text/html"],
+        "/not-a-type": ["html"],
+        "/any": ["*/*"],
+        "/plain": ["text/plain"],
+    }
+    for path, values in fields.items():
+        head = "".join(f"Content-Type: {value}\r\n" for value in values)
+        raw_site.responses[path] = (
+            f"HTTP/1.1 200 OK\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+        )
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + path for path in fields]))
+
+    titles = {path: records[raw_site.url + path]["title"] for path in fields}
+    assert titles == {**dict.fromkeys(list(fields)[:-1], "標題"), "/plain": None}
+    assert records[raw_site.url + "/two-fields"]["content_type"] == "text/html; charset=gbk"
+    assert records[raw_site.url + "/charset-kept"]["content_type"] == "text/html; charset=gbk"
+
+
 async def test_a_header_line_of_20_kb_is_read_as_browsers_read_it_and_one_of_1_mb_is_not(
     raw_site: RawSite, tmp_path
 ):
@@ -136,3 +222,50 @@ async def test_a_header_line_of_20_kb_is_read_as_browsers_read_it_and_one_of_1_m
     assert len(long_policy) > 20_000
     assert status_and_title(records[raw_site.url + "/long"]) == (200, "long")
     assert records[raw_site.url + "/huge"]["error"] == "invalid_response"
+
+
+TITLED = b"<title>ok</title>"
+
+
+def raw(head: bytes, body: bytes = TITLED) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n" + head + b"\r\n" + body
+
+
+async def test_heads_browsers_read_are_read_and_ambiguous_lengths_are_not(
+    raw_site: RawSite, tmp_path
+):
+    """RFC 9112 6.3 and 5.1, as Chromium reads them; llhttp refused the first five."""
+    chunked = b"11\r\n" + TITLED + b"\r\n0\r\n\r\n"
+    cases = {
+        "/twice": raw(b"Content-Length: 17\r\ncontent-length: 17\r\n"),
+        "/list": raw(b"Content-Length: 17, 17\r\n"),
+        "/chunked-wins": raw(b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n", chunked),
+        "/space-before-colon": raw(b"Content-Length : 17\r\nX-Powered-By : PHP\r\n"),
+        "/no-colon": raw(b"Content-Length: 17\r\nThis is not a header\r\n"),
+        "/bare-lf": b"HTTP/1.1 200 OK\nContent-Type: text/html\nContent-Length: 17\n\n" + TITLED,
+        "/folded": raw(b"X-Folded: a\r\n b\r\nContent-Length: 17\r\n"),
+        "/no-reason": raw(b"Content-Length: 17\r\n").replace(b" OK", b"", 1),
+        "/read-to-close": raw(b"").replace(b"HTTP/1.1", b"HTTP/1.0", 1),
+        "/two-lengths": raw(b"Content-Length: 17\r\nContent-Length: 20\r\n"),
+        "/length-list-differs": raw(b"Content-Length: 17, 20\r\n"),
+    }
+    raw_site.responses.update(cases)
+    raw_site.responses["/"] = page("index", tuple(cases))
+    raw_site.closing.add("/read-to-close")
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
+
+    outcome = {
+        path: (r["status"], r["title"], r["error"])
+        for path in cases
+        for r in [records[raw_site.url + path]]
+    }
+    read = (200, "ok", None)
+    assert outcome == {
+        **dict.fromkeys(list(cases)[:-2], read),
+        "/two-lengths": (None, None, "invalid_response"),
+        "/length-list-differs": (None, None, "invalid_response"),
+    }
+    # Not reused after one that might be smuggling another response (RFC 9112 6.1).
+    after = raw_site.requests[raw_site.requests.index("/chunked-wins") + 1]
+    assert raw_site.served_on[after] == raw_site.served_on["/chunked-wins"] + 1

@@ -324,6 +324,23 @@ async def test_through_a_proxy_a_link_to_a_non_public_address_never_goes_out(
     assert proxy.paths == ["/"] and not site2.hits
 
 
+async def test_through_socks5_names_are_resolved_by_the_crawl_so_the_guard_sees_where_they_lead(
+    site: Site, tmp_path
+):
+    # socks5:// resolves names on this side: the SOCKS library did it out of the guard's
+    # sight, so a name leading to 127.0.0.1 went through the proxy to it.
+    port = URL(site.url).port
+    seed, inside = f"http://site.test:{port}/", f"http://inside.test:{port}/admin"
+    site.page("/", "home", [inside])
+    site.page("/admin", "admin")
+    names = ["site.test:127.0.0.1", "inside.test:127.0.0.1"]
+    async with Socks5Proxy() as proxy:
+        records = await crawl(tmp_path, [seed], any_host=True, proxy=proxy.url, resolve=names)
+
+    assert {r["url"]: r["error"] for r in records} == {seed: None, inside: "blocked_address"}
+    assert proxy.paths == ["/"] and set(site.paths()) == {"/"}
+
+
 async def test_a_socks_proxy_that_hangs_up_is_a_proxy_error_and_the_crawl_goes_on(
     site: Site, tmp_path
 ):

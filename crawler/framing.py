@@ -1,0 +1,259 @@
+"""Where a response's head and body end, as browsers read them: aiohttp's protocol for a
+connection, which hands its parser (llhttp, strict) a head it refused again, the way a
+browser takes it.
+
+RFC 9112 lets a user agent read more than llhttp does, and browsers do:
+
+- a Content-Length given twice with one value, or as a list of one value ("5, 5"), is
+  that value (6.3); two different values stay an error (the parser refuses them);
+- Transfer-Encoding and Content-Length together: Transfer-Encoding wins (6.3), and the
+  connection is closed after, as a message that might be smuggling one;
+- whitespace between a field name and its colon is dropped, as a proxy must (5.1), and
+  a line with no colon or no name is skipped, as Chromium and Firefox skip it;
+- a 1xx interim response (100 Continue, 103 Early Hints) is a head alone, and the
+  response after it is read as any other (a 304 after a 103, too);
+- a 204 or a 304 ends with its head, whatever its headers say (6.3): a server that sends
+  a body after one anyway (a script that prints its page whatever the status) had aiohttp
+  read those bytes as the next response on the connection. The bytes are dropped, and
+  the connection is closed rather than reused.
+
+Most heads are read once, by llhttp, as they come: a head is only looked at here when
+llhttp refuses it (or for a 204 or 304), so the pages a crawl reads cost nothing more.
+A refusal is caught before aiohttp closes the connection; the head is then written
+again, and a new parser reads it. A head that is split over several reads and refused
+in a later one stays refused.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.helpers import DEFAULT_CHUNK_SIZE, BaseTimerContext
+
+# A head still unended past this is handed to aiohttp as it is, to refuse.
+MAX_HEAD_BYTES = 2 << 20
+_BODILESS_STATUSES = (b"204", b"304")
+# A 204 or a 304 that announces a body, which a server that sends one after it does.
+_ANNOUNCED_BODY = re.compile(
+    rb"\n(?:content-length[ \t]*:[ \t]*0*[1-9]|transfer-encoding[ \t]*:)", re.I
+)
+_CONTENT_LENGTH = b"content-length"
+# The keywords of aiohttp's ResponseHandler.set_response_params, in order.
+_PARAMETERS = tuple(inspect.signature(ResponseHandler.set_response_params).parameters)[1:]
+
+
+def head_end(data: bytes | bytearray, start: int = 0) -> int:
+    """Where the head in `data` ends, past its empty line (CRLF or, RFC 9112 2.2, a bare
+    LF), or -1; looked for from `start`."""
+    crlf = data.find(b"\n\r\n", start)
+    lf = data.find(b"\n\n", start)
+    if lf < 0:
+        return crlf + 3 if crlf >= 0 else -1
+    return crlf + 3 if 0 <= crlf < lf else lf + 2
+
+
+def browser_head(head: bytes) -> tuple[bytes, bool, int | None]:
+    """`head` (up to its empty line) with its fields as browsers read them, for llhttp;
+    whether the connection must be closed after its response; and the length of its
+    body, if a Content-Length alone gives it."""
+    lines = head.split(b"\n")
+    kept = [lines[0].rstrip(b"\r")]
+    lengths: list[bytes] = []
+    length_at = -1  # where the first Content-Length was, to put its one value back
+    transfer_encoded = False
+    for raw in lines[1:]:
+        line = raw.rstrip(b"\r")
+        if not line:
+            break
+        if line[0] in b" \t":  # obs-fold, which llhttp reads
+            kept.append(line)
+            continue
+        name, colon, value = line.partition(b":")
+        name = name.rstrip(b" \t")
+        if not colon or not name:
+            continue
+        lower = name.lower()
+        if lower == _CONTENT_LENGTH:
+            if length_at < 0:
+                length_at = len(kept)
+            lengths.append(value.strip(b" \t"))
+            continue
+        transfer_encoded = transfer_encoded or lower == b"transfer-encoding"
+        kept.append(name + b":" + value)
+    body_bytes = None
+    if lengths and not transfer_encoded:
+        values = {part.strip(b" \t") for length in lengths for part in length.split(b",")}
+        if len(values) == 1 and (only := values.pop()).isdigit():
+            lengths, body_bytes = [only], int(only)
+        kept[length_at:length_at] = [b"Content-Length: " + length for length in lengths]
+    kept += [b"", b""]
+    return b"\r\n".join(kept), transfer_encoded and bool(lengths), body_bytes
+
+
+class BrowserFramedResponseHandler(ResponseHandler):
+    """aiohttp's protocol for a connection, reading a head llhttp refuses as browsers do.
+
+    aiohttp makes a parser for each request: which parser's response is being read
+    says whether its head is still to come.
+    """
+
+    def __init__(self, loop: Any) -> None:
+        super().__init__(loop)
+        self._passed: object = None  # the parser whose head went to aiohttp, body to come
+        self._ended: object = None  # the parser whose response was a 204 or 304, read
+        self._head = bytearray()  # the start of a response's head, until enough has come
+        self._params: tuple[Any, ...] = ()  # aiohttp's for this response's parser
+        self._trying = False  # a refusal now is caught, not the connection's end
+        self._refused = False
+        self._rewriting = False  # the head coming is one llhttp refused
+
+    def set_response_params(
+        self,
+        *,
+        timer: BaseTimerContext | None = None,
+        skip_payload: bool = False,
+        read_until_eof: bool = False,
+        auto_decompress: bool = True,
+        read_timeout: float | None = None,
+        read_bufsize: int = DEFAULT_CHUNK_SIZE,
+        timeout_ceil_threshold: float = 5,
+        max_line_size: int = 8190,
+        max_field_size: int = 8190,
+        max_headers: int = 128,
+    ) -> None:
+        # aiohttp's signature written out (a test holds it to aiohttp's): taking and passing
+        # on **params cost 8,000 instructions a response, 0.4% of a page.
+        self._params = (
+            timer,
+            skip_payload,
+            read_until_eof,
+            auto_decompress,
+            read_timeout,
+            read_bufsize,
+            timeout_ceil_threshold,
+            max_line_size,
+            max_field_size,
+            max_headers,
+        )
+        ResponseHandler.set_response_params(
+            self,
+            timer=timer,
+            skip_payload=skip_payload,
+            read_until_eof=read_until_eof,
+            auto_decompress=auto_decompress,
+            read_timeout=read_timeout,
+            read_bufsize=read_bufsize,
+            timeout_ceil_threshold=timeout_ceil_threshold,
+            max_line_size=max_line_size,
+            max_field_size=max_field_size,
+            max_headers=max_headers,
+        )
+
+    def _new_parser(self) -> None:
+        """A parser for the response being read, as aiohttp made the one it replaces."""
+        params = dict(zip(_PARAMETERS, self._params, strict=True))
+        ResponseHandler.set_response_params(self, **params)
+
+    def set_exception(self, exc: BaseException, *cause: BaseException) -> None:
+        if self._trying:
+            self._refused = True
+            return
+        super().set_exception(exc, *cause)
+
+    def data_received(self, data: bytes) -> None:
+        parser = self._parser
+        if parser is self._passed:
+            ResponseHandler.data_received(self, data)
+        elif parser is self._ended:
+            if data:  # nothing may follow a bodiless response
+                self._close_for_stray_bytes()
+        elif self._head:
+            searched = len(self._head) - 2  # the empty line may have begun in the last bytes
+            self._head += data
+            self._read_head(parser, bytes(self._head), searched)
+        else:
+            self._read_head(parser, data, 0)
+
+    def _read_head(self, parser: object, data: bytes, searched: int) -> None:
+        """`data`, which begins a response's head, to aiohttp: at once unless the head
+        must be seen whole (a 1xx, 204 or 304, or one llhttp refused), then once it has."""
+        status = data[9:12]
+        if not self._rewriting and status not in _BODILESS_STATUSES and data[9:10] != b"1":
+            if len(data) < 12:
+                self._head[:] = data
+                return
+            if self._head:  # it came in pieces
+                self._head.clear()
+            self._passed = parser
+            self._try_head(data)
+            return
+        end = head_end(data, max(searched, 0))
+        if end < 0:
+            if len(data) < MAX_HEAD_BYTES:
+                self._head[:] = data
+                return
+            end = len(data)  # for aiohttp to refuse
+        self._head.clear()
+        rewriting, self._rewriting = self._rewriting, False
+        stray = False
+        if rewriting:
+            head, close, body_bytes = browser_head(data[:end])
+            if close:
+                self.force_close()
+            data, end = head + data[end:], len(head)
+            # Bytes past the Content-Length (a page longer than it says) are no response of
+            # their own (RFC 9112 6.3): dropped, as browsers drop them, not the page with them.
+            final = status[:1] != b"1" or status == b"101"
+            if final and body_bytes is not None and len(data) > end + body_bytes:
+                stray, data = True, data[: end + body_bytes]
+        if status[:1] == b"1" and status != b"101":  # interim: the final head follows
+            if rewriting:
+                ResponseHandler.data_received(self, data[:end])
+            else:
+                self._try_head(data[:end])
+            self._rewriting = rewriting
+            if len(data) > end:  # read as this response's head was (its parser may be new)
+                self._read_head(self._parser, data[end:], 0)
+            return
+        if status not in _BODILESS_STATUSES:
+            self._passed = parser
+            ResponseHandler.data_received(self, data)
+            if stray:
+                self._close_for_stray_bytes()
+            return
+        self._ended = parser
+        ResponseHandler.data_received(self, data[:end])
+        if len(data) > end or _ANNOUNCED_BODY.search(data, 0, end):
+            self._close_for_stray_bytes()
+
+    def _try_head(self, data: bytes) -> None:
+        """`data` to aiohttp; if llhttp refuses the head it begins with, read it again as
+        browsers do, with a new parser (llhttp stops at its first error)."""
+        transport, self.transport = self.transport, None  # aiohttp closes one it refuses
+        self._trying = True
+        try:
+            ResponseHandler.data_received(self, data)
+        finally:
+            self.transport = transport
+            self._trying = False
+        if self._refused:
+            self._refused = False
+            self._new_parser()
+            self._rewriting = True
+            self._read_head(self._parser, data, 0)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._head:  # a head the server never ended: aiohttp's to refuse
+            head = bytes(self._head)
+            self._head.clear()
+            self._passed = self._parser
+            ResponseHandler.data_received(self, head)
+        super().connection_lost(exc)
+
+    def _close_for_stray_bytes(self) -> None:
+        self.force_close()
+        if self.transport is not None:
+            self.transport.close()
