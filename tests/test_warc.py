@@ -13,10 +13,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import zlib
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -616,33 +614,3 @@ async def test_blocks_deflated_ahead_in_a_thread_make_the_records_one_cpu_makes(
     assert sorted(tuple(r[f] for f in fields) for r in one_records) == sorted(
         tuple(r[f] for f in fields) for r in all_records
     )
-
-
-def test_a_block_whose_turn_in_the_thread_has_not_come_is_deflated_at_commit() -> None:
-    from crawler.fetch import Exchange, payload_digest
-    from crawler.sinks import warc
-
-    payload = "".join(f"<p>line {n}</p>" for n in range(500)).encode()
-    exchange = Exchange(
-        url="http://127.0.0.1/",
-        fetched_at=0.0,
-        request_head=b"GET / HTTP/1.1\r\n\r\n",
-        status_line=b"HTTP/1.1 200 OK",
-        raw_headers=((b"Content-Type", b"text/html"),),
-        payload=payload,
-        payload_digest=payload_digest(payload),
-        truncated=None,
-        ip_address=None,
-    )
-    busy = threading.Event()
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(busy.wait)  # the thread is behind
-        queued = pool.submit(warc._deflated_block, exchange)
-        block = warc._taken(queued, exchange)  # not waited for
-        assert queued.cancelled()
-        busy.set()
-    assert block == warc._deflated_block(exchange)
-    header = b"WARC/1.1\r\nWARC-Type: response\r\nContent-Length: %d\r\n\r\n" % (block.size - 4)
-    member = warc._joined_member(header, block)
-    http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n"
-    assert gzip.decompress(member) == header + http + payload + b"\r\n\r\n"

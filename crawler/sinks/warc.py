@@ -62,7 +62,7 @@ import re
 import struct
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -290,14 +290,6 @@ class _Deflater:
             exchange.block_ahead = self._pool.submit(_deflated_block, exchange)
 
 
-def _taken(ahead: Future[DeflatedBlock], exchange: Exchange) -> DeflatedBlock:
-    """The block deflated ahead; or, if its turn in the thread has not come (the thread
-    is behind, its CPU busy with something else), deflated here rather than waited for."""
-    if ahead.cancel():
-        return _deflated_block(exchange)
-    return ahead.result()  # done, or nearly: it runs
-
-
 _deflater = _Deflater()
 os.register_at_fork(after_in_child=_deflater.forget)
 
@@ -444,7 +436,7 @@ class WarcSink:
             fields += [b"WARC-Profile: " + REVISIT_PROFILE, *_lines(first.refers_to())]
         else:
             if exchange.block_ahead is not None:
-                ahead = _taken(exchange.block_ahead, exchange)
+                ahead = exchange.block_ahead.result()
                 exchange.block_ahead = None  # held no longer than the page's commit
             else:
                 block = http_response_head(exchange) + exchange.payload
