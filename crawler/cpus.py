@@ -1,6 +1,6 @@
-"""How many CPUs the crawl may use: whether work that lets go of the GIL (Lexbor's parse,
-deflate, SHA-1) is worth a thread beside the event loop. On one CPU, the hand-off only
-adds to the work; on more, the loop goes on meanwhile."""
+"""How many CPUs the crawl may use: whether a large page's Lexbor parse, which lets go of
+the GIL, is worth a thread beside the event loop. On one CPU, the hand-off only adds to
+the work; on more, the loop goes on meanwhile."""
 
 from __future__ import annotations
 

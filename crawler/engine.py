@@ -282,12 +282,12 @@ class Crawl:
         self._html = HtmlParser()
         self._extract = _main_content(settings)
         archive = store.sinks.archive
-        keep, on_exchange = archive is not None, store.sinks.on_exchange
+        keep = archive is not None
         self._fetcher = Fetcher(
-            client, settings.timeout, settings.max_bytes, settings.max_redirects, keep, on_exchange
+            client, settings.timeout, settings.max_bytes, settings.max_redirects, keep
         )
         robots_fetcher = Fetcher(
-            client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep, on_exchange
+            client, settings.timeout, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS, keep
         )
         self._robots = Robots(
             robots_fetcher,
@@ -680,14 +680,9 @@ class Crawl:
     def _sitemap_fetcher(self) -> Fetcher:
         from crawler.sitemaps import SITEMAP_MAX_BYTES
 
-        settings, sinks = self.settings, self.store.sinks
+        settings, keep = self.settings, self.store.sinks.archive is not None
         return Fetcher(
-            self.client,
-            settings.timeout,
-            SITEMAP_MAX_BYTES,
-            settings.max_redirects,
-            sinks.archive is not None,
-            sinks.on_exchange,
+            self.client, settings.timeout, SITEMAP_MAX_BYTES, settings.max_redirects, keep
         )
 
     def _to_follow(self, request: Request, links: list[str]) -> list[str]:

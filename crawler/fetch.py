@@ -24,18 +24,13 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import aiohttp
 
 from crawler.errors import ErrorKind
 from crawler.netguard import BlockedAddress
 from crawler.urls import canonicalize
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future
-
-    from crawler.sinks.warc import DeflatedBlock
 
 try:
     import brotli
@@ -98,9 +93,6 @@ class Exchange:
     # fetcher's max_bytes; "disconnect", the connection closed before the body's end.
     truncated: str | None
     ip_address: str | None
-    # Its WARC response record's block, deflated in another thread while the page is
-    # parsed (crawler/sinks/warc.py, `deflate_ahead`); None to do it when it is written.
-    block_ahead: Future[DeflatedBlock] | None = None
 
     @property
     def ok(self) -> bool:
@@ -516,14 +508,12 @@ class Fetcher:
         max_bytes: int,
         max_redirects: int,
         archive: bool = False,
-        on_exchange: Callable[[Exchange], None] | None = None,
     ) -> None:
         self._client = client
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_bytes = max_bytes
         self._max_redirects = max_redirects
         self._archive = archive
-        self._on_exchange = on_exchange  # told of each exchange kept, as it is received
 
     async def fetch(
         self,
@@ -600,14 +590,15 @@ class Fetcher:
                     if self._archive:
                         digest = payload_digest(cut.payload)
                         cut_short = _exchange(r, url, fetched_at, cut.payload, digest, "disconnect")
-                        self._keep(response, cut_short)
+                        response.exchanges.append(cut_short)
                     return response
                 response.body, response.truncated, response.incomplete = body
                 payload = b"".join(raw) if raw else response.body
                 response.payload_digest = digest = payload_digest(payload)
                 if self._archive:
                     truncated = "length" if response.truncated else None
-                    self._keep(response, _exchange(r, url, fetched_at, payload, digest, truncated))
+                    exchange = _exchange(r, url, fetched_at, payload, digest, truncated)
+                    response.exchanges.append(exchange)
         except (
             TimeoutError,
             aiohttp.ClientError,
@@ -619,8 +610,3 @@ class Fetcher:
             response.error = _error_kind(exc)
             response.unreachable = response.status is None and isinstance(exc, _UNREACHABLE)
         return response
-
-    def _keep(self, response: Response, exchange: Exchange) -> None:
-        response.exchanges.append(exchange)
-        if self._on_exchange is not None:
-            self._on_exchange(exchange)

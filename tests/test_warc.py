@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import gzip
 import io
@@ -13,13 +12,11 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import zlib
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pytest
 from aiohttp import web
 from fastwarc.warc import ArchiveIterator as FastArchiveIterator
 from hypothesis import given
@@ -530,87 +527,3 @@ def pywb_cdxj(files: list[Path]) -> list[dict[str, Any]]:
     """pywb's own index of `files` (its cdx-indexer), each line's JSON."""
     lines = run_tool("cdx-indexer", "-j", *map(str, files)).splitlines()
     return [json.loads(line.split(" ", 2)[2]) for line in lines]
-
-
-def _first_part(member: bytes) -> bytes | None:
-    """What a record's gzip member inflates to up to its first sync flush (the empty
-    stored block 00 00 FF FF that ends a part deflated apart), if it has one."""
-    at = member.find(b"\x00\x00\xff\xff", 10)
-    while at >= 0:
-        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-        try:
-            part = inflater.decompress(member[10 : at + 4])
-        except zlib.error:
-            part = b""
-        if part.endswith(b"\r\n\r\n") and not inflater.eof:
-            return part
-        at = member.find(b"\x00\x00\xff\xff", at + 1)
-    return None
-
-
-async def test_blocks_deflated_ahead_in_a_thread_make_the_records_one_cpu_makes(
-    site: Site, tmp_path: Path
-) -> None:
-    """With a second CPU, a response's block is deflated in a thread while its page is
-    parsed, and joined to its header at commit; with one, all of it at commit. Real
-    readers see the same records either way."""
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("one CPU: the blocks are deflated as records are written, nothing ahead")
-    words = "".join(f"<p>word {n} of {n * 7919 % 10007}</p>" for n in range(2000))
-    big = html("Big", ["/"], body=words)
-    site.page("/", "Home", ["/big", "/same1", "/same2", "/gone", "/zipped", "/cut", "/small"])
-    site.page("/big", body=big)
-    site.page("/same1", body=big.replace("Big", "Same"))
-    site.page("/same2", body=big.replace("Big", "Same"))
-    site.page("/gone", status=404, body=html("Gone", body="not here " * 1000))
-    site.page("/zipped", body=gzip.compress(big.encode()), headers={"Content-Encoding": "gzip"})
-    site.page("/cut", body="x" * 90_000, content_type="text/plain")
-    site.page("/small", "Small")
-    seeds = tmp_path / "seeds.txt"
-    seeds.write_text(site.url + "/\n")
-    runs = {}
-    for name, cpus in (("one", {min(os.sched_getaffinity(0))}), ("all", None)):
-        warc = tmp_path / name
-        child = await asyncio.create_subprocess_exec(
-            *([] if cpus is None else ["taskset", "-c", str(*cpus)]),
-            sys.executable, "-m", "crawler", str(seeds), "--ignore-robots", "--max-bytes",
-            "60000", "--warc", str(warc), "-o", str(tmp_path / f"{name}.jsonl"),
-        )  # fmt: skip
-        assert await child.wait() == 0
-        records = read_records(tmp_path / f"{name}.jsonl")
-        archive = read_archive(warc)  # warcio check, and FastWARC checks each block digest
-        runs[name] = (records, archive)
-        members = {}
-        for record in records:
-            with open(warc / record["warc_file"], "rb") as f:
-                f.seek(record["warc_offset"])
-                members[record["url"]] = f.read(record["warc_length"])
-        large = [site.url + p for p in ("/big", "/same1", "/gone", "/zipped", "/cut")]
-        parted = {url for url in large if _first_part(members[url]) is not None}
-        if name == "all":  # each large response's WARC header was deflated apart
-            assert parted == set(large)
-            for url in large:
-                assert _first_part(members[url]).startswith(b"WARC/1.1\r\nWARC-Type: response")
-    (one_records, one_archive), (all_records, all_archive) = runs["one"], runs["all"]
-
-    def kept(archive: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-        return sorted(
-            (
-                r["uri"],
-                r["type"],
-                r["payload"],
-                r["headers"].get_header("WARC-Payload-Digest"),
-                r["headers"].get_header("WARC-Truncated"),
-                r["headers"].get_header("WARC-Profile"),
-                r["http"].get_statuscode() if r["http"] else None,
-            )
-            for r in archive
-            if r["type"] in ("response", "revisit")
-        )
-
-    assert kept(one_archive) == kept(all_archive)
-    assert len(kept(all_archive)) == 8
-    fields = ("url", "status", "content_digest", "title", "truncated", "error")
-    assert sorted(tuple(r[f] for f in fields) for r in one_records) == sorted(
-        tuple(r[f] for f in fields) for r in all_records
-    )

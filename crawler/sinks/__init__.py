@@ -53,18 +53,11 @@ class Sink(Protocol):
 class Sinks:
     """The sinks of a crawl, by name, in the order each page goes through them."""
 
-    def __init__(
-        self,
-        sinks: Mapping[str, Sink],
-        archive: Archive | None = None,
-        on_exchange: Callable[[Exchange], None] | None = None,
-    ) -> None:
+    def __init__(self, sinks: Mapping[str, Sink], archive: Archive | None = None) -> None:
         self._sinks = dict(sinks)
         self._in_order = list(self._sinks.values())
         # Writes the exchanges no page carries (robots.txt); the next commit covers them.
         self.archive = archive
-        # Told of each exchange as it is received, to start on its record ahead of time.
-        self.on_exchange = on_exchange
 
     def write(self, page: Page) -> None:
         for sink in self._in_order:
@@ -93,13 +86,13 @@ def open_sinks(
 
     positions = positions or {}
     sinks: dict[str, Sink] = {}
-    archive = on_exchange = None
+    archive = None
     if settings.warc is not None:
         from crawler.sinks.cdxj import CdxjSink  # only with --warc
-        from crawler.sinks.warc import deflate_ahead, open_warc
+        from crawler.sinks.warc import open_warc
 
         warc = open_warc(settings, positions.get("warc"))
-        sinks["warc"], archive, on_exchange = warc, warc.write_exchanges, deflate_ahead()
+        sinks["warc"], archive = warc, warc.write_exchanges
         sinks["cdxj"] = CdxjSink(warc, resumed=positions.get("warc") is not None)
         if settings.wacz is not None:
             from crawler.sinks.wacz import WaczSink
@@ -109,4 +102,4 @@ def open_sinks(
             sinks["wacz"] = WaczSink(settings.wacz, warc, positions.get("wacz"), earlier)
     if settings.output:
         sinks["jsonl"] = JsonlSink(settings.output, resume_at=positions.get("jsonl"))
-    return Sinks(sinks, archive, on_exchange)
+    return Sinks(sinks, archive)

@@ -21,14 +21,7 @@ the browser waited for them until it timed out.
 
 The records are serialized here and compressed with ISA-L's deflate (the `isal`
 package; zlib if it is missing): warcio took 10x and zlib 5x the CPU per page
-(benchmarks/README.md). Where the process may run on more than one CPU, the bulk of
-that work moves off the event loop: as each exchange is received, a thread deflates
-its response record's block (the HTTP message and the record's end) and takes the
-block's digest, both of which release the GIL, while the page is parsed. When the
-record is written, only its WARC header is deflated, ending on a byte boundary
-(Z_SYNC_FLUSH), and the two are joined into one gzip member: a deflate stream may
-go on with blocks deflated apart (as pigz makes them), and the member's CRC-32 is
-the two parts' combined.
+(benchmarks/README.md).
 
 Each page's exchanges (its earlier attempts', its redirect hops, its own) are
 written when the page is committed; the place of its final response (or revisit)
@@ -59,10 +52,8 @@ import itertools
 import json
 import os
 import re
-import struct
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,7 +61,6 @@ from typing import Any
 
 from crawler import __version__
 from crawler.config import ConfigError, Settings, make_directory
-from crawler.cpus import usable_cpus
 from crawler.fetch import NOT_MODIFIED, Exchange, payload_digest, sha1_base32, status_is_2xx
 from crawler.history import Capture
 from crawler.page import Page
@@ -88,13 +78,6 @@ GZIP_LEVEL = 1  # ISA-L's level 1 compresses HTML as well as zlib's level 1, 5x 
 # A request record is a few hundred bytes: level 0 costs a fifth of level 1 on it.
 REQUEST_GZIP_LEVEL = 0
 _GZIP_WBITS = 31
-_RAW_DEFLATE_WBITS = -15
-_RECORD_END = b"\r\n\r\n"  # after a record's block
-# What a gzip member starts with: deflate, no flags, no time, no extra flags, unknown OS.
-_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
-# A payload smaller than this is deflated on the event loop: handing it to a thread took
-# more of the loop's time than deflating it there.
-AHEAD_MIN_BYTES = 2048
 _CRLF = b"\r\n"
 _READ_BYTES = 1 << 20
 _MAX_HEAD_BYTES = 1 << 16  # a WARC header and an HTTP status line fit
@@ -219,88 +202,12 @@ def _serialize(lines: list[bytes], block: bytes) -> bytes:
     )
 
 
-def _header(lines: list[bytes], block_length: int) -> bytes:
-    """A record up to its block: what `_serialize` writes before it."""
-    return _CRLF.join([WARC_VERSION, *lines, b"Content-Length: %d" % block_length, b"", b""])
-
-
 def _lines(fields: Sequence[tuple[bytes, bytes]]) -> list[bytes]:
     return [name + b": " + value for name, value in fields]
 
 
 def _gzip(data: bytes, level: int = GZIP_LEVEL) -> bytes:
     return _deflate.compress(data, level, wbits=_GZIP_WBITS)
-
-
-@dataclass(frozen=True, slots=True)
-class DeflatedBlock:
-    """A response record's block (an HTTP message), deflated ahead of its record's
-    header with the record's end, as the last part of the record's gzip member."""
-
-    deflated: bytes  # raw deflate, ending with the stream's final block
-    crc: int  # CRC-32 of what it inflates to
-    size: int  # how many bytes it inflates to
-    digest: bytes  # the block's WARC-Block-Digest
-
-
-def _deflated_block(exchange: Exchange) -> DeflatedBlock:
-    head, payload = http_response_head(exchange), exchange.payload
-    tail = b"".join([head, payload, _RECORD_END])
-    digest = hashlib.sha1(head)
-    digest.update(payload)
-    return DeflatedBlock(
-        _deflate.compress(tail, GZIP_LEVEL, wbits=_RAW_DEFLATE_WBITS),
-        _deflate.crc32(tail),
-        len(tail),
-        sha1_base32(digest.digest()).encode("ascii"),
-    )
-
-
-def _joined_member(header: bytes, block: DeflatedBlock) -> bytes:
-    """One gzip member of a record: its `header` (up to the block) and its deflated block."""
-    deflater = _deflate.compressobj(GZIP_LEVEL, _deflate.DEFLATED, _RAW_DEFLATE_WBITS)
-    crc = _deflate.crc32_combine(_deflate.crc32(header), block.crc, block.size)
-    size = (len(header) + block.size) & 0xFFFFFFFF  # ISIZE: the length modulo 2**32
-    return b"".join(
-        [
-            _GZIP_HEADER,
-            deflater.compress(header),
-            deflater.flush(_deflate.Z_SYNC_FLUSH),
-            block.deflated,
-            struct.pack("<II", crc, size),
-        ]
-    )
-
-
-class _Deflater:
-    """The thread that deflates blocks ahead, made on first use by each process (a
-    forked child has none of its parent's threads)."""
-
-    def __init__(self) -> None:
-        self._pool: ThreadPoolExecutor | None = None
-
-    def forget(self) -> None:
-        self._pool = None
-
-    def ahead(self, exchange: Exchange) -> None:
-        """Start on `exchange`'s response block, if it is worth a thread's time."""
-        if len(exchange.payload) >= AHEAD_MIN_BYTES:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="crawler-warc")
-            exchange.block_ahead = self._pool.submit(_deflated_block, exchange)
-
-
-_deflater = _Deflater()
-os.register_at_fork(after_in_child=_deflater.forget)
-
-
-def deflate_ahead() -> Callable[[Exchange], None] | None:
-    """What to tell of each exchange received, so that its block is deflated ahead in a
-    thread: None where that cannot run beside the event loop (one CPU), or where the
-    CRC-32s of two parts cannot be combined (zlib's module has no crc32_combine)."""
-    if not hasattr(_deflate, "crc32_combine"):
-        return None
-    return _deflater.ahead if usable_cpus() > 1 else None
 
 
 class WarcSink:
@@ -413,13 +320,14 @@ class WarcSink:
         common = [b"WARC-Target-URI: " + uri, b"WARC-Date: " + date]
         if exchange.ip_address:
             common.append(b"WARC-IP-Address: " + exchange.ip_address.encode("ascii"))
+        head = http_response_head(exchange)
         digest = exchange.payload_digest
+        block_digest = hashlib.sha1(head)
         # An error page is stored whole: its status must survive every reader (pywb
         # indexes an identical-payload revisit without one).
         first = self._first_captures.get(digest) if exchange.ok else None
         capture = first  # the capture of the payload, for a later crawl's revisits
         fields = [b"WARC-Record-ID: " + response_id, *common]
-        ahead = None  # a response record's block, deflated ahead
         if not_modified is not None:
             # No block (WARC 1.1, 6.7.3): a reader then serves the capture referred
             # to, headers and payload; with the 304's head as block, pywb replays the
@@ -428,30 +336,24 @@ class WarcSink:
             digest, first = not_modified.digest, not_modified.capture
             capture = first
             block = b""
+            block_digest = hashlib.sha1(block)
             fields[:0] = [b"WARC-Type: revisit"]
             fields += [b"WARC-Profile: " + NOT_MODIFIED_PROFILE, *_lines(first.refers_to())]
         elif first is not None:
-            block = http_response_head(exchange)
+            block = head
             fields[:0] = [b"WARC-Type: revisit"]
             fields += [b"WARC-Profile: " + REVISIT_PROFILE, *_lines(first.refers_to())]
         else:
-            if exchange.block_ahead is not None:
-                ahead = exchange.block_ahead.result()
-                exchange.block_ahead = None  # held no longer than the page's commit
-            else:
-                block = http_response_head(exchange) + exchange.payload
+            block = head + exchange.payload
+            block_digest.update(exchange.payload)
             fields[:0] = [b"WARC-Type: response"]
             # An empty or cut payload, or an error page, is no original to point back to.
             if exchange.payload and not exchange.truncated and exchange.ok:
                 capture = self._first_captures[digest] = Capture(response_id, uri, date)
-        if ahead is not None:
-            block_digest = ahead.digest
-        else:
-            block_digest = sha1_base32(hashlib.sha1(block).digest()).encode("ascii")
         fields += [
             b"WARC-Concurrent-To: " + request_id,
             b"Content-Type: application/http; msgtype=response",
-            b"WARC-Block-Digest: " + block_digest,
+            b"WARC-Block-Digest: " + sha1_base32(block_digest.digest()).encode("ascii"),
             b"WARC-Payload-Digest: " + digest.encode("ascii"),
         ]
         if exchange.truncated and first is None and not_modified is None:
@@ -467,10 +369,7 @@ class WarcSink:
             self._warcinfo_line,
         ]
         request_member = _gzip(_serialize(request, exchange.request_head), REQUEST_GZIP_LEVEL)
-        if ahead is not None:
-            response_member = _joined_member(_header(fields, ahead.size - len(_RECORD_END)), ahead)
-        else:
-            response_member = _gzip(_serialize(fields, block))
+        response_member = _gzip(_serialize(fields, block))
         self._make_room(len(request_member) + len(response_member))
         location = RecordLocation(
             self.file, self.offset + len(request_member), len(response_member), capture
