@@ -170,6 +170,7 @@ class _Counters:
         self.disallowed = 0
         self.too_soon = 0
         self.connections = self.most_connections = 0  # open at once, in this process
+        self.accepted = 0  # connections made in all
         self.shortest_gap_ms = 1e9  # between two requests to a Crawl-delay host
         self.wrong_host = 0
         self.last_start: dict[int, float] = {}
@@ -186,6 +187,7 @@ class _Counters:
             "disallowed": self.disallowed,
             "too_soon": self.too_soon,
             "most_connections": self.most_connections,
+            "connections": self.accepted,
             "shortest_gap_ms": round(self.shortest_gap_ms),
             "wrong_host": self.wrong_host,
         }
@@ -204,6 +206,7 @@ class _Http(asyncio.Protocol):
         self._transport = transport
         counters = self._server.counters
         counters.connections += 1
+        counters.accepted += 1
         counters.most_connections = max(counters.most_connections, counters.connections)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -323,6 +323,7 @@ class _Host:
         "in_heap",
         "key",
         "next_start",
+        "ready_order",
         "retries",
         "scheme",
     )
@@ -338,6 +339,7 @@ class _Host:
         self.down_until = 0.0
         self.retries: deque[Request] | None = None  # go before the frontier's; made when needed
         self.in_heap = False
+        self.ready_order: int | None = None  # of its live entry in the ready heap, if there
         # Of the last request handed out, "" before: one of two shared strings, where the
         # origin would be a string for every host taken from.
         self.scheme = ""
@@ -352,7 +354,8 @@ class HostScheduler:
     """Decides which request starts next, honouring every per-host limit.
 
     Of the hosts that may start a request now, the one whose next request is
-    shallowest goes first (first come at equal depths): across many hosts, each
+    shallowest goes first (first come at equal depths, but a host whose robots.txt
+    has just come before them, on a connection still open): across many hosts, each
     with its own queue, that keeps the crawl close to breadth-first, so that few
     fetched pages must wait for shallower ones (crawler/engine.py's hold) and none
     waits on a host that is merely slow to be reached. A host that may not start
@@ -510,7 +513,11 @@ class HostScheduler:
             # From robots.txt's answer, not its start: a first request to a host may
             # reach it late (a new connection), and the server would see a shorter gap.
             host.next_start = max(host.next_start, time.monotonic() + host.delay_s)
-        self._after_change(host)
+        # First among the hosts at its depth: its connection is still open. Behind them,
+        # in a broad crawl, it was closed (the idle pool's oldest) before the host's first
+        # page came, and that page opened another: two connections a host, over TLS two
+        # handshakes.
+        self._schedule(host, first=True)
 
     def stop(self) -> None:
         """Hand out nothing more; workers finish what they hold."""
@@ -572,18 +579,23 @@ class HostScheduler:
     def _head(self, host: _Host) -> Request | None:
         return host.retries[0] if host.retries else self._frontier.peek(host.key)
 
-    def _schedule(self, host: _Host, now: float | None = None) -> None:
+    def _schedule(self, host: _Host, now: float | None = None, *, first: bool = False) -> None:
         """Make `host` ready, or wait until it may start, if it has a request to start;
         if it has nothing to do, have it forgotten once its next start is no longer ahead.
-        `now`: the time `_take` goes by, for which a host is ready or not."""
-        if host.in_heap or host.active >= self._per_host:
+        `now`: the time `_take` goes by, for which a host is ready or not. `first`: ahead
+        of the hosts made ready before it at the same depth."""
+        if host.in_heap:
+            if first and host.ready_order is not None and host.ready_order >= 0:
+                self._make_ready(host, first)  # its entry further back is left, stale
+            return
+        if host.active >= self._per_host:
             return
         if host.retries or self._frontier.queued_for(host.key):
             host.in_heap = True
             if host.next_start > (time.monotonic() if now is None else now):
                 heapq.heappush(self._waiting, (host.next_start, next(self._tiebreak), host))
             else:
-                self._make_ready(host)
+                self._make_ready(host, first)
         elif not host.active:
             heapq.heappush(self._idle, (host.next_start, host.key))
 
@@ -605,10 +617,12 @@ class HostScheduler:
             ):
                 del self._hosts[key]
 
-    def _make_ready(self, host: _Host) -> None:
+    def _make_ready(self, host: _Host, first: bool = False) -> None:
         head = self._head(host)
         depth = head.depth if head is not None else 0
-        heapq.heappush(self._ready, (depth, next(self._tiebreak), host))
+        order = -next(self._tiebreak) if first else next(self._tiebreak)
+        host.ready_order = order
+        heapq.heappush(self._ready, (depth, order, host))
 
     def _any_ready(self, now: float) -> bool:
         return bool(self._ready) or bool(self._waiting and self._waiting[0][0] <= now)
@@ -622,8 +636,10 @@ class HostScheduler:
         while waiting and waiting[0][0] <= now:
             self._make_ready(heapq.heappop(waiting)[2])
         while ready:
-            _, _, host = heapq.heappop(ready)
-            host.in_heap = False
+            _, order, host = heapq.heappop(ready)
+            if order != host.ready_order:
+                continue  # put further ahead since
+            host.in_heap, host.ready_order = False, None
             job = self._take_from(host, now)
             # A host blocked by anything but time is scheduled again by whatever unblocks
             # it: a release, new work, or its robots.txt arriving.
