@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import socket
 from collections import deque
@@ -107,6 +108,10 @@ class Crawler:
         for name, hook in (("follow", follow), ("on_page", on_page)):
             if hook is not None and not callable(hook):
                 raise ConfigError(f"{name} must be a function, not {type(hook).__name__}")
+            # A generator's value is the generator, whatever it yields: `follow` took
+            # every link, `on_page` failed on every page.
+            if inspect.isgeneratorfunction(hook) or inspect.isasyncgenfunction(hook):
+                raise ConfigError(f"{name} must return its answer, not yield it")
         self.settings = settings if settings is not None else Settings()
         self.seeds = _canonical_seeds(seeds, self.settings.max_url_length)
         self._hooks = Hooks(follow, on_page) if follow or on_page else None

@@ -10,6 +10,7 @@ import re
 import sys
 from dataclasses import replace
 from pathlib import Path
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
@@ -284,6 +285,21 @@ async def test_a_hook_that_awaits_something_cancelled_fails_that_page_not_the_cr
 def test_a_hook_that_is_not_a_function_is_refused_up_front():
     with pytest.raises(ConfigError, match="on_page must be a function, not dict"):
         Crawler(["http://127.0.0.1:9/"], on_page={"a": 1})
+
+
+def test_a_hook_that_yields_its_answer_is_refused_up_front():
+    """A generator is truthy whatever it yields: such a `follow` took every link."""
+
+    async def follow(url: str, page: Page) -> AsyncIterator[bool]:
+        yield False
+
+    def on_page(page: Page) -> Iterator[dict[str, int]]:
+        yield {"a": 1}
+
+    with pytest.raises(ConfigError, match=r"^follow must return its answer, not yield it$"):
+        Crawler(["http://127.0.0.1:9/"], follow=follow)
+    with pytest.raises(ConfigError, match=r"^on_page must return its answer, not yield it$"):
+        Crawler(["http://127.0.0.1:9/"], on_page=on_page)
 
 
 @pytest.mark.parametrize("is_async", [False, True])
