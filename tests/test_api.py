@@ -8,9 +8,9 @@ import logging
 import platform
 import re
 import sys
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from pathlib import Path
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
