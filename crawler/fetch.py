@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
+from multidict import CIMultiDictProxy
 
 from crawler.errors import ErrorKind
 from crawler.netguard import BlockedAddress
@@ -473,6 +474,14 @@ def content_type(values: list[str]) -> str | None:
     return chosen or ", ".join(values) or None
 
 
+def _other_locations(headers: Mapping[str, str], location: str) -> bool:
+    """Whether a redirect names more than one place: Chromium follows it to none
+    (ERR_RESPONSE_HEADERS_MULTIPLE_LOCATION)."""
+    if not isinstance(headers, CIMultiDictProxy):
+        return False
+    return any(other != location for other in headers.getall("Location"))
+
+
 def media_type(content_type: str | None) -> str:
     """The type/subtype of a Content-Type value, lowercased ("" if there is none)."""
     return (content_type or "").partition(";")[0].strip().lower()
@@ -541,7 +550,7 @@ class Fetcher:
             if location is None:
                 break
             target = canonicalize(location, base=response.url)
-            if target is None:
+            if target is None or _other_locations(response.headers, location):
                 response.error = ErrorKind.INVALID_REDIRECT
                 break
             if redirects >= self._max_redirects:
@@ -575,6 +584,10 @@ class Fetcher:
         try:
             async with self._client.get(url, self._timeout, validators) as r:
                 response.status = r.status
+                if r.status < 200:  # a final 1xx: a GET asks for no upgrade (RFC 9110 15.2)
+                    response.error = ErrorKind.INVALID_RESPONSE
+                    r.close()  # what follows is no HTTP the connection could go on with
+                    return response
                 if r.status == NOT_MODIFIED and not validators:
                     response.error = ErrorKind.INVALID_RESPONSE  # not modified since nothing
                 response.headers = r.headers

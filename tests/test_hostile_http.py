@@ -269,3 +269,27 @@ async def test_heads_browsers_read_are_read_and_ambiguous_lengths_are_not(
     # Not reused after one that might be smuggling another response (RFC 9112 6.1).
     after = raw_site.requests[raw_site.requests.index("/chunked-wins") + 1]
     assert raw_site.served_on[after] == raw_site.served_on["/chunked-wins"] + 1
+
+
+async def test_a_final_101_to_a_get_is_an_invalid_response_and_two_locations_no_redirect(
+    raw_site: RawSite, tmp_path
+):
+    """A GET asks for no upgrade, so a 101 can be no answer to it (RFC 9110 15.2.2);
+    a redirect naming two different places is refused by Chromium
+    (ERR_RESPONSE_HEADERS_MULTIPLE_LOCATION), and followed to neither."""
+    raw_site.responses["/"] = page("index", ("/switch", "/two", "/next"))
+    raw_site.responses["/switch"] = response(
+        "101 Switching Protocols", {"Upgrade": "websocket", "Connection": "Upgrade"}
+    )
+    raw_site.closing.add("/switch")
+    raw_site.responses["/two"] = (
+        b"HTTP/1.1 302 Found\r\nLocation: /a\r\nLocation: /b\r\nContent-Length: 0\r\n\r\n"
+    )
+    raw_site.responses["/next"] = page("next")
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
+
+    assert records[raw_site.url + "/switch"]["error"] == "invalid_response"
+    assert records[raw_site.url + "/two"]["error"] == "invalid_redirect"
+    assert "/a" not in raw_site.requests and "/b" not in raw_site.requests
+    assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
