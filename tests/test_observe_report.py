@@ -257,7 +257,7 @@ def test_a_report_to_dash_goes_to_stdout_as_the_crawls_records_do(tmp_path: Path
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(b"<!doctype html>")
-    assert result.stderr.decode().splitlines() == ["crawler: report of 1 records on stdout"]
+    assert result.stderr.decode().splitlines() == ["crawler: report of 1 record on stdout"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pages.jsonl"]
 
     from_stdin = subprocess.run(

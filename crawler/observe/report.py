@@ -352,6 +352,10 @@ def _size(n: float) -> str:
     return f"{n:,.1f} GiB"
 
 
+def _records(count: int) -> str:
+    return f"{count:,} record{'' if count == 1 else 's'}"
+
+
 def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
@@ -526,13 +530,13 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
         notes.append(f"{figures.bad_lines:,} lines that are not JSON records were skipped.")
     if stats and stats.get("records") not in (None, figures.records):
         notes.append(
-            f"The stats file counts {stats['records']:,} records; the file has {figures.records:,}."
+            f"The stats file counts {_records(stats['records'])}; the file has {figures.records:,}."
         )
     data = orjson.dumps(_chart_data(figures)).decode().replace("</", "<\\/")
     style = (STATIC / "observe.css").read_text("utf-8")
     script = (STATIC / "charts.js").read_text("utf-8") + (STATIC / "report.js").read_text("utf-8")
     script = script.replace("</", "<\\/")
-    title = f"{_e(source)}, {figures.records:,} records"
+    title = f"{_e(source)}, {_records(figures.records)}"
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -618,7 +622,7 @@ def main(argv: Sequence[str]) -> int:
         print_error(f"cannot {verb} {exc.filename}: {exc.strerror}")
         return 2
     where = "on stdout" if arguments.output == STDOUT else f"in {arguments.output}"
-    print(f"crawler: report of {figures.records:,} records {where}", file=sys.stderr)
+    print(f"crawler: report of {_records(figures.records)} {where}", file=sys.stderr)
     return 0
 
 
