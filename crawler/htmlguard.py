@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 import random
 import re
 import threading
@@ -50,7 +51,6 @@ from typing import Generic, TypeVar
 
 from selectolax.lexbor import LexborHTMLParser
 
-from crawler.cpus import usable_cpus
 from crawler.parse import ParsedPage, parse_html
 
 MAX_DEPTH = 512
@@ -352,6 +352,14 @@ def _parsed(html: str, edited: bool = False) -> _Parsed:
     return tree, parse_html(tree), edited
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask where there is one (Linux,
+    which `taskset` narrows), else the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _timed_tree(html: str) -> tuple[LexborHTMLParser, float]:
     """The tree of `html`, and the CPU time building it took this thread."""
     started_s = time.thread_time()
@@ -417,13 +425,13 @@ class HtmlParser:
         self._random = random.Random()
         # As many pages parse at once as there are cores: a tree takes some 25 times its page's
         # size in memory (260 MB for 10 MB of paragraphs). A parse given up on leaves its place.
-        self._threads = asyncio.Semaphore(usable_cpus())
+        cpus = usable_cpus()
+        self._threads = asyncio.Semaphore(cpus)
         # Where a plain large page's tree is built: threads that live as long as the parser (one
         # a page took 60-100 us of the loop's time to start), leaving the loop a CPU of its own.
+        # On one CPU the hand-off only adds to the work: it is built on the loop.
         self._beside_loop = (
-            ThreadPoolExecutor(usable_cpus() - 1, thread_name_prefix="crawler-parse")
-            if usable_cpus() > 1
-            else None
+            ThreadPoolExecutor(cpus - 1, thread_name_prefix="crawler-parse") if cpus > 1 else None
         )
         self._inline_overran = False  # a plain large page took longer than its budget
 
