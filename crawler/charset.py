@@ -215,8 +215,7 @@ _EUC_JP_WHATWG = str.maketrans(
 _EUC_JP_DIFFERENT = tuple(map(chr, _EUC_JP_WHATWG))
 # WHATWG's KOI8-U is KOI8-RU: 0xAE and 0xBE are Belarusian ў and Ў, not box drawing.
 _KOI8_U_WHATWG = str.maketrans("\u255d\u256c", "\u045e\u040e")
-_KOI8_U_PYTHON = str.maketrans("\u045e\u040e", "\u255d\u256c")  # to encode with Python's
-_KOI8_U_DIFFERENT = ("\u255d", "\u256c", "\u045e", "\u040e")
+_KOI8_U_PYTHON = {whatwg: python for python, whatwg in _KOI8_U_WHATWG.items()}  # to encode
 # Where WHATWG's gb18030 decoder (GB18030-2022's mappings) differs from Python's, which
 # gives private-use code points for 18 characters that Unicode has since encoded
 # (vertical punctuation, ideographs) and for A3A0, the ideographic space to browsers, and
@@ -447,10 +446,11 @@ def encode_as_browsers(text: str, encoding: str) -> bytes:
         return b"".join(map(_big5_encoded, text))  # one by one: no HKSCS pairs (Ê̄: 8862)
     if encoding in ("cp932", "euc-jp"):
         return b"".join(_japanese_encoded(character, encoding) for character in text)
-    if encoding == "koi8-u" and any(map(text.__contains__, _KOI8_U_DIFFERENT)):
+    if encoding == "koi8-u":
         if "\u255d" in text or "\u256c" in text:  # ╝ and ╬: no bytes of WHATWG's KOI8-U
             raise UnicodeEncodeError(encoding, text, 0, len(text), "no ╝ or ╬ in KOI8-RU")
-        text = text.translate(_KOI8_U_PYTHON)
+        if "\u045e" in text or "\u040e" in text:
+            text = text.translate(_KOI8_U_PYTHON)
     return text.encode(encoding)
 
 
