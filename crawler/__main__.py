@@ -243,9 +243,10 @@ def _wait_for_round(
     figures meanwhile."""
     from crawler.revisit import seconds_until
 
-    # A round none of whose pages got a time (the site down, its robots.txt unreachable)
-    # is tried again after the shortest interval, not at once: the rounds followed each
-    # other without end, a file and a robots.txt request each, hundreds a minute.
+    # A round none of whose records got a time (every page fetched or refused gets one:
+    # a round of none, or of internal errors alone) is followed after the shortest
+    # interval, not at once: the rounds followed each other without end, a file and a
+    # robots.txt request each, hundreds a minute.
     wait_s = seconds_until(first_due) if first_due is not None else settings.revisit_min_interval
     received: list[int] = []
 
@@ -265,7 +266,7 @@ def _wait_for_round(
                 wait_s,
                 "when its first page is due"
                 if first_due is not None
-                else "as no page was fetched (--revisit-min-interval)",
+                else "as no page has a time to be due (--revisit-min-interval)",
             )
             async with contextlib.AsyncExitStack() as watched:
                 if settings.dashboard is not None and last is not None:

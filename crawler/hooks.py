@@ -5,9 +5,8 @@ what it was deciding, never the crawl: `follow` the one link it raised for (the
 page's other links are decided as usual), `on_page` the fields it would have
 added; so does an `on_page` that returns what a record cannot hold (not a dict,
 one of the record's own fields or of those the crawler adds with an option, a value
-JSON cannot encode). The page's record
-says `error: "hook_failed"`, and each hook's first failure is logged with its
-traceback.
+JSON cannot encode). The page's record says `error: "hook_failed"`, and each hook's
+first failure is logged with its traceback.
 """
 
 from __future__ import annotations
