@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -154,8 +154,8 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
     pending: list[int] = []  # a signal between rounds, when no event loop watches for one
 
     def between_rounds() -> int | None:
-        """Note signals here (an event loop that closes gives them back their default
-        action, which kills); the exit code of one noted, if any."""
+        """Note signals here (a round's or a wait's handlers note them in its own list,
+        which it has told by its exit code); the exit code of one noted, if any."""
         for signum in SIGNAL_EXIT_CODES:
             signal.signal(signum, lambda signum, _frame: pending.append(signum))
         return SIGNAL_EXIT_CODES[signal.Signals(pending[0])] if pending else None
@@ -248,18 +248,12 @@ def _wait_for_round(
     # interval, not at once: the rounds followed each other without end, a file and a
     # robots.txt request each, hundreds a minute.
     wait_s = seconds_until(first_due) if first_due is not None else settings.revisit_min_interval
-    received: list[int] = []
+    received: list[signal.Signals] = []
 
     async def sleep() -> None:
-        loop = asyncio.get_running_loop()
         woken = asyncio.Event()
 
-        def on_signal(signum: int) -> None:
-            received.append(signum)
-            woken.set()
-
-        for signum in SIGNAL_EXIT_CODES:
-            loop.add_signal_handler(signum, on_signal, signum)
+        _note_signals(received, woken.set)
         if wait_s > 0:
             log.info(
                 "next round in %.1f s, %s",
@@ -277,7 +271,23 @@ def _wait_for_round(
                     await asyncio.wait_for(woken.wait(), wait_s)
 
     asyncio.run(sleep())
-    return SIGNAL_EXIT_CODES[signal.Signals(received[0])] if received else None
+    return SIGNAL_EXIT_CODES[received[0]] if received else None
+
+
+def _note_signals(received: list[signal.Signals], on_signal: Callable[[], None]) -> None:
+    """SIGINT and SIGTERM noted in `received` as they come, and `on_signal` called in the
+    running loop for each. With asyncio's add_signal_handler, the loop alone learnt of
+    a signal, by a callback it would run later: one that came as a loop was ending was
+    lost, and a --revisit process went on, round after round, after its SIGTERM."""
+    loop = asyncio.get_running_loop()
+
+    def note(signum: int, _frame: object) -> None:
+        received.append(signal.Signals(signum))
+        with contextlib.suppress(RuntimeError):  # the loop is closed: `received` tells
+            loop.call_soon_threadsafe(on_signal)
+
+    for signum in SIGNAL_EXIT_CODES:
+        signal.signal(signum, note)
 
 
 def _run(settings: Settings, crawler: Crawler) -> int:
@@ -285,21 +295,17 @@ def _run(settings: Settings, crawler: Crawler) -> int:
     reporter = Reporter(crawler.figures, settings)
 
     async def supervise() -> None:
-        loop = asyncio.get_running_loop()
-
-        def on_signal(signum: signal.Signals) -> None:
-            if received:  # second signal: the state is consistent after every commit
+        def on_signal() -> None:
+            if len(received) > 1:  # a second signal: the state is consistent after every commit
                 reporter.clear()
-                os._exit(SIGNAL_EXIT_CODES[signum])
-            received.append(signum)
+                os._exit(SIGNAL_EXIT_CODES[received[-1]])
             log.warning(
                 "interrupted: finishing requests in flight (%s again to quit now)",
-                signum.name,
+                received[0].name,
             )
             crawler.stop()
 
-        for signum in SIGNAL_EXIT_CODES:
-            loop.add_signal_handler(signum, on_signal, signum)
+        _note_signals(received, on_signal)
         async with crawler, reporter:
             await crawler.crawl()
 
