@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from typing import Any
 
 import orjson
@@ -20,10 +21,15 @@ def encode(record: dict[str, Any]) -> bytes:
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:
         # A lone surrogate or an integer past 64 bits (a hook's): the standard library
-        # writes both, the character replaced; NaN and infinities null, as orjson writes
-        # them (its NaN is no JSON: jq and JSON.parse refused the line).
+        # writes both, the surrogate as U+FFFD, as the crawler reads one anywhere else
+        # (an escaped lone surrogate is JSON that orjson, and so --since, refuses);
+        # NaN and infinities null, as orjson writes them (its NaN is no JSON: jq and
+        # JSON.parse refused the line).
         line = json.dumps(_finite(record), ensure_ascii=False, separators=(",", ":"))
-        return line.encode("utf-8", "replace") + b"\n"
+        return _LONE_SURROGATE.sub("\ufffd", line).encode("utf-8") + b"\n"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _finite(value: Any) -> Any:
