@@ -316,14 +316,16 @@ def mistyped_field(
     types: Mapping[str, type | tuple[type, ...]],
     never_null: Collection[str] = (),
 ) -> str | None:
-    """The first of `types`' fields whose value in `values` (a record, a stats file) is
-    not of its type, a bool being no number, or is null though in `never_null`; None if
-    each is as a crawl writes it."""
-    for name, kind in types.items():
-        value = values.get(name)
-        if value is None:
-            if name in never_null:
-                return name
+    """A field of `types` whose value in `values` (a record, a stats file) is not of its
+    type, a bool being no number, or is null though in `never_null`; None if each is as
+    a crawl writes it. The walk is over `values`' fields, not `types`': a record holds
+    half of them, and a recrawl's index checks each of a previous crawl's records."""
+    for name in never_null:
+        if values.get(name) is None:
+            return name
+    for name, value in values.items():
+        kind = types.get(name)
+        if kind is None or value is None:
             continue
         if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             return name
