@@ -297,8 +297,11 @@ _LABELS = frozenset(
 )
 # A forum reply's subject: "Re: ", "AW: " (German), "Sv: ", "回复：" and the thread's title.
 _REPLY = re.compile(r"^(?:re|aw|sv|vs|回复|回覆|答复)\s*[:：]\s*")
-# A Chinese news article's last line, who edited it: "（责任编辑：李明）", "责任编辑：王芳_NN1234".
-_CREDIT = re.compile(r"[（(【\[]?\s*(?:责任编辑|責任編輯|编辑|編輯|校对|校對)\s*[:：]")
+# A Chinese news article's last lines: who edited it ("（责任编辑：李明）", "(责编：赵敏)"),
+# and where it came from ("本文来源：都市晨报 责任编辑：王芳_NN1234", NetEase's).
+_CREDIT = re.compile(
+    r"[（(【\[]?\s*(?:责任编辑|責任編輯|责编|責編|编辑|編輯|校对|校對|(?:本文)?[来來]源)\s*[:：]"
+)
 # What a heading's permalink shows (Sphinx's and MkDocs' "¶", rustdoc's "§", Docusaurus'
 # zero-width space, GitHub's icon, which leaves nothing), and space.
 _PERMALINK_MARKS = "¶§#🔗\u200b \t\n"

@@ -361,12 +361,21 @@ async def test_a_wikis_edit_links_are_no_part_of_its_headings(site: Site, tmp_pa
 
 async def test_a_chinese_articles_editor_line_is_left_out(site: Site, tmp_path):
     """Chinese news portals end an article with who edited it ("（责任编辑：李明）" at
-    Sina, "责任编辑：王芳_NN1234" at NetEase): it was the main text's last line."""
+    Sina, "(责编：赵敏)" at People's Daily) and where it came from ("本文来源：都市晨报
+    责任编辑：王芳_NN1234" at NetEase): they were the main text's last lines. A paragraph
+    that begins with a source is kept."""
     prose = [
         "国家统计局今天发布数据显示，前三季度国内生产总值同比增长，经济运行总体回升向好。",
         "分行业看，制造业增加值增长较快，其中高技术制造业增长明显，新能源汽车产量增长较快。",
+        "来源：据国家统计局初步核算，前三季度国内生产总值超过九十万亿元，按不变价格计算同比增长。",
     ]
-    credits = ["（责任编辑：李明）", "责任编辑：王芳_NN1234", "編輯：陳小明"]
+    credits = [
+        "（责任编辑：李明）",
+        "责任编辑：王芳_NN1234",
+        "編輯：陳小明",
+        "(责编：赵敏、李强)",
+        "本文来源：都市晨报 责任编辑：王芳_NN1234",
+    ]
     blocks = [*prose, *credits]
     site.page("/", body="<article>" + "".join(f"<p>{b}</p>" for b in blocks) + "</article>")
 
