@@ -607,26 +607,26 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
 def _alike_elsewhere(
     body: LexborNode, top: LexborNode, kept: list[LexborNode], links: dict[int, float]
 ) -> list[LexborNode]:
-    """The other posts of a thread (a forum's, a Q&A page's): elements of the top's tag
-    and class, under ancestors of the same tags and classes, that hold a block of text
-    and are not mostly links. The top is the longest post only, and a thread's replies
-    are no siblings of it."""
-    top_class = top.attrs.get("class")
-    if not top_class:
-        return []
-    escaped = top_class.replace("\\", "\\\\").replace('"', '\\"')
-    alike = [
-        node for node in body.css(f'{top.tag}[class="{escaped}"]') if node.mem_id != top.mem_id
-    ]
-    if not alike:
-        return []
+    """The other posts of a thread (a forum's, a Q&A page's), which are no siblings of
+    the top: elements of the top's tag and class, under ancestors of the same tags and
+    classes; and where the top is or holds a post marked up as a schema.org post's `text`
+    (Stack Exchange's question and answers, under wrappers of their own: "question",
+    "answer"), the others of its tag and class so marked up. Each holds a block of text
+    and is not mostly links."""
     shape = _shape(top)
+    found = [node for node in _of_tag_and_class(body, top) if _alike_shapes(_shape(node), shape)]
+    texts = [top] if top.attrs.get("itemprop") == "text" else top.css('[itemprop="text"]')
+    for kind in {(post.tag, post.attrs.get("class")): post for post in texts}.values():
+        found += [
+            node for node in _of_tag_and_class(body, kind) if node.attrs.get("itemprop") == "text"
+        ]
+    if not found:
+        return []
     inside = {node.mem_id for root in kept for node in root.traverse()}
     found = [
         node
-        for node in alike
+        for node in _in_page_order(body, found)
         if node.mem_id not in inside
-        and _alike_shapes(_shape(node), shape)
         and _post_chars(node.text(deep=True).strip()) >= _MIN_BLOCK_CHARS
         and _link_density(node, links) < 0.5
         and not _ancestors(node) & inside
@@ -634,6 +634,17 @@ def _alike_elsewhere(
     # A post inside another found one (a quoted post) goes with it.
     outer = {node.mem_id for node in found}
     return [node for node in found if not _ancestors(node) & outer]
+
+
+def _of_tag_and_class(body: LexborNode, node: LexborNode) -> list[LexborNode]:
+    """The elements of `node`'s tag and class attribute but `node` (none if it has no class)."""
+    classes = node.attrs.get("class")
+    if not classes:
+        return []
+    escaped = classes.replace("\\", "\\\\").replace('"', '\\"')
+    return [
+        other for other in body.css(f'{node.tag}[class="{escaped}"]') if other.mem_id != node.mem_id
+    ]
 
 
 def _post_chars(text: str) -> int:

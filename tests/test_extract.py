@@ -962,6 +962,36 @@ async def test_a_short_chinese_reply_is_a_post_of_the_thread(site: Site, tmp_pat
     assert record["main_text"] == "\n".join(posts)
 
 
+async def test_a_questions_main_text_is_the_question_and_every_answer(site: Site, tmp_path):
+    """Stack Exchange marks a question's and each answer's body up as a schema.org post's
+    `text`, the same class under wrappers of their own ("question", "answer"): only the
+    longest post was found. Every post is, in page order; the comments under them are not."""
+    question = "I copy a list of lists and change one item of the copy, but the original too."
+    answers = [
+        "Slicing makes a shallow copy: the new outer list holds the same inner lists, so a"
+        " change to one of them shows in both. Use copy.deepcopy, or copy each inner list.",
+        "If the inner items are numbers only, a list comprehension is faster than deepcopy.",
+    ]
+
+    def post(wrapper: str, cell: str, text: str) -> str:
+        return (
+            f'<div class="{wrapper}"><div class="post-layout"><div class="votecell">12</div>'
+            f'<div class="{cell}"><div class="s-prose js-post-body" itemprop="text"><p>{text}'
+            '</p></div><div class="comments"><ul><li class="comment">See also the docs on the'
+            " copy module, they explain it well.</li></ul></div></div></div></div>"
+        )
+
+    page = (
+        '<html><body><div id="mainbar">'
+        + post("question", "postcell", question)
+        + '<div id="answers"><h2>2 Answers</h2>'
+        + "".join(post("answer", "answercell", text) for text in answers)
+        + "</div></div></body></html>"
+    )
+
+    assert await extracted(site, tmp_path, page) == "\n".join([question, *answers])
+
+
 def _markup_lookalike_page(rng: random.Random) -> str:
     """A page of paragraphs, items, quotes and headings of text full of what Markdown
     reads as markup, in code, emphasis and links side by side."""
