@@ -204,6 +204,10 @@ _TEXT_TAGS = frozenset(("p", "pre", "li"))
 _LIST_TAGS = frozenset(("ul", "ol", "dl", "table", "tbody"))
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _MIN_BLOCK_CHARS = 25
+# Content whose best-scored part holds less than this share of the points of the page's
+# blocks is widened to the ancestor that holds at least the second share.
+_SHARE_KEPT = 0.5
+_SHARE_HELD = 0.75
 # Main text this short may be a page whose text is in <noscript>, for browsers without scripts.
 _SHORT_CHARS = 200
 _LEAD_CHARS = 80
@@ -541,6 +545,7 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
     scores: dict[int, float] = {}
     nodes: dict[int, LexborNode] = {}
     links = _link_texts(body)
+    blocks: list[tuple[LexborNode, float]] = []  # where each block's points start, and them
     for block in body.css("p, pre, td, blockquote, li, div, section, article, dd"):
         own, breaks = _own_text(block)
         if own < _MIN_BLOCK_CHARS:
@@ -552,6 +557,8 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
         # Paragraphs that are lines between <br>s, in a <div> (a novel's chapter, an old
         # site's page): the <div> is their parent, as Readability.js makes it.
         ancestor = block if breaks >= 2 and block.tag not in _TEXT_TAGS else block.parent
+        if ancestor is not None:
+            blocks.append((ancestor, points))
         for divisor in _ANCESTOR_DIVISORS:
             if ancestor is None or ancestor.tag == "html":
                 break
@@ -563,12 +570,14 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
             ancestor = ancestor.parent
     if not scores:
         return [body]
+    near_points = dict(scores)  # before the class weights
     for key, node in nodes.items():
         scores[key] *= 1 + _class_weight(node) / 50
     best = sorted(scores, key=scores.__getitem__, reverse=True)[:5]
     weighed = {key: scores[key] * (1 - _link_density(nodes[key], links)) for key in best}
     top_key = max(weighed, key=weighed.__getitem__)
-    top = _widened(nodes[top_key], weighed, nodes, scores)
+    leader = nodes[top_key]
+    top = _widened(leader, weighed, nodes, scores)
     while (parent := top.parent) is not None and parent.tag not in ("body", "html"):
         if any(child.mem_id != top.mem_id for child in parent.iter()) and not (
             # A list or a table is a part of the content (a recipe's steps, without its
@@ -601,7 +610,52 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
         elif _a_paragraph(sibling) and _is_prose(sibling, links):
             kept.append(sibling)
     posts = _alike_elsewhere(body, top, kept, links)
-    return _in_page_order(body, kept + posts) if posts else kept
+    if posts:
+        return _in_page_order(body, kept + posts)
+    total = sum(points for _, points in blocks)
+    if (
+        sum(near_points.get(root.mem_id, 0.0) for root in kept) < _SHARE_KEPT * total
+        # Not where the page names its content ("article-body"): the rest is not content.
+        and max(_class_weight(leader), _class_weight(top)) <= 0
+    ):
+        holder = _holder(top, kept, blocks, total, links)
+        if holder is not None:
+            return [holder]
+    return kept
+
+
+def _holder(
+    top: LexborNode,
+    kept: list[LexborNode],
+    blocks: list[tuple[LexborNode, float]],
+    total: float,
+    links: dict[int, float],
+) -> LexborNode | None:
+    """The element the page marks as its content (<main>, <article>, role=main) that
+    holds the content where the kept elements hold less than half the points of the
+    page's blocks (`total`): a page cut into many small parts, none of which outscores
+    the others by much (a Javadoc class: its description, summaries and details in
+    sections of their own). The first such ancestor of `top` whose blocks have three
+    quarters of the points, if its text is not mostly links; or None."""
+    kept_ids = {root.mem_id for root in kept}
+    held: dict[int, float] = {}
+    kept_points = 0.0
+    for start, points in blocks:
+        node: LexborNode | None = start
+        while node is not None and node.tag not in ("body", "html"):
+            key = node.mem_id
+            held[key] = held.get(key, 0.0) + points
+            if key in kept_ids:
+                kept_points += points
+            node = node.parent
+    if kept_points >= _SHARE_KEPT * total:
+        return None
+    for ancestor in _ancestor_nodes(top):
+        if (
+            ancestor.tag in ("main", "article") or ancestor.attrs.get("role") == "main"
+        ) and held.get(ancestor.mem_id, 0.0) >= _SHARE_HELD * total:
+            return ancestor if _link_density(ancestor, links) < 0.5 else None
+    return None
 
 
 def _alike_elsewhere(
