@@ -331,6 +331,10 @@ _MD_BLOCK_START_CHARS = frozenset("#>-+=~0123456789")
 _MD_CLOSING_HASHES = re.compile(r"(?<=[ \t])(#+[ \t]*)$")
 # A JSON escape of a UTF-16 surrogate (paired ones too, which json.loads joins).
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# An ordered list's start, as HTML's rules for parsing integers find it (a negative one
+# has no CommonMark form), and the largest number a CommonMark list item can have.
+_HTML_INTEGER = re.compile(r"[\t\n\f\r ]*\+?([0-9]+)")
+_MAX_LIST_NUMBER = 999_999_999
 _CODE_TAGS = frozenset(("code", "kbd", "samp", "tt"))
 _CODE_BLOCKS = _CODE_TAGS | {"pre"}
 _BACKTICKS = re.compile("`+")
@@ -889,7 +893,10 @@ class _Writer:
         self._md: list[str] = []
         self._link_chars = 0.0
         self._prefix = ""  # of a heading's Markdown: "## "
-        self._list: list[int] = []  # per open list: the next number, or 0 if unordered
+        # Per open list: the next number (None if unordered), and its bullet or delimiter.
+        self._list: list[tuple[int | None, str]] = []
+        # The last list closed: the blocks written then, its level, and its bullet.
+        self._closed_list: tuple[int, int, str] | None = None
         self._containers: list[_Container] = []  # the list items and quotes open
         # The last span written (its mark, inner text, and what was written), which a
         # span right after it of the same kind joins.
@@ -1021,18 +1028,25 @@ class _Writer:
                 fence = "`" * max(3, _longest_backticks(code) + 1)
                 self._add(code, f"{fence}\n{code}\n{fence}")
         elif tag in ("ul", "ol"):
-            self._list.append(1 if tag == "ol" else 0)
+            # A list right after another of its kind, at its level, would be read as more
+            # of it (CommonMark): it takes the other bullet, or the other delimiter.
+            before = self._closed_list
+            marks = "-*" if tag == "ul" else ".)"
+            mark = marks[1] if before == (len(self.blocks), len(self._list), marks[0]) else marks[0]
+            self._list.append((_list_start(node) if tag == "ol" else None, mark))
             self.render(node)
             self.end_block()
             self._list.pop()
+            self._closed_list = (len(self.blocks), len(self._list), mark)
         elif tag in ("li", "blockquote"):
             if tag == "blockquote":
                 marker = "> "
-            elif self._list and self._list[-1]:
-                marker = f"{self._list[-1]}. "
-                self._list[-1] += 1
+            elif self._list and (number := self._list[-1][0]) is not None:
+                mark = self._list[-1][1]
+                marker = f"{number}{mark} "
+                self._list[-1] = (min(number + 1, _MAX_LIST_NUMBER), mark)
             else:
-                marker = "- "
+                marker = f"{self._list[-1][1] if self._list else '-'} "
             indent = marker if tag == "blockquote" else " " * len(marker)
             self._containers.append(_Container(marker, indent))
             self.render(node)
@@ -1184,6 +1198,13 @@ def _line_numbered(rows: list[list[tuple[str, str]]]) -> bool:
         return False
     first = int(numbers[0])
     return all(int(number) == first + i for i, number in enumerate(numbers))
+
+
+def _list_start(node: LexborNode) -> int:
+    """The number of an <ol>'s first item: its `start` (read as HTML reads an integer:
+    "3rd" is 3), if a CommonMark list can start there (0 to 999999999); else 1."""
+    match = _HTML_INTEGER.match(node.attrs.get("start") or "")
+    return int(match[1]) if match and len(match[1]) <= 9 else 1
 
 
 def _before_link(md: str) -> str:

@@ -929,6 +929,31 @@ async def test_a_table_cells_lists_and_quotes_are_its_text(site: Site, tmp_path)
     ]
 
 
+async def test_markdown_lists_keep_their_numbers_and_stay_apart(site: Site, tmp_path):
+    """A list the page numbers from 7 (a recipe's steps after a photo: <ol start>) was
+    numbered from 1 in the Markdown; and two lists side by side were one to a CommonMark
+    reader, which reads a list right after another of its kind as more of it. A reader
+    finds each list, starting where the page does."""
+    body = (
+        '<ol start="7"><li>Fold in the flour.</li><li>Bake.</li></ol><ol start="0"><li>Zero'
+        "</li></ol><ul><li>One list</li></ul><ul><li>Another</li></ul><ul><li>A third</li></ul>"
+    )
+
+    markdown = await markdown_reading_back_whole(site, tmp_path, body)
+
+    assert "7. Fold in the flour.\n8. Bake." in markdown
+    lists = [
+        (token.type, token.attrGet("start"))
+        for token in MarkdownIt("commonmark").parse(markdown)
+        if token.type.endswith("list_open")
+    ]
+    assert lists == [
+        ("ordered_list_open", 7),
+        ("ordered_list_open", 0),
+        *[("bullet_list_open", None)] * 3,
+    ]
+
+
 async def test_emphasis_markdown_cannot_hold_is_its_text(site: Site, tmp_path):
     """A star that touches punctuation inside the emphasis and a letter outside it is no
     delimiter to a CommonMark reader (`文**“引”**文`, `x*(y)*z`): such emphasis is
