@@ -306,6 +306,18 @@ _REPLY = re.compile(r"^(?:re|aw|sv|vs|回复|回覆|答复)\s*[:：]\s*")
 _CREDIT = re.compile(
     r"[（(【\[]?\s*(?:责任编辑|責任編輯|责编|責編|编辑|編輯|校对|校對|(?:本文)?[来來]源)\s*[:：]"
 )
+# A Chinese page's meta line ("发布时间：2025-03-10　来源：县林业局　浏览次数：1024"): two
+# or more of these labels in a short block, which is never content, and on a page of
+# little text was its best-scored block, the same on every page of the site.
+_META_LABEL = re.compile(
+    r"(?:发布|发表|更新|时间|日期|来源|來源|作者|编辑|編輯|点击|點擊|点击数|浏览|瀏覽|阅读|閱讀"
+    r"|浏览次数|阅读次数|字号|字號)\s*[:：]"
+)
+_META_LINE_CHARS = 100
+# A Chinese site's footer: the licence every site shows ("京ICP证030173号", "沪ICP备05012345号",
+# "京公网安备 11000002000088号"), in a block of a few lines.
+_SITE_LICENCE = re.compile(r"ICP\s*[备證证]|公网安备|公網安備")
+_FOOTER_CHARS = 300
 # What a heading's permalink shows (Sphinx's and MkDocs' "¶", rustdoc's "§", Docusaurus'
 # zero-width space, GitHub's icon, which leaves nothing), and space.
 _PERMALINK_MARKS = "¶§#🔗\u200b \t\n"
@@ -555,7 +567,7 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
         if own < _MIN_BLOCK_CHARS:
             continue
         text = block.text(deep=True)
-        if _link_chars(block, links) > 0.5 * len(text):
+        if _link_chars(block, links) > 0.5 * len(text) or _meta_line(text):
             continue
         points = 1 + sum(map(text.count, _COMMAS)) + min(len(text) // 100, 3)
         # Paragraphs that are lines between <br>s, in a <div> (a novel's chapter, an old
@@ -1160,6 +1172,8 @@ class _Writer:
             text.casefold().rstrip(_LABEL_END).strip() in _LABELS or _CREDIT.match(text)
         ):
             return False  # a heading too: "Related", "Share this:", "相关阅读"
+        if _meta_line(text):
+            return False
         if self._prefix.startswith("#"):
             # A forum's reply is titled "Re: " and the thread's title.
             heading = _REPLY.sub("", " ".join(text.split()).casefold())
@@ -1184,6 +1198,16 @@ class _Writer:
             parts.append(block.markdown)
             before = block
         return "".join(parts)
+
+
+def _meta_line(text: str) -> bool:
+    """Whether `text` is a Chinese page's meta line (its date, source, author or views)
+    or its site's footer."""
+    if len(text) >= _FOOTER_CHARS:
+        return False
+    return bool(_SITE_LICENCE.search(text)) or (
+        len(text) < _META_LINE_CHARS and len(_META_LABEL.findall(text)) >= 2
+    )
 
 
 def _line_numbered(rows: list[list[tuple[str, str]]]) -> bool:

@@ -566,6 +566,47 @@ async def test_planted_near_duplicates_point_at_the_first_page(site: Site, tmp_p
     assert "near_duplicate_of" not in records[site.url + "/distinct"]
 
 
+OLD_SITE = """<html><head><meta http-equiv="Content-Type" content="text/html; charset=gb2312">
+<title>{title}--某某县人民政府网</title></head><body><table width="778" align="center">
+<tr><td><a href="/">首 页</a> | <a href="/xwzx/">新闻中心</a> | <a href="/zwgk/">政务公开</a>
+</td></tr>
+</table><table width="778" align="center"><tr><td width="190" valign="top">
+<a href="/gzdt/">工作动态</a><br><a href="/xzdt/">乡镇动态</a></td><td valign="top"><table>
+<tr><td align="center"><b>{title}</b></td></tr>
+<tr><td align="center">发布时间：2023-10-26&nbsp;&nbsp;来源：县林业局&nbsp;&nbsp;点击数：1024
+</td></tr>
+<tr><td class="f14">{article}</td></tr></table></td></tr></table>
+<table width="778" align="center"><tr><td align="center">主办：某某县人民政府办公室<br>
+地址：某某县人民路1号　电话：0000-1234567<br>备案号：某ICP备05001234号</td></tr></table>
+</body></html>"""
+
+
+async def test_short_articles_on_one_old_chinese_template_are_not_near_duplicates(
+    site: Site, tmp_path
+):
+    """An old Chinese site's pages are tables of one template: a line of date, source and
+    views, and a footer with the site's ICP licence. On a page whose article is short (a
+    notice of a line), that line was the best-scored block, so every such page had it for
+    main text and was a near-duplicate of the first. It is never content, nor the footer."""
+    articles = [
+        "国庆节放假七天，十月八日上班。",
+        "本周六上午停水，请提前储水。",
+        "图书馆周日闭馆。",
+    ]
+    for i, article in enumerate(articles):
+        page = OLD_SITE.format(title=f"工作动态{i}", article=f"<p>{article}</p>")
+        site.page(f"/{i}.html", body=page.encode("gbk"), content_type="text/html")
+    urls = [f"{site.url}/{i}.html" for i in range(len(articles))]
+
+    records = by_url(await crawl(tmp_path, urls, extract=True, max_depth=0, concurrency=1))
+
+    for url, article in zip(urls, articles, strict=True):
+        assert article in records[url]["main_text"]
+        assert "发布时间" not in records[url]["main_text"]
+        assert "ICP" not in records[url]["main_text"]
+        assert "near_duplicate_of" not in records[url]
+
+
 async def test_the_near_duplicate_index_survives_a_resume(site: Site, tmp_path):
     body = "".join(f"<p>{p}</p>" for p in PARAGRAPHS)
     site.page("/a", body=_article(body))
