@@ -213,7 +213,7 @@ _SHORT_CHARS = 200
 _LEAD_CHARS = 80
 _LEADS = ", ".join(
     f'[class~={word} i], [class*="-{word}" i], [class*="_{word}" i], [class^="{word}-" i]'
-    for word in ("lead", "intro", "standfirst", "excerpt", "subtitle")
+    for word in ("lead", "intro", "standfirst", "excerpt", "subtitle", "dek")
 )
 _COMMAS = (",", "，", "、")  # CJK text has its own commas
 _TITLE_PARTS = re.compile(r"(\s+[-|–—:·•»/]+\s+)")
@@ -441,8 +441,11 @@ def _written(tree: LexborHTMLParser, writer: _Writer, noscript: bool) -> _Writer
     else:
         work.strip_tags(_STRIPPED_TAGS)
     for header in body.css("header"):
-        # A site's header goes; an article's may hold its lead, a paragraph of its own.
-        if not any(len(p.text(deep=True)) >= _LEAD_CHARS for p in header.css("p")):
+        # A site's header goes; an article's may hold its lead, a paragraph of its own or
+        # one its class names so ("article-excerpt").
+        if header.css_first(_LEADS) is None and not any(
+            len(p.text(deep=True)) >= _LEAD_CHARS for p in header.css("p")
+        ):
             header.decompose()
     for node in body.css(_MAY_BE_BOILERPLATE):
         if node.tag not in _NEVER_BOILERPLATE and _named_boilerplate(node) and not _in_code(node):

@@ -607,6 +607,26 @@ async def test_short_articles_on_one_old_chinese_template_are_not_near_duplicate
         assert "near_duplicate_of" not in records[url]
 
 
+async def test_an_articles_short_lead_in_its_header_comes_with_it(site: Site, tmp_path):
+    """A lead shorter than a paragraph, in the article's <header> ("article-excerpt", as
+    Ghost writes it) or under a magazine's headline ("dek"), was left out: the header went
+    as a site's does, and "dek" named no lead. The site's header still goes."""
+    lead = "Three years, forty square metres, and more cats than I planned for."
+    ghost = (
+        '<html><body><header class="site-header"><p class="site-description">Notes from a'
+        ' small shop</p></header><article><header class="article-header"><h1>Lessons</h1>'
+        f'<p class="article-excerpt">{lead}</p><div class="byline">June Park</div></header>'
+        '<section class="gh-content">'
+        + "".join(f"<p>{p}</p>" for p in PARAGRAPHS[:2])
+        + "</section></article></body></html>"
+    )
+    magazine = ghost.replace('<header class="article-header">', '<div class="story-header">')
+    magazine = magazine.replace("</div></header>", "</div></div>").replace("article-excerpt", "dek")
+
+    for path, page in (("/ghost", ghost), ("/magazine", magazine)):
+        assert await extracted(site, tmp_path, page, path) == "\n".join([lead, *PARAGRAPHS[:2]])
+
+
 async def test_the_near_duplicate_index_survives_a_resume(site: Site, tmp_path):
     body = "".join(f"<p>{p}</p>" for p in PARAGRAPHS)
     site.page("/a", body=_article(body))
