@@ -1206,7 +1206,7 @@ class _Writer:
 def _meta_line(text: str) -> bool:
     """Whether `text` is a Chinese page's meta line (its date, source, author or views)
     or its site's footer."""
-    if len(text) >= _FOOTER_CHARS:
+    if len(text) >= _FOOTER_CHARS or text.isascii():  # most blocks: no search
         return False
     return bool(_SITE_LICENCE.search(text)) or (
         len(text) < _META_LINE_CHARS and len(_META_LABEL.findall(text)) >= 2
