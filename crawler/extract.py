@@ -1134,7 +1134,8 @@ class _Writer:
             lines.append("| " + " | ".join(mds) + " |")
             if i == 0:
                 lines.append("|" + " --- |" * width)
-        text = "\n".join("\t".join(t for t, _ in cells) for cells in rows)
+        # A row a line: a cell's lines (between <br>s, or of its code) are joined.
+        text = "\n".join("\t".join(" ".join(t.split("\n")) for t, _ in cells) for cells in rows)
         self._add(text, "\n".join(lines))
 
     def _unflanked_emphasis(self) -> None:

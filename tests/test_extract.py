@@ -990,6 +990,25 @@ async def test_a_table_cells_lists_and_quotes_are_its_text(site: Site, tmp_path)
     ]
 
 
+async def test_a_table_row_is_one_line_of_main_text_whatever_its_cells_hold(site: Site, tmp_path):
+    """A table row is a line of the main text, its cells tab-separated: a cell's lines
+    between <br>s (a Chinese notice's address cell) or of its code broke the row in two,
+    its last cells on a line of their own."""
+    body = (
+        "<table><tr><th>单位</th><th>地址</th><th>电话</th></tr>"
+        "<tr><td>县人民医院</td><td>人民路1号<br>门诊楼二层</td><td>1234567</td></tr>"
+        "<tr><td>example</td><td><pre>x = 1\ny = 2</pre></td><td>code</td></tr></table>"
+    )
+
+    _, _, main_text = await read_back(site, tmp_path, body)
+
+    assert main_text.split("\n")[1:] == [
+        "单位\t地址\t电话",
+        "县人民医院\t人民路1号 门诊楼二层\t1234567",
+        "example\tx = 1 y = 2\tcode",
+    ]
+
+
 async def test_markdown_lists_keep_their_numbers_and_stay_apart(site: Site, tmp_path):
     """A list the page numbers from 7 (a recipe's steps after a photo: <ol start>) was
     numbered from 1 in the Markdown; and two lists side by side were one to a CommonMark
