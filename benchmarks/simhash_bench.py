@@ -3,6 +3,7 @@
     python benchmarks/simhash_bench.py --data DIR        # planted pairs from real articles
     python benchmarks/simhash_bench.py --index 1000000   # lookup time and memory
     python benchmarks/simhash_bench.py --redis-index 1000000   # the shared index (--redis)
+    python benchmarks/simhash_bench.py --chinese         # one Chinese sentence changed
 
 DIR is a checkout of scrapinghub/article-extraction-benchmark (see
 extract_eval.py): its 181 hand-extracted article bodies are the texts. For each
@@ -249,6 +250,45 @@ def pairs_report(texts: list[str], shingle_tokens: int) -> None:
         print(f"  {name:20}: {false} of {pairs} pairs flagged; precision {precision:.4f}")
 
 
+_SENTENCES = [
+    "另据了解，相关部门还将在下月召开专题会议，对下一阶段工作作出具体安排。",
+    "记者注意到，不少市民对此表示欢迎，认为这一做法切实解决了群众的实际困难。",
+    "专家建议，有关方面应加强宣传引导，让更多人了解政策内容和办理流程。",
+]
+
+
+def chinese_report(articles: int, parts: int) -> None:
+    """One sentence added to, or put in the place of another in, Chinese articles made of
+    `parts` main texts of tests/data/extract_pages (about 300 characters each); and the
+    distances between those main texts, each with another."""
+    pages = Path(__file__).parent.parent / "tests" / "data" / "extract_pages"
+    texts = [path.read_text(encoding="utf-8").strip() for path in sorted(pages.rglob("*.txt"))]
+    texts = [t for t in texts if sum("\u4e00" <= c <= "\u9fff" for c in t) > 100]
+    rng = random.Random(5)
+    found = {"added": 0, "replaced": 0}
+    lengths = []
+    for _ in range(articles):
+        article = "\n".join(rng.sample(texts, parts))
+        lengths.append(len(article))
+        sentences = [s for s in article.replace("。", "。\0").split("\0") if s.strip()]
+        i = rng.randrange(1, len(sentences) - 1)
+        new = rng.choice(_SENTENCES)
+        changed = {
+            "added": [*sentences[:i], new, *sentences[i:]],
+            "replaced": [*sentences[:i], new, *sentences[i + 1 :]],
+        }
+        before = simhash(article)
+        for kind, after in changed.items():
+            near = distance(before, simhash("".join(after))) <= MAX_DISTANCE  # type: ignore[arg-type]
+            found[kind] += near
+    print(f"{articles} Chinese articles of {parts} texts, {sum(lengths) // len(lengths)} chars:")
+    for kind, hits in found.items():
+        print(f"  recall, a sentence {kind:8} {hits / articles:.3f}  ({hits}/{articles})")
+    prints = [simhash(t) for t in texts]
+    gaps = [distance(a, b) for a, b in combinations(prints, 2)]  # type: ignore[arg-type]
+    print(f"  distinct texts: {len(gaps)} pairs, smallest distance {min(gaps)} bits")
+
+
 def index_report(n: int, lookups: int) -> None:
     rng = random.Random(7)
     gc.collect()
@@ -318,7 +358,11 @@ def main() -> int:
     parser.add_argument("--index", type=int, default=0, help="fingerprints for the index bench")
     parser.add_argument("--lookups", type=int, default=100_000)
     parser.add_argument("--redis-index", type=int, default=0, help="fingerprints, in Redis")
+    parser.add_argument("--chinese", action="store_true", help="one Chinese sentence changed")
     args = parser.parse_args()
+    if args.chinese:
+        for parts in (1, 2, 4, 8):
+            chinese_report(200, parts)
     if args.data:
         truth = json.loads((args.data / "ground-truth.json").read_text(encoding="utf-8"))
         texts = [v["articleBody"] for _, v in sorted(truth.items()) if v["articleBody"].strip()]

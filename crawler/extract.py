@@ -204,13 +204,20 @@ _TEXT_TAGS = frozenset(("p", "pre", "li"))
 _LIST_TAGS = frozenset(("ul", "ol", "dl", "table", "tbody"))
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _MIN_BLOCK_CHARS = 25
+# Content whose best-scored part holds less than this share of the points of the page's
+# blocks is widened to the ancestor that holds at least the second share.
+_SHARE_KEPT = 0.5
+_SHARE_HELD = 0.75
 # Main text this short may be a page whose text is in <noscript>, for browsers without scripts.
 _SHORT_CHARS = 200
 _LEAD_CHARS = 80
-_LEADS = ", ".join(
-    f'[class~={word} i], [class*="-{word}" i], [class*="_{word}" i], [class^="{word}-" i]'
-    for word in ("lead", "intro", "standfirst", "excerpt", "subtitle")
-)
+# A lead's class: one of these words as a class name, after a hyphen or an underscore
+# ("article-excerpt", "story_dek"), or first before a hyphen ("lead-text"). One query finds
+# the classes that hold a word anywhere, and `_named_lead` checks the rule: Lexbor matches
+# a selector list a selector at a time, and the 4 selectors a word were a fifth of the
+# extraction's time on the Python docs.
+_LEAD_WORDS = ("lead", "intro", "standfirst", "excerpt", "subtitle", "dek")
+_MAY_BE_LEAD = ", ".join(f"[class*={word} i]" for word in _LEAD_WORDS)
 _COMMAS = (",", "，", "、")  # CJK text has its own commas
 _TITLE_PARTS = re.compile(r"(\s+[-|–—:·•»/]+\s+)")
 # Chinese titles join their parts without spaces ("标题_新闻中心_某某网", "标题-某某网",
@@ -297,8 +304,23 @@ _LABELS = frozenset(
 )
 # A forum reply's subject: "Re: ", "AW: " (German), "Sv: ", "回复：" and the thread's title.
 _REPLY = re.compile(r"^(?:re|aw|sv|vs|回复|回覆|答复)\s*[:：]\s*")
-# A Chinese news article's last line, who edited it: "（责任编辑：李明）", "责任编辑：王芳_NN1234".
-_CREDIT = re.compile(r"[（(【\[]?\s*(?:责任编辑|責任編輯|编辑|編輯|校对|校對)\s*[:：]")
+# A Chinese news article's last lines: who edited it ("（责任编辑：李明）", "(责编：赵敏)"),
+# and where it came from ("本文来源：都市晨报 责任编辑：王芳_NN1234", NetEase's).
+_CREDIT = re.compile(
+    r"[（(【\[]?\s*(?:责任编辑|責任編輯|责编|責編|编辑|編輯|校对|校對|(?:本文)?[来來]源)\s*[:：]"
+)
+# A Chinese page's meta line ("发布时间：2025-03-10　来源：县林业局　浏览次数：1024"): two
+# or more of these labels in a short block, which is never content, and on a page of
+# little text was its best-scored block, the same on every page of the site.
+_META_LABEL = re.compile(
+    r"(?:发布|发表|更新|时间|日期|来源|來源|作者|编辑|編輯|点击|點擊|点击数|浏览|瀏覽|阅读|閱讀"
+    r"|浏览次数|阅读次数|字号|字號)\s*[:：]"
+)
+_META_LINE_CHARS = 100
+# A Chinese site's footer: the licence every site shows ("京ICP证030173号", "沪ICP备05012345号",
+# "京公网安备 11000002000088号"), in a block of a few lines.
+_SITE_LICENCE = re.compile(r"ICP\s*[备證证]|公网安备|公網安備")
+_FOOTER_CHARS = 300
 # What a heading's permalink shows (Sphinx's and MkDocs' "¶", rustdoc's "§", Docusaurus'
 # zero-width space, GitHub's icon, which leaves nothing), and space.
 _PERMALINK_MARKS = "¶§#🔗\u200b \t\n"
@@ -324,6 +346,10 @@ _MD_BLOCK_START_CHARS = frozenset("#>-+=~0123456789")
 _MD_CLOSING_HASHES = re.compile(r"(?<=[ \t])(#+[ \t]*)$")
 # A JSON escape of a UTF-16 surrogate (paired ones too, which json.loads joins).
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# An ordered list's start, as HTML's rules for parsing integers find it (a negative one
+# has no CommonMark form), and the largest number a CommonMark list item can have.
+_HTML_INTEGER = re.compile(r"[\t\n\f\r ]*\+?([0-9]+)")
+_MAX_LIST_NUMBER = 999_999_999
 _CODE_TAGS = frozenset(("code", "kbd", "samp", "tt"))
 _CODE_BLOCKS = _CODE_TAGS | {"pre"}
 _BACKTICKS = re.compile("`+")
@@ -418,8 +444,11 @@ def _written(tree: LexborHTMLParser, writer: _Writer, noscript: bool) -> _Writer
     else:
         work.strip_tags(_STRIPPED_TAGS)
     for header in body.css("header"):
-        # A site's header goes; an article's may hold its lead, a paragraph of its own.
-        if not any(len(p.text(deep=True)) >= _LEAD_CHARS for p in header.css("p")):
+        # A site's header goes; an article's may hold its lead, a paragraph of its own or
+        # one its class names so ("article-excerpt").
+        if not any(map(_named_lead, header.css(_MAY_BE_LEAD))) and not any(
+            len(p.text(deep=True)) >= _LEAD_CHARS for p in header.css("p")
+        ):
             header.decompose()
     for node in body.css(_MAY_BE_BOILERPLATE):
         if node.tag not in _NEVER_BOILERPLATE and _named_boilerplate(node) and not _in_code(node):
@@ -454,8 +483,12 @@ def _lead(roots: list[LexborNode]) -> LexborNode | None:
     for _ in range(3):
         if ancestor is None or ancestor.tag in ("body", "html"):
             return None
-        for node in ancestor.css(_LEADS):
-            if node.mem_id in kept or len(node.text(deep=True).strip()) < _MIN_BLOCK_CHARS:
+        for node in ancestor.css(_MAY_BE_LEAD):
+            if (
+                node.mem_id in kept
+                or not _named_lead(node)
+                or len(node.text(deep=True).strip()) < _MIN_BLOCK_CHARS
+            ):
                 continue
             inside = node.parent
             while inside is not None and inside.mem_id not in kept:
@@ -464,6 +497,19 @@ def _lead(roots: list[LexborNode]) -> LexborNode | None:
                 return node
         ancestor = ancestor.parent
     return None
+
+
+def _named_lead(node: LexborNode) -> bool:
+    """Whether `node`'s class names a lead (see _LEAD_WORDS)."""
+    classes = (node.attrs.get("class") or "").lower()
+    names = classes.split()
+    return any(
+        word in names
+        or f"-{word}" in classes
+        or f"_{word}" in classes
+        or classes.startswith(f"{word}-")
+        for word in _LEAD_WORDS
+    )
 
 
 def _named_boilerplate(node: LexborNode) -> bool:
@@ -538,17 +584,20 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
     scores: dict[int, float] = {}
     nodes: dict[int, LexborNode] = {}
     links = _link_texts(body)
+    blocks: list[tuple[LexborNode, float]] = []  # where each block's points start, and them
     for block in body.css("p, pre, td, blockquote, li, div, section, article, dd"):
         own, breaks = _own_text(block)
         if own < _MIN_BLOCK_CHARS:
             continue
         text = block.text(deep=True)
-        if _link_chars(block, links) > 0.5 * len(text):
+        if _link_chars(block, links) > 0.5 * len(text) or _meta_line(text):
             continue
         points = 1 + sum(map(text.count, _COMMAS)) + min(len(text) // 100, 3)
         # Paragraphs that are lines between <br>s, in a <div> (a novel's chapter, an old
         # site's page): the <div> is their parent, as Readability.js makes it.
         ancestor = block if breaks >= 2 and block.tag not in _TEXT_TAGS else block.parent
+        if ancestor is not None:
+            blocks.append((ancestor, points))
         for divisor in _ANCESTOR_DIVISORS:
             if ancestor is None or ancestor.tag == "html":
                 break
@@ -560,12 +609,14 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
             ancestor = ancestor.parent
     if not scores:
         return [body]
+    near_points = dict(scores)  # before the class weights
     for key, node in nodes.items():
         scores[key] *= 1 + _class_weight(node) / 50
     best = sorted(scores, key=scores.__getitem__, reverse=True)[:5]
     weighed = {key: scores[key] * (1 - _link_density(nodes[key], links)) for key in best}
     top_key = max(weighed, key=weighed.__getitem__)
-    top = _widened(nodes[top_key], weighed, nodes, scores)
+    leader = nodes[top_key]
+    top = _widened(leader, weighed, nodes, scores)
     while (parent := top.parent) is not None and parent.tag not in ("body", "html"):
         if any(child.mem_id != top.mem_id for child in parent.iter()) and not (
             # A list or a table is a part of the content (a recipe's steps, without its
@@ -598,32 +649,77 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
         elif _a_paragraph(sibling) and _is_prose(sibling, links):
             kept.append(sibling)
     posts = _alike_elsewhere(body, top, kept, links)
-    return _in_page_order(body, kept + posts) if posts else kept
+    if posts:
+        return _in_page_order(body, kept + posts)
+    total = sum(points for _, points in blocks)
+    if (
+        sum(near_points.get(root.mem_id, 0.0) for root in kept) < _SHARE_KEPT * total
+        # Not where the page names its content ("article-body"): the rest is not content.
+        and max(_class_weight(leader), _class_weight(top)) <= 0
+    ):
+        holder = _holder(top, kept, blocks, total, links)
+        if holder is not None:
+            return [holder]
+    return kept
+
+
+def _holder(
+    top: LexborNode,
+    kept: list[LexborNode],
+    blocks: list[tuple[LexborNode, float]],
+    total: float,
+    links: dict[int, float],
+) -> LexborNode | None:
+    """The element the page marks as its content (<main>, <article>, role=main) that
+    holds the content where the kept elements hold less than half the points of the
+    page's blocks (`total`): a page cut into many small parts, none of which outscores
+    the others by much (a Javadoc class: its description, summaries and details in
+    sections of their own). The first such ancestor of `top` whose blocks have three
+    quarters of the points, if its text is not mostly links; or None."""
+    kept_ids = {root.mem_id for root in kept}
+    held: dict[int, float] = {}
+    kept_points = 0.0
+    for start, points in blocks:
+        node: LexborNode | None = start
+        while node is not None and node.tag not in ("body", "html"):
+            key = node.mem_id
+            held[key] = held.get(key, 0.0) + points
+            if key in kept_ids:
+                kept_points += points
+            node = node.parent
+    if kept_points >= _SHARE_KEPT * total:
+        return None
+    for ancestor in _ancestor_nodes(top):
+        if (
+            ancestor.tag in ("main", "article") or ancestor.attrs.get("role") == "main"
+        ) and held.get(ancestor.mem_id, 0.0) >= _SHARE_HELD * total:
+            return ancestor if _link_density(ancestor, links) < 0.5 else None
+    return None
 
 
 def _alike_elsewhere(
     body: LexborNode, top: LexborNode, kept: list[LexborNode], links: dict[int, float]
 ) -> list[LexborNode]:
-    """The other posts of a thread (a forum's, a Q&A page's): elements of the top's tag
-    and class, under ancestors of the same tags and classes, that hold a block of text
-    and are not mostly links. The top is the longest post only, and a thread's replies
-    are no siblings of it."""
-    top_class = top.attrs.get("class")
-    if not top_class:
-        return []
-    escaped = top_class.replace("\\", "\\\\").replace('"', '\\"')
-    alike = [
-        node for node in body.css(f'{top.tag}[class="{escaped}"]') if node.mem_id != top.mem_id
-    ]
-    if not alike:
-        return []
+    """The other posts of a thread (a forum's, a Q&A page's), which are no siblings of
+    the top: elements of the top's tag and class, under ancestors of the same tags and
+    classes; and where the top is or holds a post marked up as a schema.org post's `text`
+    (Stack Exchange's question and answers, under wrappers of their own: "question",
+    "answer"), the others of its tag and class so marked up. Each holds a block of text
+    and is not mostly links."""
     shape = _shape(top)
+    found = [node for node in _of_tag_and_class(body, top) if _alike_shapes(_shape(node), shape)]
+    texts = [top] if top.attrs.get("itemprop") == "text" else top.css('[itemprop="text"]')
+    for kind in {(post.tag, post.attrs.get("class")): post for post in texts}.values():
+        found += [
+            node for node in _of_tag_and_class(body, kind) if node.attrs.get("itemprop") == "text"
+        ]
+    if not found:
+        return []
     inside = {node.mem_id for root in kept for node in root.traverse()}
     found = [
         node
-        for node in alike
+        for node in _in_page_order(body, found)
         if node.mem_id not in inside
-        and _alike_shapes(_shape(node), shape)
         and _post_chars(node.text(deep=True).strip()) >= _MIN_BLOCK_CHARS
         and _link_density(node, links) < 0.5
         and not _ancestors(node) & inside
@@ -631,6 +727,17 @@ def _alike_elsewhere(
     # A post inside another found one (a quoted post) goes with it.
     outer = {node.mem_id for node in found}
     return [node for node in found if not _ancestors(node) & outer]
+
+
+def _of_tag_and_class(body: LexborNode, node: LexborNode) -> list[LexborNode]:
+    """The elements of `node`'s tag and class attribute but `node` (none if it has no class)."""
+    classes = node.attrs.get("class")
+    if not classes:
+        return []
+    escaped = classes.replace("\\", "\\\\").replace('"', '\\"')
+    return [
+        other for other in body.css(f'{node.tag}[class="{escaped}"]') if other.mem_id != node.mem_id
+    ]
 
 
 def _post_chars(text: str) -> int:
@@ -821,7 +928,10 @@ class _Writer:
         self._md: list[str] = []
         self._link_chars = 0.0
         self._prefix = ""  # of a heading's Markdown: "## "
-        self._list: list[int] = []  # per open list: the next number, or 0 if unordered
+        # Per open list: the next number (None if unordered), and its bullet or delimiter.
+        self._list: list[tuple[int | None, str]] = []
+        # The last list closed: the blocks written then, its level, and its bullet.
+        self._closed_list: tuple[int, int, str] | None = None
         self._containers: list[_Container] = []  # the list items and quotes open
         # The last span written (its mark, inner text, and what was written), which a
         # span right after it of the same kind joins.
@@ -953,18 +1063,25 @@ class _Writer:
                 fence = "`" * max(3, _longest_backticks(code) + 1)
                 self._add(code, f"{fence}\n{code}\n{fence}")
         elif tag in ("ul", "ol"):
-            self._list.append(1 if tag == "ol" else 0)
+            # A list right after another of its kind, at its level, would be read as more
+            # of it (CommonMark): it takes the other bullet, or the other delimiter.
+            before = self._closed_list
+            marks = "-*" if tag == "ul" else ".)"
+            mark = marks[1] if before == (len(self.blocks), len(self._list), marks[0]) else marks[0]
+            self._list.append((_list_start(node) if tag == "ol" else None, mark))
             self.render(node)
             self.end_block()
             self._list.pop()
+            self._closed_list = (len(self.blocks), len(self._list), mark)
         elif tag in ("li", "blockquote"):
             if tag == "blockquote":
                 marker = "> "
-            elif self._list and self._list[-1]:
-                marker = f"{self._list[-1]}. "
-                self._list[-1] += 1
+            elif self._list and (number := self._list[-1][0]) is not None:
+                mark = self._list[-1][1]
+                marker = f"{number}{mark} "
+                self._list[-1] = (min(number + 1, _MAX_LIST_NUMBER), mark)
             else:
-                marker = "- "
+                marker = f"{self._list[-1][1] if self._list else '-'} "
             indent = marker if tag == "blockquote" else " " * len(marker)
             self._containers.append(_Container(marker, indent))
             self.render(node)
@@ -1017,7 +1134,8 @@ class _Writer:
             lines.append("| " + " | ".join(mds) + " |")
             if i == 0:
                 lines.append("|" + " --- |" * width)
-        text = "\n".join("\t".join(t for t, _ in cells) for cells in rows)
+        # A row a line: a cell's lines (between <br>s, or of its code) are joined.
+        text = "\n".join("\t".join(" ".join(t.split("\n")) for t, _ in cells) for cells in rows)
         self._add(text, "\n".join(lines))
 
     def _unflanked_emphasis(self) -> None:
@@ -1078,6 +1196,8 @@ class _Writer:
             text.casefold().rstrip(_LABEL_END).strip() in _LABELS or _CREDIT.match(text)
         ):
             return False  # a heading too: "Related", "Share this:", "相关阅读"
+        if _meta_line(text):
+            return False
         if self._prefix.startswith("#"):
             # A forum's reply is titled "Re: " and the thread's title.
             heading = _REPLY.sub("", " ".join(text.split()).casefold())
@@ -1104,6 +1224,16 @@ class _Writer:
         return "".join(parts)
 
 
+def _meta_line(text: str) -> bool:
+    """Whether `text` is a Chinese page's meta line (its date, source, author or views)
+    or its site's footer."""
+    if len(text) >= _FOOTER_CHARS or text.isascii():  # most blocks: no search
+        return False
+    return bool(_SITE_LICENCE.search(text)) or (
+        len(text) < _META_LINE_CHARS and len(_META_LABEL.findall(text)) >= 2
+    )
+
+
 def _line_numbered(rows: list[list[tuple[str, str]]]) -> bool:
     """Whether a table's first column numbers the lines of code in the others, one
     after another (Pygments' and code viewers' tables)."""
@@ -1116,6 +1246,13 @@ def _line_numbered(rows: list[list[tuple[str, str]]]) -> bool:
         return False
     first = int(numbers[0])
     return all(int(number) == first + i for i, number in enumerate(numbers))
+
+
+def _list_start(node: LexborNode) -> int:
+    """The number of an <ol>'s first item: its `start` (read as HTML reads an integer:
+    "3rd" is 3), if a CommonMark list can start there (0 to 999999999); else 1."""
+    match = _HTML_INTEGER.match(node.attrs.get("start") or "")
+    return int(match[1]) if match and len(match[1]) <= 9 else 1
 
 
 def _before_link(md: str) -> str:

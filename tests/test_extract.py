@@ -361,12 +361,21 @@ async def test_a_wikis_edit_links_are_no_part_of_its_headings(site: Site, tmp_pa
 
 async def test_a_chinese_articles_editor_line_is_left_out(site: Site, tmp_path):
     """Chinese news portals end an article with who edited it ("（责任编辑：李明）" at
-    Sina, "责任编辑：王芳_NN1234" at NetEase): it was the main text's last line."""
+    Sina, "(责编：赵敏)" at People's Daily) and where it came from ("本文来源：都市晨报
+    责任编辑：王芳_NN1234" at NetEase): they were the main text's last lines. A paragraph
+    that begins with a source is kept."""
     prose = [
         "国家统计局今天发布数据显示，前三季度国内生产总值同比增长，经济运行总体回升向好。",
         "分行业看，制造业增加值增长较快，其中高技术制造业增长明显，新能源汽车产量增长较快。",
+        "来源：据国家统计局初步核算，前三季度国内生产总值超过九十万亿元，按不变价格计算同比增长。",
     ]
-    credits = ["（责任编辑：李明）", "责任编辑：王芳_NN1234", "編輯：陳小明"]
+    credits = [
+        "（责任编辑：李明）",
+        "责任编辑：王芳_NN1234",
+        "編輯：陳小明",
+        "(责编：赵敏、李强)",
+        "本文来源：都市晨报 责任编辑：王芳_NN1234",
+    ]
     blocks = [*prose, *credits]
     site.page("/", body="<article>" + "".join(f"<p>{b}</p>" for b in blocks) + "</article>")
 
@@ -555,6 +564,67 @@ async def test_planted_near_duplicates_point_at_the_first_page(site: Site, tmp_p
     for path in ("/dated", "/with-ad", "/with-comments", "/few-words"):
         assert records[site.url + path]["near_duplicate_of"] == first, path
     assert "near_duplicate_of" not in records[site.url + "/distinct"]
+
+
+OLD_SITE = """<html><head><meta http-equiv="Content-Type" content="text/html; charset=gb2312">
+<title>{title}--某某县人民政府网</title></head><body><table width="778" align="center">
+<tr><td><a href="/">首 页</a> | <a href="/xwzx/">新闻中心</a> | <a href="/zwgk/">政务公开</a>
+</td></tr>
+</table><table width="778" align="center"><tr><td width="190" valign="top">
+<a href="/gzdt/">工作动态</a><br><a href="/xzdt/">乡镇动态</a></td><td valign="top"><table>
+<tr><td align="center"><b>{title}</b></td></tr>
+<tr><td align="center">发布时间：2023-10-26&nbsp;&nbsp;来源：县林业局&nbsp;&nbsp;点击数：1024
+</td></tr>
+<tr><td class="f14">{article}</td></tr></table></td></tr></table>
+<table width="778" align="center"><tr><td align="center">主办：某某县人民政府办公室<br>
+地址：某某县人民路1号　电话：0000-1234567<br>备案号：某ICP备05001234号</td></tr></table>
+</body></html>"""
+
+
+async def test_short_articles_on_one_old_chinese_template_are_not_near_duplicates(
+    site: Site, tmp_path
+):
+    """An old Chinese site's pages are tables of one template: a line of date, source and
+    views, and a footer with the site's ICP licence. On a page whose article is short (a
+    notice of a line), that line was the best-scored block, so every such page had it for
+    main text and was a near-duplicate of the first. It is never content, nor the footer."""
+    articles = [
+        "国庆节放假七天，十月八日上班。",
+        "本周六上午停水，请提前储水。",
+        "图书馆周日闭馆。",
+    ]
+    for i, article in enumerate(articles):
+        page = OLD_SITE.format(title=f"工作动态{i}", article=f"<p>{article}</p>")
+        site.page(f"/{i}.html", body=page.encode("gbk"), content_type="text/html")
+    urls = [f"{site.url}/{i}.html" for i in range(len(articles))]
+
+    records = by_url(await crawl(tmp_path, urls, extract=True, max_depth=0, concurrency=1))
+
+    for url, article in zip(urls, articles, strict=True):
+        assert article in records[url]["main_text"]
+        assert "发布时间" not in records[url]["main_text"]
+        assert "ICP" not in records[url]["main_text"]
+        assert "near_duplicate_of" not in records[url]
+
+
+async def test_an_articles_short_lead_in_its_header_comes_with_it(site: Site, tmp_path):
+    """A lead shorter than a paragraph, in the article's <header> ("article-excerpt", as
+    Ghost writes it) or under a magazine's headline ("dek"), was left out: the header went
+    as a site's does, and "dek" named no lead. The site's header still goes."""
+    lead = "Three years, forty square metres, and more cats than I planned for."
+    ghost = (
+        '<html><body><header class="site-header"><p class="site-description">Notes from a'
+        ' small shop</p></header><article><header class="article-header"><h1>Lessons</h1>'
+        f'<p class="article-excerpt">{lead}</p><div class="byline">June Park</div></header>'
+        '<section class="gh-content">'
+        + "".join(f"<p>{p}</p>" for p in PARAGRAPHS[:2])
+        + "</section></article></body></html>"
+    )
+    magazine = ghost.replace('<header class="article-header">', '<div class="story-header">')
+    magazine = magazine.replace("</div></header>", "</div></div>").replace("article-excerpt", "dek")
+
+    for path, page in (("/ghost", ghost), ("/magazine", magazine)):
+        assert await extracted(site, tmp_path, page, path) == "\n".join([lead, *PARAGRAPHS[:2]])
 
 
 async def test_the_near_duplicate_index_survives_a_resume(site: Site, tmp_path):
@@ -920,6 +990,50 @@ async def test_a_table_cells_lists_and_quotes_are_its_text(site: Site, tmp_path)
     ]
 
 
+async def test_a_table_row_is_one_line_of_main_text_whatever_its_cells_hold(site: Site, tmp_path):
+    """A table row is a line of the main text, its cells tab-separated: a cell's lines
+    between <br>s (a Chinese notice's address cell) or of its code broke the row in two,
+    its last cells on a line of their own."""
+    body = (
+        "<table><tr><th>单位</th><th>地址</th><th>电话</th></tr>"
+        "<tr><td>县人民医院</td><td>人民路1号<br>门诊楼二层</td><td>1234567</td></tr>"
+        "<tr><td>example</td><td><pre>x = 1\ny = 2</pre></td><td>code</td></tr></table>"
+    )
+
+    _, _, main_text = await read_back(site, tmp_path, body)
+
+    assert main_text.split("\n")[1:] == [
+        "单位\t地址\t电话",
+        "县人民医院\t人民路1号 门诊楼二层\t1234567",
+        "example\tx = 1 y = 2\tcode",
+    ]
+
+
+async def test_markdown_lists_keep_their_numbers_and_stay_apart(site: Site, tmp_path):
+    """A list the page numbers from 7 (a recipe's steps after a photo: <ol start>) was
+    numbered from 1 in the Markdown; and two lists side by side were one to a CommonMark
+    reader, which reads a list right after another of its kind as more of it. A reader
+    finds each list, starting where the page does."""
+    body = (
+        '<ol start="7"><li>Fold in the flour.</li><li>Bake.</li></ol><ol start="0"><li>Zero'
+        "</li></ol><ul><li>One list</li></ul><ul><li>Another</li></ul><ul><li>A third</li></ul>"
+    )
+
+    markdown = await markdown_reading_back_whole(site, tmp_path, body)
+
+    assert "7. Fold in the flour.\n8. Bake." in markdown
+    lists = [
+        (token.type, token.attrGet("start"))
+        for token in MarkdownIt("commonmark").parse(markdown)
+        if token.type.endswith("list_open")
+    ]
+    assert lists == [
+        ("ordered_list_open", 7),
+        ("ordered_list_open", 0),
+        *[("bullet_list_open", None)] * 3,
+    ]
+
+
 async def test_emphasis_markdown_cannot_hold_is_its_text(site: Site, tmp_path):
     """A star that touches punctuation inside the emphasis and a letter outside it is no
     delimiter to a CommonMark reader (`文**“引”**文`, `x*(y)*z`): such emphasis is
@@ -951,6 +1065,63 @@ async def test_a_short_chinese_reply_is_a_post_of_the_thread(site: Site, tmp_pat
     [record] = await crawl(tmp_path, [site.url + "/thread"], extract=True, max_depth=0)
 
     assert record["main_text"] == "\n".join(posts)
+
+
+async def test_a_questions_main_text_is_the_question_and_every_answer(site: Site, tmp_path):
+    """Stack Exchange marks a question's and each answer's body up as a schema.org post's
+    `text`, the same class under wrappers of their own ("question", "answer"): only the
+    longest post was found. Every post is, in page order; the comments under them are not."""
+    question = "I copy a list of lists and change one item of the copy, but the original too."
+    answers = [
+        "Slicing makes a shallow copy: the new outer list holds the same inner lists, so a"
+        " change to one of them shows in both. Use copy.deepcopy, or copy each inner list.",
+        "If the inner items are numbers only, a list comprehension is faster than deepcopy.",
+    ]
+
+    def post(wrapper: str, cell: str, text: str) -> str:
+        return (
+            f'<div class="{wrapper}"><div class="post-layout"><div class="votecell">12</div>'
+            f'<div class="{cell}"><div class="s-prose js-post-body" itemprop="text"><p>{text}'
+            '</p></div><div class="comments"><ul><li class="comment">See also the docs on the'
+            " copy module, they explain it well.</li></ul></div></div></div></div>"
+        )
+
+    page = (
+        '<html><body><div id="mainbar">'
+        + post("question", "postcell", question)
+        + '<div id="answers"><h2>2 Answers</h2>'
+        + "".join(post("answer", "answercell", text) for text in answers)
+        + "</div></div></body></html>"
+    )
+
+    assert await extracted(site, tmp_path, page) == "\n".join([question, *answers])
+
+
+async def test_a_page_of_many_small_parts_in_its_main_gives_them_all(site: Site, tmp_path):
+    """A Javadoc class page is its description, summaries and details in sections of their
+    own, none much longer than the others: the best-scored one alone was found, a quarter
+    of the page. Where it holds less than half, the page's <main> that holds the rest is
+    the content; an article body the page names as such is not widened."""
+    parts = [
+        "A token bucket that refills at a fixed rate, one token a tick, up to its capacity.",
+        "Creates a full bucket of the given capacity, refilled every given duration.",
+        "Takes one token if there is one, and returns whether it took one.",
+        "Takes one token if there is one. Never blocks, never throws an exception.",
+    ]
+    sections = "".join(
+        f'<li><section><h2>Part {i}</h2><ul><li><div class="block{i}"><p>{text}</p>'
+        "</div></li></ul></section></li>"
+        for i, text in enumerate(parts)
+    )
+    page = f'<html><body><nav>Overview Package Class</nav><main><ul class="x">{sections}</ul>'
+    page += "</main><footer>Copyright</footer></body></html>"
+
+    main_text = await extracted(site, tmp_path, page)
+
+    assert main_text == "\n".join(f"Part {i}\n{text}" for i, text in enumerate(parts))
+
+    named = page.replace('class="block0"', 'class="article-body"')
+    assert await extracted(site, tmp_path, named, "/named") == f"Part 0\n{parts[0]}"
 
 
 def _markup_lookalike_page(rng: random.Random) -> str:

@@ -8,12 +8,13 @@ from __future__ import annotations
 from tests.conftest import Site, crawl
 from tests.extract_pages import pages, score, summary
 
-# F1 of the token means when the floors were set: dev 0.990 (23 pages; its first 16
-# were at 0.867 before the fixes made on them), test 0.930 (0.866 before; scored only,
-# never tuned on). The floors leave a margin for a change that trades a little on one
-# page for more on others.
-DEV_F1_FLOOR = 0.97
-TEST_F1_FLOOR = 0.91
+# F1 of the token means when the floors were set: dev 0.988 (26 pages: QA round 4's 23,
+# at 0.990, and 3 of its test pages that round 5 was made for), test 0.975 (13 pages;
+# with those 3, 0.930 before round 5 and 0.975 after), holdout 0.935 (20 pages written
+# for round 5 before its changes, 0.935 before and after; scored only, never tuned on).
+# The floors leave a margin for a change that trades a little on one page for more on
+# others.
+FLOORS = {"dev": 0.97, "test": 0.95, "holdout": 0.91}
 ORDER_F1_FLOOR = 0.90
 
 
@@ -33,7 +34,7 @@ async def test_a_crawl_of_the_corpus_finds_each_pages_main_text(site: Site, tmp_
 
     assert len(records) == len(paths)
     found = {record["url"].removeprefix(site.url + "/"): record for record in records}
-    for split, floor in (("dev", DEV_F1_FLOOR), ("test", TEST_F1_FLOOR)):
+    for split, floor in FLOORS.items():
         scores = [score(path, found[f"{split}/{path.name}"]["main_text"]) for path in pages(split)]
         precision, recall, f1, order_f1 = summary(scores)
         assert f1 >= floor, (split, precision, recall, f1)
