@@ -79,7 +79,9 @@ class RecrawlFigures(TypedDict):
     unlinked_404_410: int
     not_due: int  # --revisit: carried over, not requested
     reached_by_redirect: int  # previous pages a redirect ended at (or went through)
-    gone: int | None  # previous pages not checked; None when processes share the crawl
+    # previous pages not checked; None while links are left to follow (a crawl going on,
+    # or stopped short), or other processes (--redis) check them too, before the end
+    gone: int | None
     previous_pages: int
     body_bytes_saved: int
 
@@ -415,12 +417,21 @@ class Stats:
             figures["recrawl"] = self.recrawl_figures()
         return figures
 
+    def following(self) -> bool:
+        """Whether URLs are still queued or in flight: the crawl is going on, or was
+        stopped (--max-pages, Ctrl-C) before it followed every link."""
+        scheduler = self._scheduler
+        return scheduler is not None and bool(scheduler.queued or scheduler.in_flight)
+
     def recrawl_figures(self) -> RecrawlFigures:
         """--since: the previous crawl's pages checked, unchanged (304 or same digest),
         changed, gone from the link graph (not reached, or failed), and the new ones."""
         recrawl = self.recrawl
-        seen = recrawl["checked"] + recrawl["not_due"] + recrawl["reached_by_redirect"]
-        seen_everywhere = self.previous_seen_everywhere if self.shared else seen
+        seen: int | None = recrawl["checked"] + recrawl["not_due"] + recrawl["reached_by_redirect"]
+        if self.shared:
+            seen = self.previous_seen_everywhere
+        elif self.following():  # a page not reached yet may be under a link not followed
+            seen = None
         previous = self.previous_pages
         return {
             "checked": recrawl["checked"],
@@ -434,7 +445,7 @@ class Stats:
             "unlinked_404_410": recrawl["unlinked_404_410"],
             "not_due": recrawl["not_due"],
             "reached_by_redirect": recrawl["reached_by_redirect"],
-            "gone": None if seen_everywhere is None else max(0, previous - seen_everywhere),
+            "gone": None if seen is None else max(0, previous - seen),
             "previous_pages": self.previous_pages,
             "body_bytes_saved": recrawl["body_bytes_saved"],
         }

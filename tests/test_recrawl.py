@@ -183,6 +183,25 @@ async def test_a_page_no_link_reaches_any_more_is_counted_gone_not_fetched(
     assert stats["recrawl"]["gone"] == 1 and stats["recrawl"]["changed"] == 1
 
 
+async def test_a_recrawl_stopped_before_its_links_were_all_followed_counts_none_gone(
+    site: Site, tmp_path: Path
+) -> None:
+    # --max-pages 2 stops it with /b and /c queued and /a's page under it never seen:
+    # none of them is known to be gone (a search index would drop them).
+    tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    seeds = _write(tmp_path / "seeds.txt", f"{site.url}/\n".encode())
+    code, err = await run_cli(
+        *(str(seeds), "-o", str(tmp_path / "second.jsonl"), "--ignore-robots", "--max-pages"),
+        *("2", "--since", str(tmp_path / "first.jsonl"), "--stats", str(tmp_path / "s.json")),
+    )
+    assert code == 0, err
+    recrawl = json.loads((tmp_path / "s.json").read_text())["recrawl"]
+    assert recrawl["checked"] == 2 and recrawl["gone"] is None
+    gone = next(line for line in err.splitlines() if line.startswith("  gone"))
+    assert gone.split()[1] == "-" and "stopped" in gone
+
+
 async def test_a_previous_page_that_gives_no_response_now_is_changed_null_failed_and_gone(
     site: Site, tmp_path: Path
 ) -> None:

@@ -127,7 +127,7 @@ def summary_table(figures: CrawlStats) -> str:
             if figures["depth_inexact"]
             else []
         ),
-        *_recrawl_rows(figures.get("recrawl")),
+        *_recrawl_rows(figures.get("recrawl"), stopped_short=bool(figures.get("queued"))),
         (
             "visited set",
             f"{visited['urls']:,} URLs",
@@ -149,8 +149,11 @@ def summary_table(figures: CrawlStats) -> str:
     return "crawler: summary\n" + "\n".join(lines)
 
 
-def _recrawl_rows(recrawl: RecrawlFigures | None) -> list[tuple[str, str, str]]:
-    """--since: what became of the previous crawl's pages."""
+def _recrawl_rows(
+    recrawl: RecrawlFigures | None, stopped_short: bool
+) -> list[tuple[str, str, str]]:
+    """--since: what became of the previous crawl's pages; `stopped_short`: with URLs
+    still queued, so that a page not reached may be under one of them."""
     if recrawl is None:
         return []
     unchanged = recrawl["unchanged_304"] + recrawl["unchanged_same_digest"]
@@ -171,6 +174,8 @@ def _recrawl_rows(recrawl: RecrawlFigures | None) -> list[tuple[str, str, str]]:
         (
             ("gone", f"{recrawl['gone']:,}", "previous pages no link reaches now, or that failed")
             if recrawl["gone"] is not None
+            else ("gone", "-", "not known: the crawl stopped before it followed every link")
+            if stopped_short
             else ("gone", "-", "not known here: other processes (--redis) checked pages too")
         ),
         ("saved", _size(recrawl["body_bytes_saved"]), "of bodies not downloaded (304s)"),
