@@ -281,6 +281,8 @@ class Crawl:
         self._is_trap = trap_check(settings, self.stats)
         self._html = HtmlParser()
         self._extract = _main_content(settings)
+        # The fields of an HTML page's record that only its body gives (a 304 has none)
+        self._from_body = ("text",) * settings.text + ("main_text",) * settings.extract
         archive = store.sinks.archive
         keep = archive is not None
         self._fetcher = Fetcher(
@@ -515,7 +517,7 @@ class Crawl:
         validators: dict[str, str] = {}
         validated = None
         if previous is not None:  # for the URL that gave them: where its redirects ended
-            validators, validated = previous.validators(), previous.final_url
+            validators, validated = previous.validators(self._from_body), previous.final_url
         response = await fetcher.fetch(
             url, self._admit_hop, request.redirects, validators, validated
         )

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import orjson
 
 from crawler.config import ConfigError, mistyped_field
-from crawler.fetch import NOT_MODIFIED
+from crawler.fetch import HTML_TYPES, NOT_MODIFIED, media_type
 from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
@@ -174,9 +174,11 @@ class Previous:
         final_url: str = orjson.loads(self.record).get("final_url", self.url)
         return final_url
 
-    def validators(self) -> dict[str, str]:
-        """The conditional request's headers, for `final_url`: only for a 2xx."""
-        if not self.ok:
+    def validators(self, wanted: Sequence[str] = ()) -> dict[str, str]:
+        """The conditional request's headers, for `final_url`: only for a 2xx, and not
+        for an HTML page whose record lacks a field of `wanted` that parsing it gives
+        (--text's, --extract's): a 304 would carry none, now or in any later recrawl."""
+        if not self.ok or (wanted and self._html_without(wanted)):
             return {}
         headers = {}
         if self.etag:
@@ -184,6 +186,13 @@ class Previous:
         if self.last_modified:
             headers["If-Modified-Since"] = self.last_modified
         return headers
+
+    def _html_without(self, wanted: Sequence[str]) -> bool:
+        if self.record is None:
+            return False
+        fields = orjson.loads(self.record)
+        html = media_type(fields.get("content_type")) in HTML_TYPES
+        return html and not all(name in fields for name in wanted)
 
     def changed_to(self, status: int | None, digest: str | None, final_url: str) -> bool | None:
         """Whether the page changed since: None if nothing came back now; a status unlike

@@ -158,6 +158,43 @@ async def test_a_304_page_keeps_the_main_content_extract_found_and_its_near_dupl
     assert by_url(second)[site.url + "/copy"]["near_duplicate_of"] == site.url + "/"
 
 
+@pytest.mark.parametrize(("option", "field"), [("text", "text"), ("extract", "main_text")])
+async def test_a_recrawl_wanting_what_the_previous_crawl_did_not_keep_fetches_html_whole(
+    site: Site, tmp_path: Path, option: str, field: str
+) -> None:
+    # A 304 would carry no text, in this recrawl and in every one after it.
+    pages = Validating(
+        site, {"/": html("Home", ["/b", "/pic.png"], body="<p>Hello</p>"), "/b": html("B")}
+    )
+
+    async def image(_request: web.Request) -> web.Response:
+        return web.Response(body=b"\x89PNG", headers={"ETag": '"p"'}, content_type="image/png")
+
+    site.handle("/pic.png", image)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    site.hits.clear()
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        since=str(tmp_path / "first.jsonl"),
+        **{option: True},
+    )
+    records = by_url(second)
+    asked = {hit.path: hit.headers.get("If-None-Match") for hit in site.hits}
+    assert asked == {"/": None, "/b": None, "/pic.png": '"p"'}  # the image has no text
+    assert "Hello" in records[site.url + "/"][field] and field in records[site.url + "/b"]
+    assert {r["changed"] for r in second} == {False}
+    assert stats["recrawl"]["unchanged_same_digest"] == 3 and not pages.not_modified
+    third, _ = await crawl_to(
+        tmp_path / "third.jsonl",
+        [site.url + "/"],
+        since=str(tmp_path / "second.jsonl"),
+        **{option: True},
+    )
+    assert sorted(pages.not_modified) == ["/", "/b"]
+    assert "Hello" in by_url(third)[site.url + "/"][field]
+
+
 async def test_a_page_titled_as_a_field_of_the_history_is_read_as_its_title(
     site: Site, tmp_path: Path
 ) -> None:
