@@ -37,7 +37,7 @@ from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 14  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 15  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -571,15 +571,13 @@ def _mistyped_field(record: dict[str, Any]) -> str | None:
 
 
 def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int, set[str]]:
-    """Insert a row per page record; the count, and the WARC files the records name."""
-    pages = 0
+    """Insert a row per page; the count, and the WARC files the records name."""
     warc_files: set[str] = set()
     lastmod_wrong: set[str] = set()  # hosts; as many as the crawl has at most
     rows: list[tuple[Any, ...]] = []
     for _, record in _lines(source, prev):
         if record.get("kind", "page") != "page":
             continue
-        pages += 1
         warc_file = record.get("warc_file")
         if warc_file:
             warc_files.add(warc_file)
@@ -590,6 +588,7 @@ def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int
             _insert(db, rows)
     _insert(db, rows)
     db.executemany("INSERT INTO lastmod_wrong VALUES (?)", [(host,) for host in lastmod_wrong])
+    (pages,) = db.execute("SELECT count(*) FROM pages").fetchone()
     return pages, warc_files
 
 
@@ -635,8 +634,21 @@ def _kept(record: dict[str, Any]) -> bytes:
     return orjson.dumps(fields)
 
 
+_COLUMNS = (
+    *("key", "url", "status", "fetched_at", "digest", "etag", "last_modified", "record"),
+    *("warc_file", "warc_offset", "warc_length", "interval_s", "due_at", "lastmod_right"),
+)
+# A URL twice (outputs put together, one fetched again after its lease ran out): its
+# latest fetch is the one a recrawl compares with, whatever the order of the lines.
+_UPSERT = (
+    f"INSERT INTO pages VALUES ({','.join('?' * len(_COLUMNS))}) ON CONFLICT (key) DO UPDATE SET "
+    + ", ".join(f"{name} = excluded.{name}" for name in _COLUMNS[1:])
+    + " WHERE excluded.fetched_at >= pages.fetched_at"
+)
+
+
 def _insert(db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    db.executemany("INSERT OR REPLACE INTO pages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+    db.executemany(_UPSERT, rows)
     rows.clear()
 
 

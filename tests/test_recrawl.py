@@ -239,6 +239,26 @@ async def test_a_recrawl_stopped_before_its_links_were_all_followed_counts_none_
     assert gone.split()[1] == "-" and "stopped" in gone
 
 
+async def test_a_prev_holding_a_url_twice_counts_it_once_and_takes_its_latest_fetch(
+    site: Site, tmp_path: Path
+) -> None:
+    # Concatenated outputs (processes of a --redis crawl, one URL fetched again after a
+    # lease ran out), in any order: the page is one of the previous crawl's, as it was
+    # last seen.
+    first, second, prev = (tmp_path / name for name in ("1.jsonl", "2.jsonl", "both.jsonl"))
+    pages = tree_site(site)
+    await crawl_to(first, [site.url + "/"])
+    pages.bodies["/b"] = html("B, new")
+    await crawl_to(second, [site.url + "/"])
+    prev.write_bytes(second.read_bytes() + first.read_bytes())
+    site.hits.clear()
+    third, stats = await crawl_to(tmp_path / "third.jsonl", [site.url + "/"], since=str(prev))
+    assert by_url(third)[site.url + "/b"]["changed"] is False
+    assert sorted(pages.not_modified) == sorted(p for p in pages.bodies)
+    recrawl = stats["recrawl"]
+    assert (recrawl["previous_pages"], recrawl["checked"], recrawl["gone"]) == (6, 6, 0)
+
+
 async def test_a_previous_page_that_gives_no_response_now_is_changed_null_failed_and_gone(
     site: Site, tmp_path: Path
 ) -> None:
