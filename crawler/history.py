@@ -416,7 +416,12 @@ def _source(prev: Path) -> Source:
     size = prev.stat().st_size
     if size == 0:
         raise ConfigError(f"{label} is empty: not a crawl's JSONL output")
-    return Source(prev, size, prev.with_name(prev.name + ".history.sqlite"))
+    return Source(prev, size, index_beside(prev))
+
+
+def index_beside(jsonl: Path) -> Path:
+    """Where the index of a crawl's JSONL output goes: beside it."""
+    return jsonl.with_name(jsonl.name + ".history.sqlite")
 
 
 def _state_source(directory: Path, label: str) -> Source:
