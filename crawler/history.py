@@ -22,6 +22,7 @@ import fcntl
 import logging
 import os
 import sqlite3
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -106,7 +107,8 @@ CREATE TABLE pages (
     warc_length INTEGER,
     interval_s REAL,
     due_at TEXT,
-    lastmod_right INTEGER
+    lastmod_right INTEGER,
+    depth INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE lastmod_wrong (host TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE captures (
@@ -281,13 +283,17 @@ class PreviousCrawl(Protocol):
 
 
 class History:
-    """The index of a previous crawl; `lookup_many` by URL, `pages` rows in all."""
+    """The index of a previous crawl; `lookup_many` by URL. A recrawl shallower than it
+    (`max_depth`) follows no link to its deeper pages: they are neither among its `pages`
+    nor unreached (gone), though a shorter path may reach them now."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_depth: int | None = None) -> None:
         self.path = path
         self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         meta = dict(self._db.execute("SELECT name, value FROM meta"))
-        self.pages = int(meta["pages"])
+        self._max_depth = max_depth
+        depths = orjson.loads(meta["depths"])  # pages by depth
+        self.pages = sum(n for d, n in depths.items() if max_depth is None or int(d) <= max_depth)
         self.has_warc = meta["warc"] != ""
         # The WARC files its records name, if no directory given held them all
         self.unfound_warc_files: list[str] = (
@@ -341,7 +347,10 @@ class History:
 
     async def unreached(self, claimed: Callable[[str], bool]) -> AsyncIterator[list[str]]:
         """The previous crawl's page URLs whose visit key is not `claimed`, in batches."""
-        rows = self._db.execute("SELECT key, url FROM pages")
+        rows = self._db.execute(
+            "SELECT key, url FROM pages WHERE depth <= ?",
+            (self._max_depth if self._max_depth is not None else sys.maxsize,),
+        )
         while batch := rows.fetchmany(_INSERT_BATCH):
             urls = [url for key, url in batch if not claimed(key)]
             if urls:
@@ -387,14 +396,15 @@ class Source:
     index: Path
 
 
-def open_history(prev: str, warc_dirs: Sequence[str]) -> History:
+def open_history(prev: str, warc_dirs: Sequence[str], max_depth: int | None = None) -> History:
     """The index of the crawl at `prev`, built if needed; ConfigError if `prev` is no
-    usable crawl (then nothing is written). `warc_dirs`: where its WARC files may be."""
+    usable crawl (then nothing is written). `warc_dirs`: where its WARC files may be;
+    `max_depth`: the recrawl's (see History)."""
     source = _source(Path(prev))
     stamp = f"{HISTORY_FORMAT}:{source.jsonl.resolve()}:{source.length}:{_mtime(source.jsonl)}"
     if not _index_matches(source.index, stamp, warc_dirs):
         _build(source, stamp, warc_dirs, prev)
-    history = History(source.index)
+    history = History(source.index, max_depth)
     if warc_dirs and history.unfound_warc_files:
         log.warning(
             "--since %s: its WARC files (such as %s) are in none of %s: nothing archived now "
@@ -503,13 +513,13 @@ def _build(source: Source, stamp: str, warc_dirs: Sequence[str], prev: str) -> N
             db.execute("PRAGMA synchronous=OFF")
             db.executescript(_SCHEMA)
             db.execute("BEGIN")
-            pages, warc_files = _index_pages(db, source, prev)
+            depths, warc_files = _index_pages(db, source, prev)
             warc_dir = _index_captures(db, warc_files, warc_dirs, prev)
             db.executemany(
                 "INSERT INTO meta VALUES (?, ?)",
                 [
                     ("source", stamp),
-                    ("pages", str(pages)),
+                    ("depths", orjson.dumps(depths).decode()),
                     ("warc", warc_dir),
                     ("warc_files", orjson.dumps(sorted(warc_files)).decode()),
                 ],
@@ -521,6 +531,7 @@ def _build(source: Source, stamp: str, warc_dirs: Sequence[str], prev: str) -> N
     except BaseException:
         os.unlink(temporary)
         raise
+    pages = sum(depths.values())
     log.info("indexed %s pages of the previous crawl in %s", f"{pages:,}", source.index)
 
 
@@ -575,8 +586,10 @@ def _mistyped_field(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int, set[str]]:
-    """Insert a row per page; the count, and the WARC files the records name."""
+def _index_pages(
+    db: sqlite3.Connection, source: Source, prev: str
+) -> tuple[dict[str, int], set[str]]:
+    """Insert a row per page; their count by depth, and the WARC files the records name."""
     warc_files: set[str] = set()
     lastmod_wrong: set[str] = set()  # hosts; as many as the crawl has at most
     rows: list[tuple[Any, ...]] = []
@@ -588,13 +601,13 @@ def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int
             warc_files.add(warc_file)
         if record.get("lastmod_right") is False:
             lastmod_wrong.add(host_of(record["url"]))
-        rows.append(page_row(record))
+        rows.append((*page_row(record), record["depth"]))
         if len(rows) >= _INSERT_BATCH:
             _insert(db, rows)
     _insert(db, rows)
     db.executemany("INSERT INTO lastmod_wrong VALUES (?)", [(host,) for host in lastmod_wrong])
-    (pages,) = db.execute("SELECT count(*) FROM pages").fetchone()
-    return pages, warc_files
+    depths = {str(d): n for d, n in db.execute("SELECT depth, count(*) FROM pages GROUP BY depth")}
+    return depths, warc_files
 
 
 def page_row(record: dict[str, Any]) -> tuple[Any, ...]:
@@ -642,6 +655,7 @@ def _kept(record: dict[str, Any]) -> bytes:
 _COLUMNS = (
     *("key", "url", "status", "fetched_at", "digest", "etag", "last_modified", "record"),
     *("warc_file", "warc_offset", "warc_length", "interval_s", "due_at", "lastmod_right"),
+    "depth",
 )
 # A URL twice (outputs put together, one fetched again after its lease ran out): its
 # latest fetch is the one a recrawl compares with, whatever the order of the lines.

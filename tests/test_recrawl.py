@@ -929,6 +929,29 @@ async def test_a_recrawl_that_archives_without_the_previous_warc_files_says_so(
     assert "crawl-" in warning and "no-such-dir" in warning and "replay empty" in warning
 
 
+async def test_a_shallower_recrawl_neither_counts_gone_nor_fetches_as_unlinked_the_pages_below(
+    site: Site, tmp_path: Path
+) -> None:
+    # A deep crawl weekly, a shallow one daily since it: /a/deep (depth 2) and its child
+    # are still linked, only below this crawl's --max-depth.
+    pages = tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    del pages.bodies["/c"]
+    pages.bodies["/"] = html("Home", ["/a", "/b"])
+    site.hits.clear()
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        since=str(tmp_path / "first.jsonl"),
+        max_depth=1,
+        fetch_gone=True,
+    )
+    assert sorted(hit.path for hit in site.hits) == ["/", "/a", "/b", "/c"]
+    assert [r["url"] for r in second if r["kind"] == "unlinked"] == [site.url + "/c"]
+    recrawl = stats["recrawl"]
+    assert (recrawl["previous_pages"], recrawl["checked"], recrawl["gone"]) == (4, 3, 1)
+
+
 async def test_fetch_gone_tells_a_deleted_page_from_one_merely_unlinked(
     site: Site, tmp_path: Path
 ) -> None:
