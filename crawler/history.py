@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import email.utils
 import fcntl
+import gzip
 import logging
 import os
 import sqlite3
 import sys
 import tempfile
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -389,11 +391,13 @@ def previous_of(row: tuple[Any, ...]) -> Previous:
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """What PREV names: the JSONL to read (up to `length` bytes), and where the index goes."""
+    """What PREV names: the JSONL to read (up to `length` bytes, or all of it decompressed
+    if `gzipped`), and where the index goes."""
 
     jsonl: Path
     length: int
     index: Path
+    gzipped: bool = False
 
 
 def open_history(prev: str, warc_dirs: Sequence[str], max_depth: int | None = None) -> History:
@@ -426,7 +430,9 @@ def _source(prev: Path) -> Source:
     size = prev.stat().st_size
     if size == 0:
         raise ConfigError(f"{label} is empty: not a crawl's JSONL output")
-    return Source(prev, size, index_beside(prev))
+    with open(prev, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"  # kept compressed, as many keep old outputs
+    return Source(prev, size, index_beside(prev), gzipped)
 
 
 def index_beside(jsonl: Path) -> Path:
@@ -535,37 +541,57 @@ def _build(source: Source, stamp: str, warc_dirs: Sequence[str], prev: str) -> N
     log.info("indexed %s pages of the previous crawl in %s", f"{pages:,}", source.index)
 
 
-def _lines(source: Source, prev: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The records of the JSONL, numbered; ConfigError for what is not a crawl's."""
+def _raw_lines(source: Source, prev: str) -> Iterator[bytes]:
+    """The lines of the JSONL, as far as `length` (the last one cut there, if it goes
+    past), or to the end of its gzip stream."""
+    if source.gzipped:
+        yield from _gzip_lines(source.jsonl, prev)
+        return
     with open(source.jsonl, "rb") as f:
         left = source.length
-        for number, line in enumerate(f, 1):
+        for line in f:
             if left <= 0:
-                break
+                return
             left -= len(line)
-            if not line.endswith(b"\n") or left < 0:
-                raise ConfigError(f"--since {prev} is cut short: line {number} is incomplete")
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                raise ConfigError(
-                    f"--since {prev}: line {number} is not JSON; not a crawl's JSONL output"
-                ) from None
-            if not isinstance(record, dict) or "url" not in record:
-                raise ConfigError(f"--since {prev}: line {number} is not a crawl's record")
-            missing = [name for name in NEEDED_FIELDS if name not in record]
-            if missing:
-                raise ConfigError(
-                    f"--since {prev} was written by an older version of the crawler: "
-                    f"its records have no {', '.join(missing)}"
-                )
-            wrong = _mistyped_field(record)
-            if wrong is not None:
-                raise ConfigError(
-                    f"--since {prev}: line {number} is not a crawl's record "
-                    f"(its {wrong} is {orjson.dumps(record[wrong]).decode()[:40]})"
-                )
-            yield number, record
+            yield line if left >= 0 else line[:left]
+
+
+def _gzip_lines(path: Path, prev: str) -> Iterator[bytes]:
+    try:
+        with gzip.open(path, "rb") as f:
+            yield from f
+    except EOFError:
+        raise ConfigError(f"--since {prev} is cut short: its gzip stream ends early") from None
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise ConfigError(f"--since {prev} begins as gzip but is not gzip data ({exc})") from None
+
+
+def _lines(source: Source, prev: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The records of the JSONL, numbered; ConfigError for what is not a crawl's."""
+    for number, line in enumerate(_raw_lines(source, prev), 1):
+        if not line.endswith(b"\n"):
+            raise ConfigError(f"--since {prev} is cut short: line {number} is incomplete")
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise ConfigError(
+                f"--since {prev}: line {number} is not JSON; not a crawl's JSONL output"
+            ) from None
+        if not isinstance(record, dict) or "url" not in record:
+            raise ConfigError(f"--since {prev}: line {number} is not a crawl's record")
+        missing = [name for name in NEEDED_FIELDS if name not in record]
+        if missing:
+            raise ConfigError(
+                f"--since {prev} was written by an older version of the crawler: "
+                f"its records have no {', '.join(missing)}"
+            )
+        wrong = _mistyped_field(record)
+        if wrong is not None:
+            raise ConfigError(
+                f"--since {prev}: line {number} is not a crawl's record "
+                f"(its {wrong} is {orjson.dumps(record[wrong]).decode()[:40]})"
+            )
+        yield number, record
 
 
 _NEVER_NULL = ("url", "depth", "fetched_at")

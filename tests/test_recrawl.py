@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import itertools
 import json
@@ -587,6 +588,8 @@ async def run_cli(*args: str) -> tuple[int, str]:
             "line 1 is not a crawl's record (its status is",
         ),
         (lambda p: _mkdir(p / "somedir"), "not a crawl's --state"),
+        (lambda p: _write(p / "cut.jsonl.gz", gzip.compress(RECORD * 50)[:-12]), "cut short"),
+        (lambda p: _write(p / "bad.jsonl.gz", b"\x1f\x8b" + b"\x00" * 40), "not gzip"),
     ],
 )
 async def test_a_bad_prev_is_one_line_exit_2_and_nothing_written(
@@ -601,6 +604,24 @@ async def test_a_bad_prev_is_one_line_exit_2_and_nothing_written(
     assert code == 2
     assert err.count("\n") == 1 and says in err, err
     assert sorted(tmp_path.rglob("*")) == before
+
+
+RECORD = (
+    b'{"url": "http://a/", "status": 200, "depth": 0, "content_digest": "sha1:X", '
+    b'"fetched_at": "2026-11-02T10:00:00.000+00:00"}\n'
+)
+
+
+async def test_a_prev_compressed_with_gzip_is_read_as_it_is(site: Site, tmp_path: Path) -> None:
+    tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    prev = tmp_path / "first.jsonl.gz"
+    prev.write_bytes(gzip.compress((tmp_path / "first.jsonl").read_bytes()))
+    (tmp_path / "first.jsonl").unlink()
+    second, stats = await crawl_to(tmp_path / "second.jsonl", [site.url + "/"], since=str(prev))
+    assert {r["status"] for r in second} == {304}
+    assert stats["recrawl"]["previous_pages"] == 6
+    assert (tmp_path / "first.jsonl.gz.history.sqlite").exists()
 
 
 async def test_a_recrawl_may_not_write_over_the_crawl_it_reads(site: Site, tmp_path: Path) -> None:
