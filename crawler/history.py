@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import orjson
 
 from crawler.config import ConfigError, mistyped_field
-from crawler.fetch import HTML_TYPES, NOT_MODIFIED, media_type
+from crawler.fetch import HTML_TYPES, NOT_MODIFIED, REDIRECT_STATUSES, media_type
 from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
@@ -200,9 +200,13 @@ class Previous:
 
     def changed_to(self, status: int | None, digest: str | None, final_url: str) -> bool | None:
         """Whether the page changed since: None if nothing came back now; a status unlike
-        before is a change, and so is a 2xx page that now redirects, or elsewhere."""
+        before is a change, and so is a 2xx page that now redirects, or elsewhere. A
+        redirect not followed now (its target had a link of its own first) to where its
+        redirects ended before is no change: its target has its own record."""
         if status is None:
             return None
+        if status in REDIRECT_STATUSES and self.ok and final_url == self.final_url != self.url:
+            return False
         moved = self.ok and final_url != self.final_url
         return status != self.status or digest != self.digest or moved
 

@@ -338,6 +338,24 @@ async def test_a_page_that_now_redirects_is_changed_and_its_validators_go_where_
     assert pages.not_modified == ["/", "/target"]
 
 
+async def test_a_redirect_to_where_it_led_before_is_unchanged_though_its_target_has_a_record_now(
+    site: Site, tmp_path: Path
+) -> None:
+    # /docs -> /docs/ (a slash added), and the home page now links /docs/ itself: it is
+    # claimed before /docs's redirect reaches it, so /docs's record is the 301. Nothing
+    # changed at /docs.
+    pages = Validating(site, {"/": html("Home", ["/docs"]), "/docs/": html("Docs")})
+    site.redirect("/docs", "/docs/", 301)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    pages.bodies["/"] = html("Home", ["/docs/", "/docs"])
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
+    )
+    docs = by_url(second)[site.url + "/docs"]
+    assert (docs["status"], docs["final_url"], docs["changed"]) == (301, site.url + "/docs/", False)
+    assert stats["recrawl"]["changed"] == 1  # the home page
+
+
 async def test_a_server_that_ignores_validators_gives_unchanged_by_digest(
     site: Site, tmp_path: Path
 ) -> None:
