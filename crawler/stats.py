@@ -13,6 +13,7 @@ import sys
 import time
 from bisect import bisect_left
 from collections import Counter, deque
+from collections.abc import Mapping
 from typing import Any, NotRequired, Protocol, TypedDict
 
 from crawler.frontier import UNLINKED
@@ -174,6 +175,13 @@ def checks_previous(page: Page) -> bool:
     if page.fields.get("not_due"):
         return True
     return page.kind != UNLINKED and page.fields.get("changed") is not None
+
+
+def links_left(queued: int, in_flight: int, dropped: Mapping[str, int]) -> bool:
+    """Whether links are left unfollowed, under which a previous page not reached may be:
+    URLs queued or in flight (a crawl going on, or stopped by --max-pages or Ctrl-C), or
+    dropped by --max-pages-per-host."""
+    return bool(queued or in_flight or dropped.get("max_pages_per_host"))
 
 
 def previous_reached(page: Page) -> int:
@@ -417,12 +425,6 @@ class Stats:
             figures["recrawl"] = self.recrawl_figures()
         return figures
 
-    def following(self) -> bool:
-        """Whether URLs are still queued or in flight: the crawl is going on, or was
-        stopped (--max-pages, Ctrl-C) before it followed every link."""
-        scheduler = self._scheduler
-        return scheduler is not None and bool(scheduler.queued or scheduler.in_flight)
-
     def recrawl_figures(self) -> RecrawlFigures:
         """--since: the previous crawl's pages checked, unchanged (304 or same digest),
         changed, gone from the link graph (not reached, or failed), and the new ones."""
@@ -430,7 +432,9 @@ class Stats:
         seen: int | None = recrawl["checked"] + recrawl["not_due"] + recrawl["reached_by_redirect"]
         if self.shared:
             seen = self.previous_seen_everywhere
-        elif self.following():  # a page not reached yet may be under a link not followed
+        elif (scheduler := self._scheduler) is not None and links_left(
+            scheduler.queued, scheduler.in_flight, self.dropped
+        ):
             seen = None
         previous = self.previous_pages
         return {

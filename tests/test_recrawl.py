@@ -237,7 +237,22 @@ async def test_a_recrawl_stopped_before_its_links_were_all_followed_counts_none_
     recrawl = json.loads((tmp_path / "s.json").read_text())["recrawl"]
     assert recrawl["checked"] == 2 and recrawl["gone"] is None
     gone = next(line for line in err.splitlines() if line.startswith("  gone"))
-    assert gone.split()[1] == "-" and "stopped" in gone
+    assert gone.split()[1] == "-" and "not followed" in gone
+
+
+async def test_a_recrawl_whose_host_budget_left_links_unfollowed_counts_none_gone(
+    site: Site, tmp_path: Path
+) -> None:
+    tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        since=str(tmp_path / "first.jsonl"),
+        max_pages_per_host=2,
+    )
+    assert len(second) == 2 and stats["dropped"]["max_pages_per_host"] > 0
+    assert stats["recrawl"]["gone"] is None
 
 
 async def test_a_prev_holding_a_url_twice_counts_it_once_and_takes_its_latest_fetch(
