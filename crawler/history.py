@@ -36,6 +36,7 @@ import orjson
 
 from crawler.config import ConfigError, mistyped_field
 from crawler.fetch import HTML_TYPES, NOT_MODIFIED, REDIRECT_STATUSES, media_type
+from crawler.page import CRAWLER_FIELDS, RECORD_FIELDS
 from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
@@ -664,11 +665,16 @@ def page_row(record: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
+_NOT_HOOKS = frozenset(RECORD_FIELDS).union(CRAWLER_FIELDS)
+
+
 def _kept(record: dict[str, Any]) -> bytes:
     """What a 304 takes from `record`, as JSON; links on the page's own origin without it
     (a page's links are mostly its site's: half the bytes, where zlib took 20 us a row)."""
     fields = {name: record[name] for name in CARRIED_FIELDS if name in record}
     fields.update((name, record[name]) for name in CARRIED_EXTRA if name in record)
+    # An on_page hook's, found in the body as well: a 304 has none to find them in again
+    fields.update((name, value) for name, value in record.items() if name not in _NOT_HOOKS)
     final_url = record.get("final_url")
     if final_url and final_url != record["url"]:  # redirected: its validators are for this
         fields["final_url"] = final_url

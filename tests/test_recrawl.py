@@ -23,7 +23,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from crawler import ConfigError, Crawler, Settings
+from crawler import ConfigError, Crawler, Page, Settings
 from crawler.sinks.wacz import with_referred_files
 from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, Wayback, by_url, html, read_records
@@ -194,6 +194,31 @@ async def test_a_recrawl_wanting_what_the_previous_crawl_did_not_keep_fetches_ht
     )
     assert sorted(pages.not_modified) == ["/", "/b"]
     assert "Hello" in by_url(third)[site.url + "/"][field]
+
+
+async def test_a_304_keeps_the_fields_an_on_page_hook_found_in_the_body_before(
+    site: Site, tmp_path: Path
+) -> None:
+    # The README's hook: a 304 has no body, so no tree, and the hook adds nothing to it.
+    def prices(page: Page) -> dict[str, Any] | None:
+        if page.tree is None:
+            return None
+        return {"prices": [n.text(strip=True) for n in page.tree.css(".price")]}
+
+    Validating(site, {"/": html("Shop", ["/b"], body="<p class=price>3 EUR</p>"), "/b": html("B")})
+    records = []
+    for name, since in (("first", None), ("second", "first"), ("third", "second")):
+        settings = replace(TEST_SETTINGS, output=str(tmp_path / f"{name}.jsonl"))
+        if since is not None:
+            settings = replace(settings, since=str(tmp_path / f"{since}.jsonl"))
+        async with Crawler([site.url + "/"], settings, on_page=prices) as crawler:
+            await crawler.crawl()
+        records.append(by_url(read_records(tmp_path / f"{name}.jsonl")))
+    for later in records[1:]:
+        assert {r["status"] for r in later.values()} == {304}
+        assert (
+            later[site.url + "/"]["prices"] == ["3 EUR"] and later[site.url + "/b"]["prices"] == []
+        )
 
 
 async def test_a_page_titled_as_a_field_of_the_history_is_read_as_its_title(
