@@ -289,6 +289,26 @@ class PreviousCrawl(Protocol):
     def unreached(self, claimed: Callable[[str], bool]) -> AsyncIterator[list[str]]: ...
 
 
+class Unreached(Protocol):
+    """Where --fetch-gone finds the previous pages that no link reached."""
+
+    def unreached(self, claimed: Callable[[str], bool]) -> AsyncIterator[list[str]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class InScope:
+    """The previous pages no link reached, of those this crawl's scope allows (hosts,
+    --include, --exclude): --fetch-gone must not ask for what the crawl would not."""
+
+    previous: PreviousCrawl
+    allowed: Callable[[list[str]], list[str]]
+
+    async def unreached(self, claimed: Callable[[str], bool]) -> AsyncIterator[list[str]]:
+        async for urls in self.previous.unreached(claimed):
+            if urls := self.allowed(urls):
+                yield urls
+
+
 class History:
     """The index of a previous crawl; `lookup_many` by URL. A recrawl shallower than it
     (`max_depth`) follows no link to its deeper pages: they are neither among its `pages`

@@ -1063,6 +1063,37 @@ async def test_fetch_gone_tells_a_deleted_page_from_one_merely_unlinked(
     assert recrawl["gone"] == 4 and recrawl["unlinked"] == 4 and recrawl["unlinked_404_410"] == 1
 
 
+async def test_fetch_gone_fetches_no_previous_page_outside_this_crawls_scope(
+    site: Site, tmp_path: Path
+) -> None:
+    # /a is excluded now (a section the site asked us to leave), and the other host is
+    # no longer allowed: their pages are gone from this crawl, never asked for.
+    pages = tree_site(site)
+    other = site.url.replace("127.0.0.1", "localhost")
+    pages.bodies["/"] = html("Home", ["/a", "/b", "/c", other + "/elsewhere"])
+    pages.bodies["/elsewhere"] = html("Elsewhere")
+    site.handle("/elsewhere", pages.serve)
+    await crawl_to(
+        tmp_path / "first.jsonl",
+        [site.url + "/"],
+        allow_host=("localhost",),
+        allow_private_addresses=True,
+    )
+    pages.bodies["/"] = html("Home", ["/a", "/b"])  # /c unlinked
+    site.hits.clear()
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        since=str(tmp_path / "first.jsonl"),
+        fetch_gone=True,
+        exclude=("/a",),
+        allow_private_addresses=True,
+    )
+    assert sorted(hit.path for hit in site.hits) == ["/", "/b", "/c"]
+    assert [r["url"] for r in second if r["kind"] == "unlinked"] == [site.url + "/c"]
+    assert stats["recrawl"]["gone"] == 5  # /a, /a/deep, /a/deep/deeper, /c, /elsewhere
+
+
 @pytest.mark.parametrize(
     ("last_modified", "usable"),
     [
