@@ -70,6 +70,14 @@ async def crawl_to(
     return read_records(output), stats
 
 
+async def crawl_again(
+    site: Site, tmp_path: Path, **overrides: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The second crawl of `site` from /, since the first (first.jsonl), into second.jsonl."""
+    since = str(tmp_path / "first.jsonl")
+    return await crawl_to(tmp_path / "second.jsonl", [site.url + "/"], since=since, **overrides)
+
+
 def tree_bodies(count: int, fan_out: int) -> dict[str, str]:
     """Pages /p/0 ... /p/{count-1}, page n linking to the `fan_out` pages after fan_out * n."""
     return {
@@ -270,12 +278,7 @@ async def test_a_recrawl_whose_host_budget_left_links_unfollowed_counts_none_gon
 ) -> None:
     tree_site(site)
     await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
-    second, stats = await crawl_to(
-        tmp_path / "second.jsonl",
-        [site.url + "/"],
-        since=str(tmp_path / "first.jsonl"),
-        max_pages_per_host=2,
-    )
+    second, stats = await crawl_again(site, tmp_path, max_pages_per_host=2)
     assert len(second) == 2 and stats["dropped"]["max_pages_per_host"] > 0
     assert stats["recrawl"]["gone"] is None
 
@@ -388,9 +391,7 @@ async def test_a_redirect_to_where_it_led_before_is_unchanged_though_its_target_
     site.redirect("/docs", "/docs/", 301)
     await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
     pages.bodies["/"] = html("Home", ["/docs/", "/docs"])
-    second, stats = await crawl_to(
-        tmp_path / "second.jsonl", [site.url + "/"], since=str(tmp_path / "first.jsonl")
-    )
+    second, stats = await crawl_again(site, tmp_path)
     docs = by_url(second)[site.url + "/docs"]
     assert (docs["status"], docs["final_url"], docs["changed"]) == (301, site.url + "/docs/", False)
     assert stats["recrawl"]["changed"] == 1  # the home page
@@ -1018,13 +1019,7 @@ async def test_a_shallower_recrawl_neither_counts_gone_nor_fetches_as_unlinked_t
     del pages.bodies["/c"]
     pages.bodies["/"] = html("Home", ["/a", "/b"])
     site.hits.clear()
-    second, stats = await crawl_to(
-        tmp_path / "second.jsonl",
-        [site.url + "/"],
-        since=str(tmp_path / "first.jsonl"),
-        max_depth=1,
-        fetch_gone=True,
-    )
+    second, stats = await crawl_again(site, tmp_path, max_depth=1, fetch_gone=True)
     assert sorted(hit.path for hit in site.hits) == ["/", "/a", "/b", "/c"]
     assert [r["url"] for r in second if r["kind"] == "unlinked"] == [site.url + "/c"]
     recrawl = stats["recrawl"]
@@ -1081,13 +1076,8 @@ async def test_fetch_gone_fetches_no_previous_page_outside_this_crawls_scope(
     )
     pages.bodies["/"] = html("Home", ["/a", "/b"])  # /c unlinked
     site.hits.clear()
-    second, stats = await crawl_to(
-        tmp_path / "second.jsonl",
-        [site.url + "/"],
-        since=str(tmp_path / "first.jsonl"),
-        fetch_gone=True,
-        exclude=("/a",),
-        allow_private_addresses=True,
+    second, stats = await crawl_again(
+        site, tmp_path, fetch_gone=True, exclude=("/a",), allow_private_addresses=True
     )
     assert sorted(hit.path for hit in site.hits) == ["/", "/b", "/c"]
     assert [r["url"] for r in second if r["kind"] == "unlinked"] == [site.url + "/c"]
