@@ -145,7 +145,7 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
     """--revisit DIR: round after round, each a recrawl from the one before, until a
     signal; rerun with the same DIR, it goes on in the round it was in. With --redis,
     the round is the one the processes of the crawl are in, shared through Redis."""
-    from crawler.revisit import round_paths, rounds_in
+    from crawler.revisit import drop_spent, round_paths, rounds_in
 
     assert settings.revisit is not None
     directory = make_directory(settings.revisit, "--revisit")
@@ -193,6 +193,8 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
             )
         crawler = Crawler(seeds, round_settings)
         crawler.open()
+        if shared is None:  # now this round's files say where the crawl is
+            drop_spent(directory, number)
         if crawler.complete:
             asyncio.run(crawler.close())
         else:

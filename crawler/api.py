@@ -309,7 +309,7 @@ def _open_history(settings: Settings) -> History | None:
     from crawler.history import open_history
 
     warc_dirs = [d for d in (settings.since_warc, settings.warc) if d is not None]
-    return open_history(settings.since, warc_dirs)
+    return open_history(settings.since, warc_dirs, settings.max_depth)
 
 
 def _canonical_seeds(seeds: Iterable[str], max_url_length: int) -> list[str]:

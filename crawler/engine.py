@@ -58,7 +58,7 @@ from crawler.state import Store, trap_check
 from crawler.urls import Scope, canonical_links, canonicalize, host_of, origin_of
 
 if TYPE_CHECKING:
-    from crawler.history import Previous, PreviousCrawl
+    from crawler.history import InScope, Previous, PreviousCrawl
     from crawler.revisit import AdaptiveSchedule
 
 # --since, --revisit and --sitemaps import their modules where they are used: off, they
@@ -281,6 +281,8 @@ class Crawl:
         self._is_trap = trap_check(settings, self.stats)
         self._html = HtmlParser()
         self._extract = _main_content(settings)
+        # The fields of an HTML page's record that only its body gives (a 304 has none)
+        self._from_body = ("text",) * settings.text + ("main_text",) * settings.extract
         archive = store.sinks.archive
         keep = archive is not None
         self._fetcher = Fetcher(
@@ -365,14 +367,23 @@ class Crawl:
     async def _enqueue_unreached(self) -> None:
         """--fetch-gone: the previous crawl's pages that no link reached, queued once each
         (those already claimed, in a crawl resumed in this phase, are not)."""
-        assert self.history is not None
+        gone_from = self._gone_from()
+        assert gone_from is not None
         await self._complete_held(everything=True)
         bloom = self.store.bloom
-        async for urls in self.history.unreached(bloom.__contains__):
+        async for urls in gone_from.unreached(bloom.__contains__):
             listed = [Request(url, 0, None, kind=UNLINKED) for url in urls]
             fresh = await self.store.commit(None, None, [], [], listed)
             self.gate.queued(fresh)
             self.scheduler.add(fresh)
+
+    def _gone_from(self) -> InScope | None:
+        """--fetch-gone: where the previous pages no link reached are found, in scope."""
+        if not self.settings.fetch_gone or self.history is None:
+            return None
+        from crawler.history import InScope
+
+        return InScope(self.history, self.scope.allowed)
 
     def stop(self, drain: bool = True) -> None:
         """Take no new URLs; in-flight requests get --drain-timeout seconds to finish."""
@@ -398,8 +409,7 @@ class Crawl:
 
     async def _feed(self) -> None:
         try:
-            gone_from = self.history if self.settings.fetch_gone else None
-            await self.store.serve(self.scheduler, gone_from)
+            await self.store.serve(self.scheduler, self._gone_from())
         except WriteFailed as exc:
             self._fail(exc)
         except Exception as exc:
@@ -515,7 +525,7 @@ class Crawl:
         validators: dict[str, str] = {}
         validated = None
         if previous is not None:  # for the URL that gave them: where its redirects ended
-            validators, validated = previous.validators(), previous.final_url
+            validators, validated = previous.validators(self._from_body), previous.final_url
         response = await fetcher.fetch(
             url, self._admit_hop, request.redirects, validators, validated
         )

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import email.utils
 import fcntl
+import gzip
 import logging
 import os
 import sqlite3
+import sys
 import tempfile
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,12 +35,13 @@ from typing import Any, Protocol
 import orjson
 
 from crawler.config import ConfigError, mistyped_field
-from crawler.fetch import NOT_MODIFIED
+from crawler.fetch import HTML_TYPES, NOT_MODIFIED, REDIRECT_STATUSES, media_type
+from crawler.page import CRAWLER_FIELDS, RECORD_FIELDS
 from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 14  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 15  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -106,7 +110,8 @@ CREATE TABLE pages (
     warc_length INTEGER,
     interval_s REAL,
     due_at TEXT,
-    lastmod_right INTEGER
+    lastmod_right INTEGER,
+    depth INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE lastmod_wrong (host TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE captures (
@@ -174,9 +179,11 @@ class Previous:
         final_url: str = orjson.loads(self.record).get("final_url", self.url)
         return final_url
 
-    def validators(self) -> dict[str, str]:
-        """The conditional request's headers, for `final_url`: only for a 2xx."""
-        if not self.ok:
+    def validators(self, wanted: Sequence[str] = ()) -> dict[str, str]:
+        """The conditional request's headers, for `final_url`: only for a 2xx, and not
+        for an HTML page whose record lacks a field of `wanted` that parsing it gives
+        (--text's, --extract's): a 304 would carry none, now or in any later recrawl."""
+        if not self.ok or (wanted and self._html_without(wanted)):
             return {}
         headers = {}
         if self.etag:
@@ -185,11 +192,22 @@ class Previous:
             headers["If-Modified-Since"] = self.last_modified
         return headers
 
+    def _html_without(self, wanted: Sequence[str]) -> bool:
+        if self.record is None:
+            return False
+        fields = orjson.loads(self.record)
+        html = media_type(fields.get("content_type")) in HTML_TYPES
+        return html and not all(name in fields for name in wanted)
+
     def changed_to(self, status: int | None, digest: str | None, final_url: str) -> bool | None:
         """Whether the page changed since: None if nothing came back now; a status unlike
-        before is a change, and so is a 2xx page that now redirects, or elsewhere."""
+        before is a change, and so is a 2xx page that now redirects, or elsewhere. A
+        redirect not followed now (its target had a link of its own first) to where its
+        redirects ended before is no change: its target has its own record."""
         if status is None:
             return None
+        if status in REDIRECT_STATUSES and self.ok and final_url == self.final_url != self.url:
+            return False
         moved = self.ok and final_url != self.final_url
         return status != self.status or digest != self.digest or moved
 
@@ -271,14 +289,38 @@ class PreviousCrawl(Protocol):
     def unreached(self, claimed: Callable[[str], bool]) -> AsyncIterator[list[str]]: ...
 
 
-class History:
-    """The index of a previous crawl; `lookup_many` by URL, `pages` rows in all."""
+class Unreached(Protocol):
+    """Where --fetch-gone finds the previous pages that no link reached."""
 
-    def __init__(self, path: Path) -> None:
+    def unreached(self, claimed: Callable[[str], bool]) -> AsyncIterator[list[str]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class InScope:
+    """The previous pages no link reached, of those this crawl's scope allows (hosts,
+    --include, --exclude): --fetch-gone must not ask for what the crawl would not."""
+
+    previous: PreviousCrawl
+    allowed: Callable[[list[str]], list[str]]
+
+    async def unreached(self, claimed: Callable[[str], bool]) -> AsyncIterator[list[str]]:
+        async for urls in self.previous.unreached(claimed):
+            if urls := self.allowed(urls):
+                yield urls
+
+
+class History:
+    """The index of a previous crawl; `lookup_many` by URL. A recrawl shallower than it
+    (`max_depth`) follows no link to its deeper pages: they are neither among its `pages`
+    nor unreached (gone), though a shorter path may reach them now."""
+
+    def __init__(self, path: Path, max_depth: int | None = None) -> None:
         self.path = path
         self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         meta = dict(self._db.execute("SELECT name, value FROM meta"))
-        self.pages = int(meta["pages"])
+        self._max_depth = max_depth
+        depths = orjson.loads(meta["depths"])  # pages by depth
+        self.pages = sum(n for d, n in depths.items() if max_depth is None or int(d) <= max_depth)
         self.has_warc = meta["warc"] != ""
         # The WARC files its records name, if no directory given held them all
         self.unfound_warc_files: list[str] = (
@@ -332,7 +374,10 @@ class History:
 
     async def unreached(self, claimed: Callable[[str], bool]) -> AsyncIterator[list[str]]:
         """The previous crawl's page URLs whose visit key is not `claimed`, in batches."""
-        rows = self._db.execute("SELECT key, url FROM pages")
+        rows = self._db.execute(
+            "SELECT key, url FROM pages WHERE depth <= ?",
+            (self._max_depth if self._max_depth is not None else sys.maxsize,),
+        )
         while batch := rows.fetchmany(_INSERT_BATCH):
             urls = [url for key, url in batch if not claimed(key)]
             if urls:
@@ -371,21 +416,24 @@ def previous_of(row: tuple[Any, ...]) -> Previous:
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """What PREV names: the JSONL to read (up to `length` bytes), and where the index goes."""
+    """What PREV names: the JSONL to read (up to `length` bytes, or all of it decompressed
+    if `gzipped`), and where the index goes."""
 
     jsonl: Path
     length: int
     index: Path
+    gzipped: bool = False
 
 
-def open_history(prev: str, warc_dirs: Sequence[str]) -> History:
+def open_history(prev: str, warc_dirs: Sequence[str], max_depth: int | None = None) -> History:
     """The index of the crawl at `prev`, built if needed; ConfigError if `prev` is no
-    usable crawl (then nothing is written). `warc_dirs`: where its WARC files may be."""
+    usable crawl (then nothing is written). `warc_dirs`: where its WARC files may be;
+    `max_depth`: the recrawl's (see History)."""
     source = _source(Path(prev))
     stamp = f"{HISTORY_FORMAT}:{source.jsonl.resolve()}:{source.length}:{_mtime(source.jsonl)}"
     if not _index_matches(source.index, stamp, warc_dirs):
         _build(source, stamp, warc_dirs, prev)
-    history = History(source.index)
+    history = History(source.index, max_depth)
     if warc_dirs and history.unfound_warc_files:
         log.warning(
             "--since %s: its WARC files (such as %s) are in none of %s: nothing archived now "
@@ -407,7 +455,14 @@ def _source(prev: Path) -> Source:
     size = prev.stat().st_size
     if size == 0:
         raise ConfigError(f"{label} is empty: not a crawl's JSONL output")
-    return Source(prev, size, prev.with_name(prev.name + ".history.sqlite"))
+    with open(prev, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"  # kept compressed, as many keep old outputs
+    return Source(prev, size, index_beside(prev), gzipped)
+
+
+def index_beside(jsonl: Path) -> Path:
+    """Where the index of a crawl's JSONL output goes: beside it."""
+    return jsonl.with_name(jsonl.name + ".history.sqlite")
 
 
 def _state_source(directory: Path, label: str) -> Source:
@@ -489,13 +544,13 @@ def _build(source: Source, stamp: str, warc_dirs: Sequence[str], prev: str) -> N
             db.execute("PRAGMA synchronous=OFF")
             db.executescript(_SCHEMA)
             db.execute("BEGIN")
-            pages, warc_files = _index_pages(db, source, prev)
+            depths, warc_files = _index_pages(db, source, prev)
             warc_dir = _index_captures(db, warc_files, warc_dirs, prev)
             db.executemany(
                 "INSERT INTO meta VALUES (?, ?)",
                 [
                     ("source", stamp),
-                    ("pages", str(pages)),
+                    ("depths", orjson.dumps(depths).decode()),
                     ("warc", warc_dir),
                     ("warc_files", orjson.dumps(sorted(warc_files)).decode()),
                 ],
@@ -507,40 +562,61 @@ def _build(source: Source, stamp: str, warc_dirs: Sequence[str], prev: str) -> N
     except BaseException:
         os.unlink(temporary)
         raise
+    pages = sum(depths.values())
     log.info("indexed %s pages of the previous crawl in %s", f"{pages:,}", source.index)
+
+
+def _raw_lines(source: Source, prev: str) -> Iterator[bytes]:
+    """The lines of the JSONL, as far as `length` (the last one cut there, if it goes
+    past), or to the end of its gzip stream."""
+    if source.gzipped:
+        yield from _gzip_lines(source.jsonl, prev)
+        return
+    with open(source.jsonl, "rb") as f:
+        left = source.length
+        for line in f:
+            if left <= 0:
+                return
+            left -= len(line)
+            yield line if left >= 0 else line[:left]
+
+
+def _gzip_lines(path: Path, prev: str) -> Iterator[bytes]:
+    try:
+        with gzip.open(path, "rb") as f:
+            yield from f
+    except EOFError:
+        raise ConfigError(f"--since {prev} is cut short: its gzip stream ends early") from None
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise ConfigError(f"--since {prev} begins as gzip but is not gzip data ({exc})") from None
 
 
 def _lines(source: Source, prev: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """The records of the JSONL, numbered; ConfigError for what is not a crawl's."""
-    with open(source.jsonl, "rb") as f:
-        left = source.length
-        for number, line in enumerate(f, 1):
-            if left <= 0:
-                break
-            left -= len(line)
-            if not line.endswith(b"\n") or left < 0:
-                raise ConfigError(f"--since {prev} is cut short: line {number} is incomplete")
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                raise ConfigError(
-                    f"--since {prev}: line {number} is not JSON; not a crawl's JSONL output"
-                ) from None
-            if not isinstance(record, dict) or "url" not in record:
-                raise ConfigError(f"--since {prev}: line {number} is not a crawl's record")
-            missing = [name for name in NEEDED_FIELDS if name not in record]
-            if missing:
-                raise ConfigError(
-                    f"--since {prev} was written by an older version of the crawler: "
-                    f"its records have no {', '.join(missing)}"
-                )
-            wrong = _mistyped_field(record)
-            if wrong is not None:
-                raise ConfigError(
-                    f"--since {prev}: line {number} is not a crawl's record "
-                    f"(its {wrong} is {orjson.dumps(record[wrong]).decode()[:40]})"
-                )
-            yield number, record
+    for number, line in enumerate(_raw_lines(source, prev), 1):
+        if not line.endswith(b"\n"):
+            raise ConfigError(f"--since {prev} is cut short: line {number} is incomplete")
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise ConfigError(
+                f"--since {prev}: line {number} is not JSON; not a crawl's JSONL output"
+            ) from None
+        if not isinstance(record, dict) or "url" not in record:
+            raise ConfigError(f"--since {prev}: line {number} is not a crawl's record")
+        missing = [name for name in NEEDED_FIELDS if name not in record]
+        if missing:
+            raise ConfigError(
+                f"--since {prev} was written by an older version of the crawler: "
+                f"its records have no {', '.join(missing)}"
+            )
+        wrong = _mistyped_field(record)
+        if wrong is not None:
+            raise ConfigError(
+                f"--since {prev}: line {number} is not a crawl's record "
+                f"(its {wrong} is {orjson.dumps(record[wrong]).decode()[:40]})"
+            )
+        yield number, record
 
 
 _NEVER_NULL = ("url", "depth", "fetched_at")
@@ -561,27 +637,28 @@ def _mistyped_field(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _index_pages(db: sqlite3.Connection, source: Source, prev: str) -> tuple[int, set[str]]:
-    """Insert a row per page record; the count, and the WARC files the records name."""
-    pages = 0
+def _index_pages(
+    db: sqlite3.Connection, source: Source, prev: str
+) -> tuple[dict[str, int], set[str]]:
+    """Insert a row per page; their count by depth, and the WARC files the records name."""
     warc_files: set[str] = set()
     lastmod_wrong: set[str] = set()  # hosts; as many as the crawl has at most
     rows: list[tuple[Any, ...]] = []
     for _, record in _lines(source, prev):
         if record.get("kind", "page") != "page":
             continue
-        pages += 1
         warc_file = record.get("warc_file")
         if warc_file:
             warc_files.add(warc_file)
         if record.get("lastmod_right") is False:
             lastmod_wrong.add(host_of(record["url"]))
-        rows.append(page_row(record))
+        rows.append((*page_row(record), record["depth"]))
         if len(rows) >= _INSERT_BATCH:
             _insert(db, rows)
     _insert(db, rows)
     db.executemany("INSERT INTO lastmod_wrong VALUES (?)", [(host,) for host in lastmod_wrong])
-    return pages, warc_files
+    depths = {str(d): n for d, n in db.execute("SELECT depth, count(*) FROM pages GROUP BY depth")}
+    return depths, warc_files
 
 
 def page_row(record: dict[str, Any]) -> tuple[Any, ...]:
@@ -608,11 +685,16 @@ def page_row(record: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
+_NOT_HOOKS = frozenset(RECORD_FIELDS).union(CRAWLER_FIELDS)
+
+
 def _kept(record: dict[str, Any]) -> bytes:
     """What a 304 takes from `record`, as JSON; links on the page's own origin without it
     (a page's links are mostly its site's: half the bytes, where zlib took 20 us a row)."""
     fields = {name: record[name] for name in CARRIED_FIELDS if name in record}
     fields.update((name, record[name]) for name in CARRIED_EXTRA if name in record)
+    # An on_page hook's, found in the body as well: a 304 has none to find them in again
+    fields.update((name, value) for name, value in record.items() if name not in _NOT_HOOKS)
     final_url = record.get("final_url")
     if final_url and final_url != record["url"]:  # redirected: its validators are for this
         fields["final_url"] = final_url
@@ -626,8 +708,22 @@ def _kept(record: dict[str, Any]) -> bytes:
     return orjson.dumps(fields)
 
 
+_COLUMNS = (
+    *("key", "url", "status", "fetched_at", "digest", "etag", "last_modified", "record"),
+    *("warc_file", "warc_offset", "warc_length", "interval_s", "due_at", "lastmod_right"),
+    "depth",
+)
+# A URL twice (outputs put together, one fetched again after its lease ran out): its
+# latest fetch is the one a recrawl compares with, whatever the order of the lines.
+_UPSERT = (
+    f"INSERT INTO pages VALUES ({','.join('?' * len(_COLUMNS))}) ON CONFLICT (key) DO UPDATE SET "
+    + ", ".join(f"{name} = excluded.{name}" for name in _COLUMNS[1:])
+    + " WHERE excluded.fetched_at >= pages.fetched_at"
+)
+
+
 def _insert(db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    db.executemany("INSERT OR REPLACE INTO pages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+    db.executemany(_UPSERT, rows)
     rows.clear()
 
 

@@ -22,12 +22,14 @@ when the page had changed?), and a host whose last check on some page was wrong
 is not trusted until that page's hint proves right again.
 
 Rerun with the same DIR, the crawl goes on where it was: in the round a kill cut
-short, or waiting for the next.
+short, or waiting for the next. Once round N has begun, round N-1's state and the
+index of round N-2's records are deleted: the rounds' records alone pile up.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -105,6 +107,16 @@ def rounds_in(directory: Path) -> list[int]:
         return []
     numbers = (ROUND_NAME.fullmatch(path.name) for path in directory.iterdir())
     return sorted(int(match[1]) for match in numbers if match)
+
+
+def drop_spent(directory: Path, number: int) -> None:
+    """Delete what round `number`, begun, leaves of no use: the state of the round before
+    (over), and the index of the records of the one before that (the previous crawl of
+    the round before). A crawl without end must not fill the disk; the records stay."""
+    from crawler.history import index_beside
+
+    shutil.rmtree(directory / f"round-{number - 1:05d}.state", ignore_errors=True)
+    index_beside(directory / f"round-{number - 2:05d}.jsonl").unlink(missing_ok=True)
 
 
 def round_paths(directory: Path, number: int, first_since: str | None) -> Round:

@@ -13,6 +13,7 @@ import sys
 import time
 from bisect import bisect_left
 from collections import Counter, deque
+from collections.abc import Mapping
 from typing import Any, NotRequired, Protocol, TypedDict
 
 from crawler.frontier import UNLINKED
@@ -79,7 +80,9 @@ class RecrawlFigures(TypedDict):
     unlinked_404_410: int
     not_due: int  # --revisit: carried over, not requested
     reached_by_redirect: int  # previous pages a redirect ended at (or went through)
-    gone: int | None  # previous pages not checked; None when processes share the crawl
+    # previous pages not checked; None while links are left to follow (a crawl going on,
+    # or stopped short), or other processes (--redis) check them too, before the end
+    gone: int | None
     previous_pages: int
     body_bytes_saved: int
 
@@ -172,6 +175,13 @@ def checks_previous(page: Page) -> bool:
     if page.fields.get("not_due"):
         return True
     return page.kind != UNLINKED and page.fields.get("changed") is not None
+
+
+def links_left(queued: int, in_flight: int, dropped: Mapping[str, int]) -> bool:
+    """Whether links are left unfollowed, under which a previous page not reached may be:
+    URLs queued or in flight (a crawl going on, or stopped by --max-pages or Ctrl-C), or
+    dropped by --max-pages-per-host."""
+    return bool(queued or in_flight or dropped.get("max_pages_per_host"))
 
 
 def previous_reached(page: Page) -> int:
@@ -419,8 +429,13 @@ class Stats:
         """--since: the previous crawl's pages checked, unchanged (304 or same digest),
         changed, gone from the link graph (not reached, or failed), and the new ones."""
         recrawl = self.recrawl
-        seen = recrawl["checked"] + recrawl["not_due"] + recrawl["reached_by_redirect"]
-        seen_everywhere = self.previous_seen_everywhere if self.shared else seen
+        seen: int | None = recrawl["checked"] + recrawl["not_due"] + recrawl["reached_by_redirect"]
+        if self.shared:
+            seen = self.previous_seen_everywhere
+        elif (scheduler := self._scheduler) is not None and links_left(
+            scheduler.queued, scheduler.in_flight, self.dropped
+        ):
+            seen = None
         previous = self.previous_pages
         return {
             "checked": recrawl["checked"],
@@ -434,7 +449,7 @@ class Stats:
             "unlinked_404_410": recrawl["unlinked_404_410"],
             "not_due": recrawl["not_due"],
             "reached_by_redirect": recrawl["reached_by_redirect"],
-            "gone": None if seen_everywhere is None else max(0, previous - seen_everywhere),
+            "gone": None if seen is None else max(0, previous - seen),
             "previous_pages": self.previous_pages,
             "body_bytes_saved": recrawl["body_bytes_saved"],
         }

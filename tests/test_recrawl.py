@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import itertools
 import json
@@ -22,7 +23,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from crawler import ConfigError, Crawler, Settings
+from crawler import ConfigError, Crawler, Page, Settings
 from crawler.sinks.wacz import with_referred_files
 from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, Wayback, by_url, html, read_records
@@ -67,6 +68,14 @@ async def crawl_to(
         await crawler.crawl()
         stats = crawler.stats
     return read_records(output), stats
+
+
+async def crawl_again(
+    site: Site, tmp_path: Path, **overrides: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The second crawl of `site` from /, since the first (first.jsonl), into second.jsonl."""
+    since = str(tmp_path / "first.jsonl")
+    return await crawl_to(tmp_path / "second.jsonl", [site.url + "/"], since=since, **overrides)
 
 
 def tree_bodies(count: int, fan_out: int) -> dict[str, str]:
@@ -158,6 +167,68 @@ async def test_a_304_page_keeps_the_main_content_extract_found_and_its_near_dupl
     assert by_url(second)[site.url + "/copy"]["near_duplicate_of"] == site.url + "/"
 
 
+@pytest.mark.parametrize(("option", "field"), [("text", "text"), ("extract", "main_text")])
+async def test_a_recrawl_wanting_what_the_previous_crawl_did_not_keep_fetches_html_whole(
+    site: Site, tmp_path: Path, option: str, field: str
+) -> None:
+    # A 304 would carry no text, in this recrawl and in every one after it.
+    pages = Validating(
+        site, {"/": html("Home", ["/b", "/pic.png"], body="<p>Hello</p>"), "/b": html("B")}
+    )
+
+    async def image(_request: web.Request) -> web.Response:
+        return web.Response(body=b"\x89PNG", headers={"ETag": '"p"'}, content_type="image/png")
+
+    site.handle("/pic.png", image)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    site.hits.clear()
+    second, stats = await crawl_to(
+        tmp_path / "second.jsonl",
+        [site.url + "/"],
+        since=str(tmp_path / "first.jsonl"),
+        **{option: True},
+    )
+    records = by_url(second)
+    asked = {hit.path: hit.headers.get("If-None-Match") for hit in site.hits}
+    assert asked == {"/": None, "/b": None, "/pic.png": '"p"'}  # the image has no text
+    assert "Hello" in records[site.url + "/"][field] and field in records[site.url + "/b"]
+    assert {r["changed"] for r in second} == {False}
+    assert stats["recrawl"]["unchanged_same_digest"] == 3 and not pages.not_modified
+    third, _ = await crawl_to(
+        tmp_path / "third.jsonl",
+        [site.url + "/"],
+        since=str(tmp_path / "second.jsonl"),
+        **{option: True},
+    )
+    assert sorted(pages.not_modified) == ["/", "/b"]
+    assert "Hello" in by_url(third)[site.url + "/"][field]
+
+
+async def test_a_304_keeps_the_fields_an_on_page_hook_found_in_the_body_before(
+    site: Site, tmp_path: Path
+) -> None:
+    # The README's hook: a 304 has no body, so no tree, and the hook adds nothing to it.
+    def prices(page: Page) -> dict[str, Any] | None:
+        if page.tree is None:
+            return None
+        return {"prices": [n.text(strip=True) for n in page.tree.css(".price")]}
+
+    Validating(site, {"/": html("Shop", ["/b"], body="<p class=price>3 EUR</p>"), "/b": html("B")})
+    records = []
+    for name, since in (("first", None), ("second", "first"), ("third", "second")):
+        settings = replace(TEST_SETTINGS, output=str(tmp_path / f"{name}.jsonl"))
+        if since is not None:
+            settings = replace(settings, since=str(tmp_path / f"{since}.jsonl"))
+        async with Crawler([site.url + "/"], settings, on_page=prices) as crawler:
+            await crawler.crawl()
+        records.append(by_url(read_records(tmp_path / f"{name}.jsonl")))
+    for later in records[1:]:
+        assert {r["status"] for r in later.values()} == {304}
+        assert (
+            later[site.url + "/"]["prices"] == ["3 EUR"] and later[site.url + "/b"]["prices"] == []
+        )
+
+
 async def test_a_page_titled_as_a_field_of_the_history_is_read_as_its_title(
     site: Site, tmp_path: Path
 ) -> None:
@@ -181,6 +252,55 @@ async def test_a_page_no_link_reaches_any_more_is_counted_gone_not_fetched(
     )
     assert site.count("/c") == 0
     assert stats["recrawl"]["gone"] == 1 and stats["recrawl"]["changed"] == 1
+
+
+async def test_a_recrawl_stopped_before_its_links_were_all_followed_counts_none_gone(
+    site: Site, tmp_path: Path
+) -> None:
+    # --max-pages 2 stops it with /b and /c queued and /a's page under it never seen:
+    # none of them is known to be gone (a search index would drop them).
+    tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    seeds = _write(tmp_path / "seeds.txt", f"{site.url}/\n".encode())
+    code, err = await run_cli(
+        *(str(seeds), "-o", str(tmp_path / "second.jsonl"), "--ignore-robots", "--max-pages"),
+        *("2", "--since", str(tmp_path / "first.jsonl"), "--stats", str(tmp_path / "s.json")),
+    )
+    assert code == 0, err
+    recrawl = json.loads((tmp_path / "s.json").read_text())["recrawl"]
+    assert recrawl["checked"] == 2 and recrawl["gone"] is None
+    gone = next(line for line in err.splitlines() if line.startswith("  gone"))
+    assert gone.split()[1] == "-" and "not followed" in gone
+
+
+async def test_a_recrawl_whose_host_budget_left_links_unfollowed_counts_none_gone(
+    site: Site, tmp_path: Path
+) -> None:
+    tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    second, stats = await crawl_again(site, tmp_path, max_pages_per_host=2)
+    assert len(second) == 2 and stats["dropped"]["max_pages_per_host"] > 0
+    assert stats["recrawl"]["gone"] is None
+
+
+async def test_a_prev_holding_a_url_twice_counts_it_once_and_takes_its_latest_fetch(
+    site: Site, tmp_path: Path
+) -> None:
+    # Concatenated outputs (processes of a --redis crawl, one URL fetched again after a
+    # lease ran out), in any order: the page is one of the previous crawl's, as it was
+    # last seen.
+    first, second, prev = (tmp_path / name for name in ("1.jsonl", "2.jsonl", "both.jsonl"))
+    pages = tree_site(site)
+    await crawl_to(first, [site.url + "/"])
+    pages.bodies["/b"] = html("B, new")
+    await crawl_to(second, [site.url + "/"])
+    prev.write_bytes(second.read_bytes() + first.read_bytes())
+    site.hits.clear()
+    third, stats = await crawl_to(tmp_path / "third.jsonl", [site.url + "/"], since=str(prev))
+    assert by_url(third)[site.url + "/b"]["changed"] is False
+    assert sorted(pages.not_modified) == sorted(p for p in pages.bodies)
+    recrawl = stats["recrawl"]
+    assert (recrawl["previous_pages"], recrawl["checked"], recrawl["gone"]) == (6, 6, 0)
 
 
 async def test_a_previous_page_that_gives_no_response_now_is_changed_null_failed_and_gone(
@@ -259,6 +379,22 @@ async def test_a_page_that_now_redirects_is_changed_and_its_validators_go_where_
     assert asked["/target"] == by_url(first)[site.url + "/redirects"]["etag"]
     assert asked["/redirects"] is None and asked["/elsewhere"] is None
     assert pages.not_modified == ["/", "/target"]
+
+
+async def test_a_redirect_to_where_it_led_before_is_unchanged_though_its_target_has_a_record_now(
+    site: Site, tmp_path: Path
+) -> None:
+    # /docs -> /docs/ (a slash added), and the home page now links /docs/ itself: it is
+    # claimed before /docs's redirect reaches it, so /docs's record is the 301. Nothing
+    # changed at /docs.
+    pages = Validating(site, {"/": html("Home", ["/docs"]), "/docs/": html("Docs")})
+    site.redirect("/docs", "/docs/", 301)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    pages.bodies["/"] = html("Home", ["/docs/", "/docs"])
+    second, stats = await crawl_again(site, tmp_path)
+    docs = by_url(second)[site.url + "/docs"]
+    assert (docs["status"], docs["final_url"], docs["changed"]) == (301, site.url + "/docs/", False)
+    assert stats["recrawl"]["changed"] == 1  # the home page
 
 
 async def test_a_server_that_ignores_validators_gives_unchanged_by_digest(
@@ -511,6 +647,8 @@ async def run_cli(*args: str) -> tuple[int, str]:
             "line 1 is not a crawl's record (its status is",
         ),
         (lambda p: _mkdir(p / "somedir"), "not a crawl's --state"),
+        (lambda p: _write(p / "cut.jsonl.gz", gzip.compress(RECORD * 50)[:-12]), "cut short"),
+        (lambda p: _write(p / "bad.jsonl.gz", b"\x1f\x8b" + b"\x00" * 40), "not gzip"),
     ],
 )
 async def test_a_bad_prev_is_one_line_exit_2_and_nothing_written(
@@ -525,6 +663,24 @@ async def test_a_bad_prev_is_one_line_exit_2_and_nothing_written(
     assert code == 2
     assert err.count("\n") == 1 and says in err, err
     assert sorted(tmp_path.rglob("*")) == before
+
+
+RECORD = (
+    b'{"url": "http://a/", "status": 200, "depth": 0, "content_digest": "sha1:X", '
+    b'"fetched_at": "2026-11-02T10:00:00.000+00:00"}\n'
+)
+
+
+async def test_a_prev_compressed_with_gzip_is_read_as_it_is(site: Site, tmp_path: Path) -> None:
+    tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    prev = tmp_path / "first.jsonl.gz"
+    prev.write_bytes(gzip.compress((tmp_path / "first.jsonl").read_bytes()))
+    (tmp_path / "first.jsonl").unlink()
+    second, stats = await crawl_to(tmp_path / "second.jsonl", [site.url + "/"], since=str(prev))
+    assert {r["status"] for r in second} == {304}
+    assert stats["recrawl"]["previous_pages"] == 6
+    assert (tmp_path / "first.jsonl.gz.history.sqlite").exists()
 
 
 async def test_a_recrawl_may_not_write_over_the_crawl_it_reads(site: Site, tmp_path: Path) -> None:
@@ -853,6 +1009,23 @@ async def test_a_recrawl_that_archives_without_the_previous_warc_files_says_so(
     assert "crawl-" in warning and "no-such-dir" in warning and "replay empty" in warning
 
 
+async def test_a_shallower_recrawl_neither_counts_gone_nor_fetches_as_unlinked_the_pages_below(
+    site: Site, tmp_path: Path
+) -> None:
+    # A deep crawl weekly, a shallow one daily since it: /a/deep (depth 2) and its child
+    # are still linked, only below this crawl's --max-depth.
+    pages = tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    del pages.bodies["/c"]
+    pages.bodies["/"] = html("Home", ["/a", "/b"])
+    site.hits.clear()
+    second, stats = await crawl_again(site, tmp_path, max_depth=1, fetch_gone=True)
+    assert sorted(hit.path for hit in site.hits) == ["/", "/a", "/b", "/c"]
+    assert [r["url"] for r in second if r["kind"] == "unlinked"] == [site.url + "/c"]
+    recrawl = stats["recrawl"]
+    assert (recrawl["previous_pages"], recrawl["checked"], recrawl["gone"]) == (4, 3, 1)
+
+
 async def test_fetch_gone_tells_a_deleted_page_from_one_merely_unlinked(
     site: Site, tmp_path: Path
 ) -> None:
@@ -883,6 +1056,32 @@ async def test_fetch_gone_tells_a_deleted_page_from_one_merely_unlinked(
     assert site.count("/d/under") == 1  # fetched as unlinked, not reached through /d
     recrawl = stats["recrawl"]
     assert recrawl["gone"] == 4 and recrawl["unlinked"] == 4 and recrawl["unlinked_404_410"] == 1
+
+
+async def test_fetch_gone_fetches_no_previous_page_outside_this_crawls_scope(
+    site: Site, tmp_path: Path
+) -> None:
+    # /a is excluded now (a section the site asked us to leave), and the other host is
+    # no longer allowed: their pages are gone from this crawl, never asked for.
+    pages = tree_site(site)
+    other = site.url.replace("127.0.0.1", "localhost")
+    pages.bodies["/"] = html("Home", ["/a", "/b", "/c", other + "/elsewhere"])
+    pages.bodies["/elsewhere"] = html("Elsewhere")
+    site.handle("/elsewhere", pages.serve)
+    await crawl_to(
+        tmp_path / "first.jsonl",
+        [site.url + "/"],
+        allow_host=("localhost",),
+        allow_private_addresses=True,
+    )
+    pages.bodies["/"] = html("Home", ["/a", "/b"])  # /c unlinked
+    site.hits.clear()
+    second, stats = await crawl_again(
+        site, tmp_path, fetch_gone=True, exclude=("/a",), allow_private_addresses=True
+    )
+    assert sorted(hit.path for hit in site.hits) == ["/", "/b", "/c"]
+    assert [r["url"] for r in second if r["kind"] == "unlinked"] == [site.url + "/c"]
+    assert stats["recrawl"]["gone"] == 5  # /a, /a/deep, /a/deep/deeper, /c, /elsewhere
 
 
 @pytest.mark.parametrize(

@@ -76,6 +76,12 @@ async def test_rounds_go_on_fetching_each_page_when_due_until_sigterm(
         assert rounds[2][url].get("not_due") is True
         assert rounds[2][url]["due_at"] == rounds[1][url]["due_at"]
     assert rounds[2][about_url]["title"] == "About"
+    # Each round left a state (3.5 MB of visited set alone) and an index: without end.
+    # The last round needs the records of the one before and their index, and its own
+    # state, no more.
+    last = max(rounds_in(directory))
+    kept = sorted(path.name for path in directory.iterdir() if path.suffix != ".jsonl")
+    assert kept == [f"round-{last - 1:05d}.jsonl.history.sqlite", f"round-{last:05d}.state"]
     done = rounds_in(directory)[:-1]  # the last may have been cut short
     written = {n: (directory / f"round-{n:05d}.jsonl").stat().st_mtime_ns for n in done}
 

@@ -26,7 +26,7 @@ from crawler.stats import Stats, VisitedSet
 from crawler.urls import TrapRules, host_of, visit_key, visit_keys
 
 if TYPE_CHECKING:
-    from crawler.history import PreviousCrawl
+    from crawler.history import PreviousCrawl, Unreached
     from crawler.politeness import HostScheduler, RulesTable
     from crawler.simhash import SimhashIndex
 
@@ -93,7 +93,7 @@ class Store(Protocol):
     async def claim(self, url: str) -> bool:
         """Claim a redirect target in the visited set; True if no one had."""
 
-    async def serve(self, scheduler: HostScheduler, gone_from: PreviousCrawl | None) -> None:
+    async def serve(self, scheduler: HostScheduler, gone_from: Unreached | None) -> None:
         """Feed `scheduler` with work from elsewhere, if any; cancelled when the crawl ends.
         `gone_from` (--fetch-gone): once the links are crawled everywhere, a shared crawl
         queues this previous crawl's pages that no link reached (a local one's engine
@@ -232,7 +232,7 @@ class LocalStore:
     async def claim(self, url: str) -> bool:
         return self.visited.add(visit_key(url))
 
-    async def serve(self, scheduler: HostScheduler, gone_from: PreviousCrawl | None) -> None:
+    async def serve(self, scheduler: HostScheduler, gone_from: Unreached | None) -> None:
         """Nothing comes from elsewhere."""
 
     def _claim_links(self, done: Request | None, links: list[str]) -> list[Request]:

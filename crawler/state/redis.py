@@ -83,7 +83,7 @@ from crawler.stats import Stats, previous_reached
 from crawler.urls import host_of, visit_key, visit_keys
 
 if TYPE_CHECKING:
-    from crawler.history import PreviousCrawl
+    from crawler.history import PreviousCrawl, Unreached
     from crawler.politeness import RulesTable
 
 log = logging.getLogger(__name__)
@@ -783,7 +783,7 @@ class RedisStore:
         self.bloom.add(key)
         return bool(reply[2][0])
 
-    async def serve(self, scheduler: HostScheduler, gone_from: PreviousCrawl | None) -> None:
+    async def serve(self, scheduler: HostScheduler, gone_from: Unreached | None) -> None:
         """Feed `scheduler` with the URLs of the hosts this process owns, and end it when
         the crawl is over everywhere: nothing queued and nothing in flight in any process.
         Runs until cancelled, which the engine does once its workers are done.
@@ -816,7 +816,7 @@ class RedisStore:
             if self._connection is not None:
                 self._connection.close()
 
-    async def _over(self, gone_from: PreviousCrawl | None) -> bool:
+    async def _over(self, gone_from: Unreached | None) -> bool:
         queued, inflight, started, gone_listed = await self._tick()
         over = inflight == 0 and (queued == 0 or 0 < self.settings.max_pages <= started)
         if over and gone_from is not None and not gone_listed:
@@ -833,7 +833,7 @@ class RedisStore:
         ask = _command("counts", self._prefix[:-2], self._layout.shards)
         self.visited_figures.update(await self._call(ask))
 
-    async def _queue_gone(self, gone_from: PreviousCrawl) -> None:
+    async def _queue_gone(self, gone_from: Unreached) -> None:
         """--fetch-gone: queue `gone_from`'s pages that no link reached, then tell all."""
         async for urls in gone_from.unreached(self.bloom.__contains__):
             listed = [Request(url, 0, None, kind=UNLINKED) for url in urls]
