@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import email.utils
 import fcntl
+import glob
 import gzip
 import logging
 import os
@@ -89,6 +90,7 @@ FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 _BATCH = 500  # keys a query asks for at once (SQLite allows 32,766 parameters)
 _INSERT_BATCH = 10_000
+_BUILDING = ".tmp"  # the suffix of an index being built
 _CACHE_MAX = 100_000  # prefetched rows kept for queued URLs; past it, looked up when fetched
 # Queued URLs looked up together: a page's commit queues one or two new URLs, and a
 # query for each took 8% of a recrawl's CPU.
@@ -535,8 +537,8 @@ def _build(source: Source, stamp: str, warc_dirs: Sequence[str], prev: str) -> N
     directory = source.index.parent
     if not os.access(directory, os.W_OK):
         raise ConfigError(f"--since {prev}: cannot write its index in {directory}")
-    fd, temporary = tempfile.mkstemp(prefix=source.index.name, suffix=".tmp", dir=directory)
-    os.close(fd)
+    _sweep_builds(source.index)
+    fd, temporary = _locked_temporary(source.index)
     try:
         db = sqlite3.connect(temporary, isolation_level=None)
         try:
@@ -562,8 +564,38 @@ def _build(source: Source, stamp: str, warc_dirs: Sequence[str], prev: str) -> N
     except BaseException:
         os.unlink(temporary)
         raise
+    finally:
+        os.close(fd)
     pages = sum(depths.values())
     log.info("indexed %s pages of the previous crawl in %s", f"{pages:,}", source.index)
+
+
+def _locked_temporary(index: Path) -> tuple[int, str]:
+    """A new temporary file for `index`'s build, open and locked while the build lives:
+    a build killed (kill -9) leaves one that no process holds, which the next removes."""
+    while True:
+        fd, temporary = tempfile.mkstemp(prefix=index.name, suffix=_BUILDING, dir=index.parent)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink:  # not swept by another build between its making and lock
+            return fd, temporary
+        os.close(fd)
+
+
+def _sweep_builds(index: Path) -> None:
+    """Remove the temporary files of `index`'s builds that were killed; those of builds
+    still running (another process's, on the same PREV) are locked, and stay."""
+    for path in index.parent.glob(glob.escape(index.name) + "*" + _BUILDING):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:  # gone already
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path.unlink(missing_ok=True)
+        except OSError:  # locked: a live build's (or not ours to remove)
+            pass
+        finally:
+            os.close(fd)
 
 
 def _raw_lines(source: Source, prev: str) -> Iterator[bytes]:

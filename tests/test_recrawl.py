@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import gzip
 import hashlib
 import itertools
@@ -1168,6 +1169,35 @@ async def test_queued_urls_are_looked_up_in_the_history_in_batches(tmp_path: Pat
     for n, record in enumerate(records):
         row = taken[record["url"]]
         assert row is not None and row.etag == f'"{n}"' and row.fields()["title"] == f"page {n}"
+
+
+def test_a_build_killed_leaves_no_file_the_next_does_not_remove(tmp_path: Path) -> None:
+    """A build killed with -9 left its temporary index (each kill one more, as big as the
+    index); the next build removes such files, but not those of a build still running
+    (locked by it: another process indexing the same PREV)."""
+    from crawler.history import index_beside, open_history
+
+    previous = tmp_path / "previous.jsonl"
+    record = {
+        "url": "http://example.com/",
+        "status": 200,
+        "depth": 0,
+        "fetched_at": "2026-11-24T10:00:00.000+00:00",
+        "content_digest": "sha1:AAAA",
+    }
+    previous.write_text(json.dumps(record) + "\n")
+    index = index_beside(previous)
+    killed = tmp_path / f"{index.name}k1ll3d.tmp"
+    killed.write_bytes(b"SQLite format 3\x00 cut short")
+    running = tmp_path / f"{index.name}runn1ng.tmp"
+    running.touch()
+    with running.open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        open_history(str(previous), []).close()
+        assert index.exists() and not killed.exists() and running.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [previous.name, index.name, running.name]
+    )
 
 
 @pytest.mark.parametrize(
