@@ -17,10 +17,12 @@ its capture in the previous crawl's WARC files, for a revisit record to refer to
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import fcntl
 import glob
 import gzip
+import hashlib
 import logging
 import os
 import sqlite3
@@ -28,7 +30,7 @@ import sys
 import tempfile
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -431,7 +433,7 @@ def open_history(prev: str, warc_dirs: Sequence[str], max_depth: int | None = No
     """The index of the crawl at `prev`, built if needed; ConfigError if `prev` is no
     usable crawl (then nothing is written). `warc_dirs`: where its WARC files may be;
     `max_depth`: the recrawl's (see History)."""
-    source = _source(Path(prev))
+    source = _writable(_source(Path(prev)), prev)
     stamp = f"{HISTORY_FORMAT}:{source.jsonl.resolve()}:{source.length}:{_mtime(source.jsonl)}"
     if not _index_matches(source.index, stamp, warc_dirs):
         _build(source, stamp, warc_dirs, prev)
@@ -460,6 +462,22 @@ def _source(prev: Path) -> Source:
     with open(prev, "rb") as f:
         gzipped = f.read(2) == b"\x1f\x8b"  # kept compressed, as many keep old outputs
     return Source(prev, size, index_beside(prev), gzipped)
+
+
+def _writable(source: Source, prev: str) -> Source:
+    """`source`, its index moved to the user's cache if PREV's directory is read-only
+    (an archive's storage): there it is kept for later recrawls of the same PREV."""
+    directory = source.index.parent
+    if os.access(directory, os.W_OK):
+        return source
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    cache = cache / "crawler" / "history"
+    with contextlib.suppress(OSError):  # then refused below, naming it
+        cache.mkdir(parents=True, exist_ok=True)
+    if not os.access(cache, os.W_OK):
+        raise ConfigError(f"--since {prev}: cannot write its index in {directory} nor {cache}")
+    name = hashlib.sha1(str(source.index.resolve()).encode()).hexdigest()[:20]
+    return replace(source, index=cache / f"{name}.history.sqlite")
 
 
 def index_beside(jsonl: Path) -> Path:
@@ -534,9 +552,6 @@ def _index_matches(index: Path, stamp: str, warc_dirs: Sequence[str]) -> bool:
 
 def _build(source: Source, stamp: str, warc_dirs: Sequence[str], prev: str) -> None:
     """Index `source` into a temporary file, renamed into place once whole."""
-    directory = source.index.parent
-    if not os.access(directory, os.W_OK):
-        raise ConfigError(f"--since {prev}: cannot write its index in {directory}")
     _sweep_builds(source.index)
     fd, temporary = _locked_temporary(source.index)
     try:

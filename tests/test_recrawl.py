@@ -972,6 +972,40 @@ async def test_prev_may_be_a_state_directory_and_its_index_is_built_once(
     assert index.stat().st_mtime_ns == built
 
 
+async def test_a_prev_in_a_read_only_directory_is_indexed_in_the_users_cache_once(
+    site: Site, tmp_path: Path
+) -> None:
+    """An archive's storage is often read-only: such a PREV was refused ("cannot write
+    its index"). The recrawl runs as root without its capabilities, so that the
+    directory's mode 555 holds for it as for any user."""
+    tree_site(site)
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    await crawl_to(archive / "first.jsonl", [site.url + "/"])
+    seeds = _write(tmp_path / "seeds.txt", f"{site.url}/\n".encode())
+    cache = tmp_path / "cache"
+    archive.chmod(0o555)
+    try:
+        for output in ("second.jsonl", "third.jsonl"):
+            process = await asyncio.create_subprocess_exec(
+                *("setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"),
+                *(sys.executable, "-m", "crawler", str(seeds), "--quiet"),
+                *("-o", str(tmp_path / output), "--since", str(archive / "first.jsonl")),
+                env={**os.environ, "XDG_CACHE_HOME": str(cache)},
+                stderr=asyncio.subprocess.PIPE,
+            )
+            _, err = await process.communicate()
+            assert process.returncode == 0, err.decode()
+            [index] = (cache / "crawler" / "history").iterdir()
+            if output == "second.jsonl":
+                built = index.stat().st_mtime_ns
+            assert {r["status"] for r in read_records(tmp_path / output)} == {304}
+    finally:
+        archive.chmod(0o755)
+    assert index.stat().st_mtime_ns == built  # the third crawl used the second's index
+    assert sorted(p.name for p in archive.iterdir()) == ["first.jsonl"]
+
+
 async def test_an_index_built_without_the_previous_warc_files_is_rebuilt_once_they_are_given(
     site: Site, tmp_path: Path
 ) -> None:
