@@ -44,7 +44,7 @@ from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 15  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 16  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -118,6 +118,7 @@ CREATE TABLE pages (
     depth INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE lastmod_wrong (host TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE aliases (key TEXT PRIMARY KEY, of TEXT) WITHOUT ROWID;
 CREATE TABLE captures (
     file TEXT,
     offset INTEGER,
@@ -127,13 +128,18 @@ CREATE TABLE captures (
     PRIMARY KEY (file, offset)
 ) WITHOUT ROWID;
 """
-_SELECT = """
-SELECT p.key, p.url, p.status, p.fetched_at, p.digest, p.etag, p.last_modified, p.record,
+_COLUMNS_READ = """
+       p.url, p.status, p.fetched_at, p.digest, p.etag, p.last_modified, p.record,
        p.warc_file, p.warc_offset, p.warc_length, p.interval_s, p.due_at, p.lastmod_right,
-       c.record_id, c.uri, c.date
-FROM pages p LEFT JOIN captures c ON c.file = p.warc_file AND c.offset = p.warc_offset
-WHERE p.key IN ({})
-"""
+       c.record_id, c.uri, c.date"""
+_CAPTURE = "LEFT JOIN captures c ON c.file = p.warc_file AND c.offset = p.warc_offset"
+_SELECT = f"SELECT p.key, {_COLUMNS_READ} FROM pages p {_CAPTURE} WHERE p.key IN ({{}})"
+# The URLs a previous page's redirects ended at, on its origin (/docs -> /docs/): a link
+# straight to one now finds the page there (it was new, fetched and archived whole).
+_SELECT_ALIASED = (
+    f"SELECT a.key, {_COLUMNS_READ} FROM aliases a JOIN pages p ON p.key = a.of {_CAPTURE} "
+    "WHERE a.key IN ({})"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +188,14 @@ class Previous:
             return self.url
         final_url: str = orjson.loads(self.record).get("final_url", self.url)
         return final_url
+
+    def at_final_url(self) -> Previous:
+        """This page as seen at the URL its redirects ended at, as if fetched there."""
+        if self.record is None:
+            return replace(self, url=self.final_url)
+        fields = orjson.loads(self.record)
+        url = fields.pop("final_url", self.url)
+        return replace(self, url=url, record=orjson.dumps(fields))
 
     def validators(self, wanted: Sequence[str] = ()) -> dict[str, str]:
         """The conditional request's headers, for `final_url`: only for a 2xx, and not
@@ -351,6 +365,11 @@ class History:
             query = _SELECT.format(",".join("?" * len(chunk)))
             for row in self._db.execute(query, chunk):
                 found[keys[row[0]]] = previous_of(row)
+            unfound = [key for key in chunk if keys[key] not in found]
+            if unfound:
+                query = _SELECT_ALIASED.format(",".join("?" * len(unfound)))
+                for row in self._db.execute(query, unfound):
+                    found[keys[row[0]]] = previous_of(row).at_final_url()
         return found
 
     def prefetch(self, urls: Sequence[str]) -> None:
@@ -691,6 +710,7 @@ def _index_pages(
     warc_files: set[str] = set()
     lastmod_wrong: set[str] = set()  # hosts; as many as the crawl has at most
     rows: list[tuple[Any, ...]] = []
+    aliases: list[tuple[str, str]] = []
     for _, record in _lines(source, prev):
         if record.get("kind", "page") != "page":
             continue
@@ -700,12 +720,31 @@ def _index_pages(
         if record.get("lastmod_right") is False:
             lastmod_wrong.add(host_of(record["url"]))
         rows.append((*page_row(record), record["depth"]))
+        if (alias := _alias(record, rows[-1][2])) is not None:
+            aliases.append(alias)
         if len(rows) >= _INSERT_BATCH:
             _insert(db, rows)
+            db.executemany("INSERT OR REPLACE INTO aliases VALUES (?, ?)", aliases)
+            aliases.clear()
     _insert(db, rows)
+    db.executemany("INSERT OR REPLACE INTO aliases VALUES (?, ?)", aliases)
     db.executemany("INSERT INTO lastmod_wrong VALUES (?)", [(host,) for host in lastmod_wrong])
     depths = {str(d): n for d, n in db.execute("SELECT depth, count(*) FROM pages GROUP BY depth")}
     return depths, warc_files
+
+
+def _alias(record: dict[str, Any], status: Any) -> tuple[str, str] | None:
+    """The key of the URL a 2xx page's redirects ended at on its own origin, and the
+    page's: its validators and fields are that URL's (the links kept relative to the
+    origin, they are read back there). `status`: its row's."""
+    final_url, url = record.get("final_url"), record["url"]
+    if not final_url or final_url == url or not isinstance(status, int):
+        return None
+    if not 200 <= status < 300:
+        return None
+    if origin_of(final_url) != origin_of(url):
+        return None
+    return visit_key(final_url), visit_key(url)
 
 
 def page_row(record: dict[str, Any]) -> tuple[Any, ...]:

@@ -398,6 +398,34 @@ async def test_a_redirect_to_where_it_led_before_is_unchanged_though_its_target_
     assert stats["recrawl"]["changed"] == 1  # the home page
 
 
+async def test_a_link_straight_to_where_a_redirect_ended_before_asks_there_conditionally(
+    site: Site, tmp_path: Path
+) -> None:
+    """/docs -> /docs/ before; now the home page links /docs/ itself. /docs/ was a new
+    page (no record had its URL), fetched and archived whole, though it had not changed:
+    it is asked with the validators the redirected fetch got there, and carries its links
+    on, so /docs/deep is reached and unchanged too."""
+    pages = Validating(
+        site,
+        {
+            "/": html("Home", ["/docs"]),
+            "/docs/": html("Docs", ["/docs/deep"]),
+            "/docs/deep": html("Deep"),
+        },
+    )
+    site.redirect("/docs", "/docs/", 301)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    pages.bodies["/"] = html("Home", ["/docs/"])
+    second, stats = await crawl_again(site, tmp_path)
+    docs = by_url(second)[site.url + "/docs/"]
+    assert (docs["status"], docs["changed"], docs["title"]) == (304, False, "Docs")
+    assert docs["links"] == [site.url + "/docs/deep"]
+    assert sorted(pages.not_modified) == ["/docs/", "/docs/deep"]
+    figures = stats["recrawl"]
+    assert (figures["new"], figures["unchanged_304"], figures["changed"]) == (0, 2, 1)
+    assert figures["gone"] == 0  # the page /docs led to is checked, at its own URL
+
+
 async def test_a_server_that_ignores_validators_gives_unchanged_by_digest(
     site: Site, tmp_path: Path
 ) -> None:
