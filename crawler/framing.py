@@ -30,6 +30,7 @@ import inspect
 import re
 from typing import Any
 
+from aiohttp.client_exceptions import ServerDisconnectedError
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.helpers import DEFAULT_CHUNK_SIZE, BaseTimerContext
 
@@ -187,8 +188,9 @@ class BrowserFramedResponseHandler(ResponseHandler):
                 return
             if self._head:  # it came in pieces
                 self._head.clear()
+            reused = self._passed is not None or self._ended is not None
             self._passed = parser
-            self._try_head(data)
+            self._try_head(data, reused)
             return
         end = head_end(data, max(searched, 0))
         if end < 0:
@@ -229,9 +231,15 @@ class BrowserFramedResponseHandler(ResponseHandler):
         if len(data) > end or _ANNOUNCED_BODY.search(data, 0, end):
             self._close_for_stray_bytes()
 
-    def _try_head(self, data: bytes) -> None:
+    def _try_head(self, data: bytes, reused: bool = False) -> None:
         """`data` to aiohttp; if llhttp refuses the head it begins with, read it again as
-        browsers do, with a new parser (llhttp stops at its first error)."""
+        browsers do, with a new parser (llhttp stops at its first error).
+
+        On a `reused` connection, bytes that begin no status line are the end of the
+        response before, sent late (past its Content-Length): the connection is closed
+        as one the server closed, which aiohttp answers by sending the request again on
+        a new connection (RFC 9112 9.3.1), as browsers drop a connection such bytes
+        came on."""
         transport, self.transport = self.transport, None  # aiohttp closes one it refuses
         self._trying = True
         try:
@@ -241,6 +249,10 @@ class BrowserFramedResponseHandler(ResponseHandler):
             self._trying = False
         if self._refused:
             self._refused = False
+            if reused and data.lstrip(b"\r\n")[:5].upper() != b"HTTP/":
+                self._close_for_stray_bytes()
+                super().set_exception(ServerDisconnectedError("bytes past the last response"))
+                return
             self._new_parser()
             self._rewriting = True
             self._read_head(self._parser, data, 0)

@@ -38,6 +38,8 @@ class RawSite:
         self.connections = 0
         self.requests: list[str] = []
         self.closing: set[str] = set()  # paths after whose response the connection is closed
+        # Bytes sent late after a path's response: once the next request on its connection came.
+        self.late: dict[str, bytes] = {}
         self.served_on: dict[str, int] = {}  # path: the number of the connection it came on
         self._server: asyncio.Server | None = None
 
@@ -48,6 +50,7 @@ class RawSite:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        late = b""
         try:
             while request_line := await reader.readline():
                 while await reader.readline() not in (b"\r\n", b""):
@@ -55,9 +58,11 @@ class RawSite:
                 path = request_line.split()[1].decode()
                 self.requests.append(path)
                 self.served_on[path] = self.connections
+                writer.write(late)
                 writer.write(
                     self.responses.get(path, response("404 Not Found", {"Content-Length": "0"}))
                 )
+                late = self.late.get(path, b"")
                 await writer.drain()
                 if path in self.closing:
                     break
@@ -131,6 +136,25 @@ async def test_a_body_longer_than_its_content_length_is_read_to_its_length_and_t
     )
     assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
     assert raw_site.served_on["/next"] == raw_site.served_on["/longer"] + 1  # not used again
+
+
+async def test_bytes_past_a_content_length_that_come_late_spoil_not_the_next_response(
+    raw_site: RawSite, tmp_path
+):
+    """A page's stray bytes that come after the next request went out on its connection
+    (a script that prints more after its page was sent) were read as the next response's
+    start, and that page was an invalid_response. The connection is given up, as browsers
+    give one up that such bytes came on, and the request goes again on a new one."""
+    raw_site.responses["/"] = page("index", ("/longer", "/next"))
+    raw_site.responses["/longer"] = page("longer")
+    raw_site.late["/longer"] = b"<!-- rendered in 3 ms -->\r\n\r\n"
+    raw_site.responses["/next"] = page("next")
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
+
+    assert status_and_title(records[raw_site.url + "/longer"]) == (200, "longer")
+    assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
+    assert raw_site.served_on["/next"] == raw_site.served_on["/longer"] + 1
 
 
 async def test_interim_responses_before_the_final_one_are_read_as_heads_alone(
