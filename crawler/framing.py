@@ -21,7 +21,7 @@ Most heads are read once, by llhttp, as they come: a head is only looked at here
 llhttp refuses it (or for a 204 or 304), so the pages a crawl reads cost nothing more.
 A refusal is caught before aiohttp closes the connection; the head is then written
 again, and a new parser reads it. A head that is split over several reads and refused
-in a later one stays refused.
+in a later one is read again whole, as one refused in its first read is.
 """
 
 from __future__ import annotations
@@ -105,6 +105,8 @@ class BrowserFramedResponseHandler(ResponseHandler):
         super().__init__(loop)
         self._passed: object = None  # the parser whose head went to aiohttp, body to come
         self._ended: object = None  # the parser whose response was a 204 or 304, read
+        self._heading: object = None  # the parser reading a head llhttp has had part of
+        self._head_so_far = bytearray()  # that head's bytes, to read again if it is refused
         self._head = bytearray()  # the start of a response's head, until enough has come
         self._params: tuple[Any, ...] = ()  # aiohttp's for this response's parser
         self._trying = False  # a refusal now is caught, not the connection's end
@@ -171,6 +173,8 @@ class BrowserFramedResponseHandler(ResponseHandler):
         elif parser is self._ended:
             if data:  # nothing may follow a bodiless response
                 self._close_for_stray_bytes()
+        elif parser is self._heading:
+            self._more_head(parser, data)
         elif self._head:
             searched = len(self._head) - 2  # the empty line may have begun in the last bytes
             self._head += data
@@ -240,6 +244,32 @@ class BrowserFramedResponseHandler(ResponseHandler):
         as one the server closed, which aiohttp answers by sending the request again on
         a new connection (RFC 9112 9.3.1), as browsers drop a connection such bytes
         came on."""
+        if not self._refuses(data):
+            if not self._buffer:  # the head goes on in the next reads: they are tried too
+                self._heading, self._passed = self._passed, None
+                self._head_so_far[:] = data
+            return
+        if reused and data.lstrip(b"\r\n")[:5].upper() != b"HTTP/":
+            self._close_for_stray_bytes()
+            super().set_exception(ServerDisconnectedError("bytes past the last response"))
+            return
+        self._read_refused(data)
+
+    def _more_head(self, parser: object, data: bytes) -> None:
+        """`data`, which goes on with a head llhttp has read the start of, to aiohttp;
+        if llhttp refuses it, the head so far is read again as browsers do."""
+        self._head_so_far += data
+        if self._refuses(data):
+            self._heading = None
+            head = bytes(self._head_so_far)
+            self._head_so_far.clear()
+            self._read_refused(head)
+        elif self._buffer:  # the head is read: the body follows untried
+            self._heading, self._passed = None, parser
+            self._head_so_far.clear()
+
+    def _refuses(self, data: bytes) -> bool:
+        """Whether llhttp refuses `data`, which it is given; a refusal is caught."""
         transport, self.transport = self.transport, None  # aiohttp closes one it refuses
         self._trying = True
         try:
@@ -247,15 +277,14 @@ class BrowserFramedResponseHandler(ResponseHandler):
         finally:
             self.transport = transport
             self._trying = False
-        if self._refused:
-            self._refused = False
-            if reused and data.lstrip(b"\r\n")[:5].upper() != b"HTTP/":
-                self._close_for_stray_bytes()
-                super().set_exception(ServerDisconnectedError("bytes past the last response"))
-                return
-            self._new_parser()
-            self._rewriting = True
-            self._read_head(self._parser, data, 0)
+        refused, self._refused = self._refused, False
+        return refused
+
+    def _read_refused(self, data: bytes) -> None:
+        """`data`, which begins a head llhttp refused, read again by a new parser."""
+        self._new_parser()
+        self._rewriting = True
+        self._read_head(self._parser, data, 0)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if self._head:  # a head the server never ended: aiohttp's to refuse

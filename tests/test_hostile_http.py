@@ -30,11 +30,15 @@ def status_and_title(record: dict[str, Any]) -> tuple[int | None, str | None]:
     return record["status"], record["title"]
 
 
+PIECES_APART_S = 0.05
+
+
 class RawSite:
     """A keep-alive HTTP/1.1 server answering each path with fixed bytes, as written."""
 
     def __init__(self) -> None:
-        self.responses: dict[str, bytes] = {}
+        # A response in pieces is sent a moment apart, as a slow server sends it.
+        self.responses: dict[str, bytes | list[bytes]] = {}
         self.connections = 0
         self.requests: list[str] = []
         self.closing: set[str] = set()  # paths after whose response the connection is closed
@@ -59,9 +63,13 @@ class RawSite:
                 self.requests.append(path)
                 self.served_on[path] = self.connections
                 writer.write(late)
-                writer.write(
-                    self.responses.get(path, response("404 Not Found", {"Content-Length": "0"}))
-                )
+                answer = self.responses.get(path, response("404 Not Found", {"Content-Length": "0"}))
+                first, *more = [answer] if isinstance(answer, bytes) else answer
+                writer.write(first)
+                for piece in more:
+                    await writer.drain()
+                    await asyncio.sleep(PIECES_APART_S)
+                    writer.write(piece)
                 late = self.late.get(path, b"")
                 await writer.drain()
                 if path in self.closing:
@@ -155,6 +163,30 @@ async def test_bytes_past_a_content_length_that_come_late_spoil_not_the_next_res
     assert status_and_title(records[raw_site.url + "/longer"]) == (200, "longer")
     assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
     assert raw_site.served_on["/next"] == raw_site.served_on["/longer"] + 1
+
+
+async def test_a_head_browsers_read_is_read_when_llhttp_refuses_it_in_a_later_read(
+    raw_site: RawSite, tmp_path
+):
+    """A head that came in pieces, its bad line in a later one, was refused there: the
+    head is read again whole, as one refused in its first read is."""
+    raw_site.responses["/"] = page("index", ("/no-colon", "/space", "/next"))
+    raw_site.responses["/no-colon"] = [
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n",
+        b"This is not a header\r\nContent-Length: 17\r\n\r\n" + TITLED,
+    ]
+    raw_site.responses["/space"] = [
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-",
+        b"Length : 17\r\n",
+        b"\r\n" + TITLED,
+    ]
+    raw_site.responses["/next"] = page("next")
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
+
+    assert status_and_title(records[raw_site.url + "/no-colon"]) == (200, "ok")
+    assert status_and_title(records[raw_site.url + "/space"]) == (200, "ok")
+    assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
 
 
 async def test_interim_responses_before_the_final_one_are_read_as_heads_alone(
