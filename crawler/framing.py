@@ -8,6 +8,7 @@ RFC 9112 lets a user agent read more than llhttp does, and browsers do:
   that value (6.3); two different values stay an error (the parser refuses them);
 - Transfer-Encoding and Content-Length together: Transfer-Encoding wins (6.3), and the
   connection is closed after, as a message that might be smuggling one;
+- a status line's "HTTP" is read in any case, as Chromium reads it ("http/1.1 200 OK");
 - whitespace between a field name and its colon is dropped, as a proxy must (5.1), and
   a line with no colon or no name is skipped, as Chromium and Firefox skip it;
 - a 1xx interim response (100 Continue, 103 Early Hints) is a head alone, and the
@@ -61,7 +62,10 @@ def browser_head(head: bytes) -> tuple[bytes, bool, int | None]:
     whether the connection must be closed after its response; and the length of its
     body, if a Content-Length alone gives it."""
     lines = head.split(b"\n")
-    kept = [lines[0].rstrip(b"\r")]
+    status_line = lines[0].rstrip(b"\r")
+    if status_line[:5].upper() == b"HTTP/":  # Chromium reads the name in any case
+        status_line = b"HTTP/" + status_line[5:]
+    kept = [status_line]
     lengths: list[bytes] = []
     length_at = -1  # where the first Content-Length was, to put its one value back
     transfer_encoded = False
