@@ -23,17 +23,27 @@ llhttp refuses it (or for a 204 or 304), so the pages a crawl reads cost nothing
 A refusal is caught before aiohttp closes the connection; the head is then written
 again, and a new parser reads it. A head that is split over several reads and refused
 in a later one is read again whole, as one refused in its first read is.
+
+A chunked body is given to llhttp too, but its reads are kept until it ends: llhttp
+refuses a bare LF after a chunk's size, which Chromium and curl read (RFC 9112 lets a
+recipient end a head's lines at a LF, 2.2, and says nothing of it for a chunk's, 7.1),
+and such a body is then decoded again from its start, by aiohttp's own decoder. Bytes past a response that come after the next request went
+out on its connection are no response: that connection is given up, and aiohttp sends
+the request again on a new one.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
-from typing import Any
+from typing import Any, cast
 
-from aiohttp.client_exceptions import ServerDisconnectedError
+from aiohttp.client_exceptions import ClientPayloadError, ServerDisconnectedError
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.helpers import DEFAULT_CHUNK_SIZE, BaseTimerContext
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_parser import HeadersParser, HttpPayloadParser, PayloadState
+from aiohttp.streams import StreamReader
 
 # A head still unended past this is handed to aiohttp as it is, to refuse.
 MAX_HEAD_BYTES = 2 << 20
@@ -98,6 +108,38 @@ def browser_head(head: bytes) -> tuple[bytes, bool, int | None]:
     return b"\r\n".join(kept), transfer_encoded and bool(lengths), body_bytes
 
 
+class _Past:
+    """The payload of a response whose body a second decoder reads from its start: it
+    is given only what comes past what the first decoder gave it."""
+
+    def __init__(self, payload: StreamReader) -> None:
+        self._payload = payload
+        self._given = payload.total_bytes
+
+    def feed_data(self, data: bytes, size: int = 0) -> bool:
+        if self._given:
+            past = data[self._given :]
+            self._given = max(0, self._given - len(data))
+            if not past:
+                return False
+            data = past
+        return self._payload.feed_data(data, len(data))
+
+    def feed_eof(self) -> None:
+        self._payload.feed_eof()
+
+    def begin_http_chunk_receiving(self) -> None:
+        if not self._given:
+            self._payload.begin_http_chunk_receiving()
+
+    def end_http_chunk_receiving(self) -> None:
+        if not self._given:
+            self._payload.end_http_chunk_receiving()
+
+    def set_exception(self, exc: BaseException, *cause: BaseException) -> None:
+        """Nothing: the protocol gives the payload the error aiohttp's readers expect."""
+
+
 class BrowserFramedResponseHandler(ResponseHandler):
     """aiohttp's protocol for a connection, reading a head llhttp refuses as browsers do.
 
@@ -111,6 +153,10 @@ class BrowserFramedResponseHandler(ResponseHandler):
         self._ended: object = None  # the parser whose response was a 204 or 304, read
         self._heading: object = None  # the parser reading a head llhttp has had part of
         self._head_so_far = bytearray()  # that head's bytes, to read again if it is refused
+        self._chunked: object = None  # the parser reading a chunked body, tried
+        self._chunk_reads: list[bytes] = []  # that response's reads, to read again if refused
+        self._decoding: object = None  # the parser whose chunked body the decoder reads
+        self._decoder: HttpPayloadParser | None = None
         self._head = bytearray()  # the start of a response's head, until enough has come
         self._params: tuple[Any, ...] = ()  # aiohttp's for this response's parser
         self._trying = False  # a refusal now is caught, not the connection's end
@@ -176,9 +222,13 @@ class BrowserFramedResponseHandler(ResponseHandler):
             ResponseHandler.data_received(self, data)
         elif parser is self._ended:
             if data:  # nothing may follow a bodiless response
-                self._close_for_stray_bytes()
+                self._close_now()
         elif parser is self._heading:
             self._more_head(parser, data)
+        elif parser is self._chunked:
+            self._more_chunked(parser, data)
+        elif parser is self._decoding:
+            self._decode(data)
         elif self._head:
             searched = len(self._head) - 2  # the empty line may have begun in the last bytes
             self._head += data
@@ -232,12 +282,12 @@ class BrowserFramedResponseHandler(ResponseHandler):
             self._passed = parser
             ResponseHandler.data_received(self, data)
             if stray:
-                self._close_for_stray_bytes()
+                self._close_now()
             return
         self._ended = parser
         ResponseHandler.data_received(self, data[:end])
         if len(data) > end or _ANNOUNCED_BODY.search(data, 0, end):
-            self._close_for_stray_bytes()
+            self._close_now()
 
     def _try_head(self, data: bytes, reused: bool = False) -> None:
         """`data` to aiohttp; if llhttp refuses the head it begins with, read it again as
@@ -248,13 +298,17 @@ class BrowserFramedResponseHandler(ResponseHandler):
         as one the server closed, which aiohttp answers by sending the request again on
         a new connection (RFC 9112 9.3.1), as browsers drop a connection such bytes
         came on."""
+        parser = self._passed
         if not self._refuses(data):
             if not self._buffer:  # the head goes on in the next reads: they are tried too
-                self._heading, self._passed = self._passed, None
+                self._heading, self._passed = parser, None
                 self._head_so_far[:] = data
+            elif self._buffer[-1][0][0].chunked:
+                self._chunk_reads[:] = [data]
+                self._chunk_read(parser)
             return
         if reused and data.lstrip(b"\r\n")[:5].upper() != b"HTTP/":
-            self._close_for_stray_bytes()
+            self._close_now()
             super().set_exception(ServerDisconnectedError("bytes past the last response"))
             return
         self._read_refused(data)
@@ -263,14 +317,79 @@ class BrowserFramedResponseHandler(ResponseHandler):
         """`data`, which goes on with a head llhttp has read the start of, to aiohttp;
         if llhttp refuses it, the head so far is read again as browsers do."""
         self._head_so_far += data
-        if self._refuses(data):
-            self._heading = None
-            head = bytes(self._head_so_far)
-            self._head_so_far.clear()
+        refused = self._refuses(data)
+        if not refused and not self._buffer:
+            return
+        self._heading = None
+        head = bytes(self._head_so_far)
+        self._head_so_far.clear()
+        if refused:
             self._read_refused(head)
-        elif self._buffer:  # the head is read: the body follows untried
-            self._heading, self._passed = None, parser
-            self._head_so_far.clear()
+        elif self._buffer[-1][0][0].chunked:
+            self._chunk_reads[:] = [head]
+            self._chunk_read(parser)
+        else:  # the head is read: the body follows untried
+            self._passed = parser
+
+    def _more_chunked(self, parser: object, data: bytes) -> None:
+        """`data`, more of a chunked body, to llhttp; read from the body's start by a
+        decoder that reads a bare LF in its framing if llhttp refuses one."""
+        self._chunk_reads.append(data)
+        if self._refuses(data):
+            self._decode_leniently(parser)
+        else:
+            self._chunk_read(parser)
+
+    def _chunk_read(self, parser: object) -> None:
+        """What follows llhttp's read of more of a chunked body: nothing if the body
+        ended; more reads, tried; or, if the last read ends with an empty line that
+        llhttp read as no end ("0\\n\\n"), the decoder that reads it."""
+        if self._body_read():
+            self._chunked, self._passed = None, parser
+            self._chunk_reads.clear()
+        elif self._chunk_reads[-1].endswith(b"\n\n"):
+            self._decode_leniently(parser)
+        else:
+            self._chunked, self._passed = parser, None
+
+    def _decode_leniently(self, parser: object) -> None:
+        """The chunked body of the response read so far (self._chunk_reads, its head
+        on), which llhttp refused, read by aiohttp's own decoder from its start. That
+        one ends a size line or a chunk's data at a LF with or without a CR before it,
+        as Chromium and curl do; llhttp refuses a bare LF after a size, and reads a
+        last chunk of "0\\n\\n" as no end. The payload is given what comes past what
+        llhttp gave it, and the connection is closed after."""
+        assert self._payload is not None  # the head was read
+        response = b"".join(self._chunk_reads)
+        self._chunk_reads.clear()
+        self._chunked, self._decoding = None, parser
+        self._decoder = HttpPayloadParser(
+            cast(StreamReader, _Past(self._payload)),  # what the decoder calls of one
+            chunked=True,
+            auto_decompress=False,
+            lax=True,
+            headers_parser=HeadersParser(lax=True),
+        )
+        self.force_close()
+        self._decode(response[head_end(response) :])
+
+    def _decode(self, data: bytes) -> None:
+        """More of a chunked body to the decoder reading it, dropped once the body ends."""
+        assert self._decoder is not None
+        try:
+            ended = self._decoder.feed_data(data, b"\n")[0] is PayloadState.PAYLOAD_COMPLETE
+        except HttpProcessingError as exc:  # a body no browser reads either
+            assert self._payload is not None
+            cut = ClientPayloadError(f"Response payload is not completed: {exc!r}")
+            self._payload.set_exception(cut, exc)
+            self._close_now()
+            ended = True
+        if ended:
+            self._decoder = self._decoding = None
+
+    def _body_read(self) -> bool:
+        """Whether the body of the response llhttp has read the head of has all come."""
+        return self._payload is None or self._payload.is_eof()
 
     def _refuses(self, data: bytes) -> bool:
         """Whether llhttp refuses `data`, which it is given; a refusal is caught."""
@@ -285,8 +404,19 @@ class BrowserFramedResponseHandler(ResponseHandler):
         return refused
 
     def _read_refused(self, data: bytes) -> None:
-        """`data`, which begins a head llhttp refused, read again by a new parser."""
+        """`data`, which begins a response llhttp refused, read again by a new parser: its
+        head as browsers read it, or, if llhttp refused its chunked body, not its head,
+        the body by a decoder that reads what llhttp does not."""
         self._new_parser()
+        end = head_end(data)
+        if end > 0 and b"chunked" in data[:end].lower():
+            if not self._refuses(data[:end]):
+                if self._buffer[-1][0][0].chunked:
+                    self._chunk_reads[:] = [data]
+                    self._decode_leniently(self._parser)
+                    return
+                self._buffer.clear()  # read again below, as a refused head is
+            self._new_parser()
         self._rewriting = True
         self._read_head(self._parser, data, 0)
 
@@ -298,7 +428,7 @@ class BrowserFramedResponseHandler(ResponseHandler):
             ResponseHandler.data_received(self, head)
         super().connection_lost(exc)
 
-    def _close_for_stray_bytes(self) -> None:
+    def _close_now(self) -> None:
         self.force_close()
         if self.transport is not None:
             self.transport.close()

@@ -13,6 +13,7 @@ from aiohttp.client_proto import ResponseHandler
 
 from crawler.framing import BrowserFramedResponseHandler
 from tests.conftest import by_url, crawl
+from tests.test_warc import read_archive
 
 
 def response(status: str, headers: dict[str, str], body: bytes = b"") -> bytes:
@@ -354,3 +355,44 @@ async def test_a_final_101_to_a_get_is_an_invalid_response_and_two_locations_no_
     assert records[raw_site.url + "/two"]["error"] == "invalid_redirect"
     assert "/a" not in raw_site.requests and "/b" not in raw_site.requests
     assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
+
+
+async def test_a_chunked_body_with_bare_lfs_in_its_framing_is_read_as_browsers_read_it(
+    raw_site: RawSite, tmp_path
+):
+    """Chromium and curl end a chunk's size line and its data at a LF without a CR;
+    llhttp refused a bare LF after a size, and waited for more after a last "0\\n\\n"."""
+    chunked = b"Transfer-Encoding: chunked\r\n"
+    bodies = {
+        "/lf-after-size": b"11\n" + TITLED + b"\r\n0\r\n\r\n",
+        "/lf-after-data": b"11\r\n" + TITLED + b"\n0\r\n\r\n",
+        "/lf-everywhere": b"11\n" + TITLED + b"\n0\n\n",
+        "/lf-at-the-end": b"11\r\n" + TITLED + b"\r\n0\n\n",
+        "/extension-and-trailer": b"11;v=1\r\n" + TITLED + b"\r\n0\r\nX-Sum: 1\r\n\r\n",
+    }
+    cases: dict[str, bytes | list[bytes]] = {path: raw(chunked, b) for path, b in bodies.items()}
+    cases["/lf-in-a-later-read"] = [raw(chunked, b"11\r\n" + TITLED + b"\r\n"), b"3\nend\n0\n\n"]
+    for path, answer in cases.items():
+        raw_site.responses[path] = answer
+        raw_site.responses[path + "/next"] = page("next")
+    raw_site.responses["/"] = page("index", tuple(p for c in cases for p in (c, c + "/next")))
+    warc = tmp_path / "warc"
+
+    records = by_url(
+        await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1, warc=str(warc))
+    )
+
+    outcome = {
+        path: (
+            *status_and_title(records[raw_site.url + path]),
+            records[raw_site.url + path]["error"],
+        )
+        for path in cases
+    }
+    assert outcome == dict.fromkeys(cases, (200, "ok", None))
+    assert all(
+        status_and_title(records[raw_site.url + c + "/next"]) == (200, "next") for c in cases
+    )
+    archived = {r["uri"]: r["payload"] for r in read_archive(warc) if r["type"] == "response"}
+    assert archived[raw_site.url + "/lf-after-size"] == TITLED  # the others are its revisits
+    assert archived[raw_site.url + "/lf-in-a-later-read"] == TITLED + b"end"
