@@ -6,8 +6,11 @@ RFC 9112 lets a user agent read more than llhttp does, and browsers do:
 
 - a Content-Length given twice with one value, or as a list of one value ("5, 5"), is
   that value (6.3); two different values stay an error (the parser refuses them);
-- Transfer-Encoding and Content-Length together: Transfer-Encoding wins (6.3), and the
-  connection is closed after, as a message that might be smuggling one;
+- Transfer-Encoding and Content-Length together: a chunked Transfer-Encoding wins (6.3),
+  and the connection is closed after, as a message that might be smuggling one; one
+  that is not chunked ("identity", of RFC 2616) leaves the body to the Content-Length,
+  as Chromium and Firefox frame it (RFC 9112 would read it to the connection's close,
+  which a keep-alive server never does: the page was a timeout);
 - a status line's "HTTP" is read in any case, as Chromium reads it ("http/1.1 200 OK");
 - whitespace between a field name and its colon is dropped, as a proxy must (5.1), and
   a line with no colon or no name is skipped, as Chromium and Firefox skip it;
@@ -27,9 +30,11 @@ in a later one is read again whole, as one refused in its first read is.
 A chunked body is given to llhttp too, but its reads are kept until it ends: llhttp
 refuses a bare LF after a chunk's size, which Chromium and curl read (RFC 9112 lets a
 recipient end a head's lines at a LF, 2.2, and says nothing of it for a chunk's, 7.1),
-and such a body is then decoded again from its start, by aiohttp's own decoder. Bytes past a response that come after the next request went
-out on its connection are no response: that connection is given up, and aiohttp sends
-the request again on a new one.
+and such a body is then decoded again from its start, by aiohttp's own decoder.
+
+Bytes past a response that come after the next request went out on its connection are
+no response: that connection is given up, and aiohttp sends the request again on a new
+one.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ _ANNOUNCED_BODY = re.compile(
     rb"\n(?:content-length[ \t]*:[ \t]*0*[1-9]|transfer-encoding[ \t]*:)", re.I
 )
 _CONTENT_LENGTH = b"content-length"
+_TRANSFER_ENCODING = b"transfer-encoding"
 # The keywords of aiohttp's ResponseHandler.set_response_params, in order.
 _PARAMETERS = tuple(inspect.signature(ResponseHandler.set_response_params).parameters)[1:]
 
@@ -78,7 +84,8 @@ def browser_head(head: bytes) -> tuple[bytes, bool, int | None]:
     kept = [status_line]
     lengths: list[bytes] = []
     length_at = -1  # where the first Content-Length was, to put its one value back
-    transfer_encoded = False
+    codings: list[bytes] = []
+    coding_at = -1  # where the first Transfer-Encoding was, to put it back
     for raw in lines[1:]:
         line = raw.rstrip(b"\r")
         if not line:
@@ -95,17 +102,27 @@ def browser_head(head: bytes) -> tuple[bytes, bool, int | None]:
             if length_at < 0:
                 length_at = len(kept)
             lengths.append(value.strip(b" \t"))
-            continue
-        transfer_encoded = transfer_encoded or lower == b"transfer-encoding"
-        kept.append(name + b":" + value)
+        elif lower == _TRANSFER_ENCODING:
+            if coding_at < 0:
+                coding_at = len(kept)
+            codings.append(value)
+        else:
+            kept.append(name + b":" + value)
+    # Chromium frames a body by its Content-Length unless a Transfer-Encoding says chunked.
+    chunked = any(c.strip(b" \t").lower() == b"chunked" for v in codings for c in v.split(b","))
     body_bytes = None
-    if lengths and not transfer_encoded:
+    inserts = []
+    if codings and (chunked or not lengths):
+        inserts.append((coding_at, [b"Transfer-Encoding:" + value for value in codings]))
+    if lengths and not chunked:
         values = {part.strip(b" \t") for length in lengths for part in length.split(b",")}
         if len(values) == 1 and (only := values.pop()).isdigit():
             lengths, body_bytes = [only], int(only)
-        kept[length_at:length_at] = [b"Content-Length: " + length for length in lengths]
+        inserts.append((length_at, [b"Content-Length: " + length for length in lengths]))
+    for at, fields in sorted(inserts, reverse=True):  # the later first, the earlier's place kept
+        kept[at:at] = fields
     kept += [b"", b""]
-    return b"\r\n".join(kept), transfer_encoded and bool(lengths), body_bytes
+    return b"\r\n".join(kept), bool(codings) and bool(lengths), body_bytes
 
 
 class _Past:
