@@ -81,7 +81,8 @@ def browser_head(head: bytes) -> tuple[bytes, bool, int | None]:
     status_line = lines[0].rstrip(b"\r")
     if status_line[:5].upper() == b"HTTP/":  # Chromium reads the name in any case
         status_line = b"HTTP/" + status_line[5:]
-    kept = [status_line]
+    version, space, rest = status_line.partition(b" ")
+    kept = [version + space + rest.lstrip(b" ")]  # Chromium skips spaces before the code
     lengths: list[bytes] = []
     length_at = -1  # where the first Content-Length was, to put its one value back
     codings: list[bytes] = []

@@ -294,7 +294,7 @@ async def test_heads_browsers_read_are_read_and_ambiguous_lengths_are_not(
     raw_site: RawSite, tmp_path
 ):
     """RFC 9112 6.3 and 5.1, as Chromium reads them; llhttp refused the first five, the
-    status line in lowercase, and a Transfer-Encoding that is not
+    status line in lowercase or with two spaces, and a Transfer-Encoding that is not
     chunked beside a Content-Length (read to the connection's close: a timeout). A length
     that is no 1*DIGIT ("+17") is an unrecoverable error for a user agent (RFC 9112 6.3):
     the response is discarded."""
@@ -309,6 +309,7 @@ async def test_heads_browsers_read_are_read_and_ambiguous_lengths_are_not(
         "/folded": raw(b"X-Folded: a\r\n b\r\nContent-Length: 17\r\n"),
         "/no-reason": raw(b"Content-Length: 17\r\n").replace(b" OK", b"", 1),
         "/lowercase": raw(b"Content-Length: 17\r\n").replace(b"HTTP/1.1", b"http/1.1", 1),
+        "/two-spaces": raw(b"Content-Length: 17\r\n").replace(b" 200", b"  200", 1),
         "/identity": raw(b"Transfer-Encoding: identity\r\nContent-Length: 17\r\n"),
         "/read-to-close": raw(b"").replace(b"HTTP/1.1", b"HTTP/1.0", 1),
         "/two-lengths": raw(b"Content-Length: 17\r\nContent-Length: 20\r\n"),
