@@ -46,12 +46,13 @@ from typing import Any, cast
 from aiohttp.client_exceptions import ClientPayloadError, ServerDisconnectedError
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.helpers import DEFAULT_CHUNK_SIZE, BaseTimerContext
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_exceptions import BadHttpMessage, HttpProcessingError
 from aiohttp.http_parser import HeadersParser, HttpPayloadParser, PayloadState
 from aiohttp.streams import StreamReader
 
-# A head still unended past this is handed to aiohttp as it is, to refuse.
-MAX_HEAD_BYTES = 2 << 20
+# A head still unended past this is refused, as Chromium refuses one past 256 KiB
+# (ERR_RESPONSE_HEADERS_TOO_BIG): it counts a head's bytes, not its fields.
+MAX_HEAD_BYTES = 256 << 10
 _BODILESS_STATUSES = (b"204", b"304")
 # A 204 or a 304 that announces a body, which a server that sends one after it does.
 _ANNOUNCED_BODY = re.compile(
@@ -335,6 +336,12 @@ class BrowserFramedResponseHandler(ResponseHandler):
         """`data`, which goes on with a head llhttp has read the start of, to aiohttp;
         if llhttp refuses it, the head so far is read again as browsers do."""
         self._head_so_far += data
+        if len(self._head_so_far) > MAX_HEAD_BYTES:
+            self._heading = None
+            self._head_so_far.clear()
+            self._close_now()
+            ResponseHandler.set_exception(self, BadHttpMessage("Response head too long"))
+            return
         refused = self._refuses(data)
         if not refused and not self._buffer:
             return

@@ -283,6 +283,23 @@ async def test_a_header_line_of_20_kb_is_read_as_browsers_read_it_and_one_of_1_m
     assert records[raw_site.url + "/huge"]["error"] == "invalid_response"
 
 
+async def test_a_head_of_1000_fields_is_read_as_browsers_read_it_and_one_of_300_kb_is_not(
+    raw_site: RawSite, tmp_path
+):
+    """Chromium counts no fields, only a head's bytes (256 KiB at most); aiohttp refused
+    a head of more than 128 fields."""
+    fields = "".join(f"X-Field-{n}: {n}\r\n" for n in range(1000)).encode()
+    raw_site.responses["/many"] = page("many").replace(b"\r\n", b"\r\n" + fields, 1)
+    long_fields = "".join(f"X-Field-{n}: {'v' * 90}\r\n" for n in range(3000)).encode()
+    raw_site.responses["/long"] = page("long").replace(b"\r\n", b"\r\n" + long_fields, 1)
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/many", raw_site.url + "/long"]))
+
+    assert len(fields) > 16_000 and len(long_fields) > 300_000
+    assert status_and_title(records[raw_site.url + "/many"]) == (200, "many")
+    assert records[raw_site.url + "/long"]["error"] == "invalid_response"
+
+
 TITLED = b"<title>ok</title>"
 
 
