@@ -176,6 +176,8 @@ def make_connector(settings: Settings, guard: AddressGuard | None) -> aiohttp.TC
     sockets go through.
     """
     options: dict[str, Any] = {"limit": 0, "limit_per_host": 0, "ttl_dns_cache": 300}
+    if settings.ignore_certificate_errors:
+        options["ssl"] = False  # aiohttp's word for no verification
     proxy = settings.proxy
     if not _is_socks(proxy):
         options |= connector_options(guard, resolve=settings.resolve)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,11 +49,13 @@ class RawSite:
         self.late: dict[str, bytes] = {}
         self.served_on: dict[str, int] = {}  # path: the number of the connection it came on
         self._server: asyncio.Server | None = None
+        self._tls: ssl.SSLContext | None = None
 
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        scheme = "https" if self._tls else "http"
+        return f"{scheme}://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -82,8 +86,9 @@ class RawSite:
         finally:
             writer.close()
 
-    async def start(self) -> RawSite:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def start(self, tls: ssl.SSLContext | None = None) -> RawSite:
+        self._tls = tls
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls)
         return self
 
     async def stop(self) -> None:
@@ -190,6 +195,31 @@ async def test_a_head_browsers_read_is_read_when_llhttp_refuses_it_in_a_later_re
     assert status_and_title(records[raw_site.url + "/no-colon"]) == (200, "ok")
     assert status_and_title(records[raw_site.url + "/space"]) == (200, "ok")
     assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
+
+
+SELF_SIGNED = Path(__file__).parent / "data" / "tls" / "self-signed"
+
+
+async def test_a_self_signed_certificate_is_an_ssl_error_unless_certificate_errors_are_ignored(
+    tmp_path,
+):
+    """As curl's --insecure and Chromium's --ignore-certificate-errors: there was no way to
+    crawl a site whose certificate no one vouches for (an intranet's, a device's)."""
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(f"{SELF_SIGNED}.pem", f"{SELF_SIGNED}.key")
+    site = await RawSite().start(tls)
+    site.responses["/"] = page("secure", ("/next",))
+    site.responses["/next"] = page("next")
+    url = site.url
+    try:
+        refused = by_url(await crawl(tmp_path, [url + "/"]))
+        accepted = by_url(await crawl(tmp_path, [url + "/"], ignore_certificate_errors=True))
+    finally:
+        await site.stop()
+
+    assert refused[url + "/"]["error"] == "ssl_error"
+    assert site.requests == ["/", "/next"]  # those of the second crawl
+    assert status_and_title(accepted[url + "/next"]) == (200, "next")
 
 
 async def test_interim_responses_before_the_final_one_are_read_as_heads_alone(
