@@ -39,8 +39,10 @@ one.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
+from collections.abc import Callable
 from typing import Any, cast
 
 from aiohttp.client_exceptions import ClientPayloadError, ServerDisconnectedError
@@ -170,12 +172,13 @@ class BrowserFramedResponseHandler(ResponseHandler):
         super().__init__(loop)
         self._passed: object = None  # the parser whose head went to aiohttp, body to come
         self._ended: object = None  # the parser whose response was a 204 or 304, read
-        self._heading: object = None  # the parser reading a head llhttp has had part of
-        self._head_so_far = bytearray()  # that head's bytes, to read again if it is refused
-        self._chunked: object = None  # the parser reading a chunked body, tried
-        self._chunk_reads: list[bytes] = []  # that response's reads, to read again if refused
-        self._decoding: object = None  # the parser whose chunked body the decoder reads
-        self._decoder: HttpPayloadParser | None = None
+        # The parser whose reads go through `_tried_read`, not straight to llhttp: a head
+        # llhttp has read part of, a chunked body, or one the decoder reads.
+        # (Few attributes: past 30, CPython 3.11's instances share no keys, and every
+        # attribute of aiohttp's protocol is read slower.)
+        self._tried: object = None
+        self._tried_read: Callable[[object, bytes], None] = self._more_head
+        self._reads: list[bytes] = []  # that response's reads, its head on, to read again
         self._head = bytearray()  # the start of a response's head, until enough has come
         self._params: tuple[Any, ...] = ()  # aiohttp's for this response's parser
         self._trying = False  # a refusal now is caught, not the connection's end
@@ -242,12 +245,8 @@ class BrowserFramedResponseHandler(ResponseHandler):
         elif parser is self._ended:
             if data:  # nothing may follow a bodiless response
                 self._close_now()
-        elif parser is self._heading:
-            self._more_head(parser, data)
-        elif parser is self._chunked:
-            self._more_chunked(parser, data)
-        elif parser is self._decoding:
-            self._decode(data)
+        elif parser is self._tried:
+            self._tried_read(parser, data)
         elif self._head:
             searched = len(self._head) - 2  # the empty line may have begun in the last bytes
             self._head += data
@@ -265,9 +264,7 @@ class BrowserFramedResponseHandler(ResponseHandler):
                 return
             if self._head:  # it came in pieces
                 self._head.clear()
-            reused = self._passed is not None or self._ended is not None
-            self._passed = parser
-            self._try_head(data, reused)
+            self._try_head(parser, data)
             return
         end = head_end(data, max(searched, 0))
         if end < 0:
@@ -291,8 +288,8 @@ class BrowserFramedResponseHandler(ResponseHandler):
         if status[:1] == b"1" and status != b"101":  # interim: the final head follows
             if rewriting:
                 ResponseHandler.data_received(self, data[:end])
-            else:
-                self._try_head(data[:end])
+            elif self._refuses(data[:end]):
+                self._head_refused(data[:end])
             self._rewriting = rewriting
             if len(data) > end:  # read as this response's head was (its parser may be new)
                 self._read_head(self._parser, data[end:], 0)
@@ -308,58 +305,75 @@ class BrowserFramedResponseHandler(ResponseHandler):
         if len(data) > end or _ANNOUNCED_BODY.search(data, 0, end):
             self._close_now()
 
-    def _try_head(self, data: bytes, reused: bool = False) -> None:
-        """`data` to aiohttp; if llhttp refuses the head it begins with, read it again as
-        browsers do, with a new parser (llhttp stops at its first error).
+    def _try_head(self, parser: object, data: bytes) -> None:
+        """`data`, which begins the head `parser` reads, to aiohttp; if llhttp refuses
+        it, it is read again as browsers read it (llhttp stops at its first error)."""
+        transport, self.transport = self.transport, None  # aiohttp closes one it refuses
+        self._trying = True
+        try:
+            ResponseHandler.data_received(self, data)
+        finally:
+            self.transport = transport
+            self._trying = False
+        if self._refused:
+            self._refused = False
+            self._head_refused(data)
+            return
+        try:
+            chunked = self._buffer[-1][0][0].chunked
+        except IndexError:  # the head goes on in the next reads: they are tried too
+            self._tried, self._tried_read = parser, self._more_head
+            self._reads[:] = [data]
+            return
+        if chunked:
+            self._reads[:] = [data]
+            self._chunk_read(parser)
+        else:
+            self._passed = parser
 
-        On a `reused` connection, bytes that begin no status line are the end of the
+    def _head_refused(self, data: bytes) -> None:
+        """`data`, which begins a head llhttp refused, read again by a new parser.
+
+        On a reused connection, bytes that begin no status line are the end of the
         response before, sent late (past its Content-Length): the connection is closed
         as one the server closed, which aiohttp answers by sending the request again on
         a new connection (RFC 9112 9.3.1), as browsers drop a connection such bytes
         came on."""
-        parser = self._passed
-        if not self._refuses(data):
-            if not self._buffer:  # the head goes on in the next reads: they are tried too
-                self._heading, self._passed = parser, None
-                self._head_so_far[:] = data
-            elif self._buffer[-1][0][0].chunked:
-                self._chunk_reads[:] = [data]
-                self._chunk_read(parser)
-            return
+        reused = self._passed is not None or self._ended is not None
         if reused and data.lstrip(b"\r\n")[:5].upper() != b"HTTP/":
             self._close_now()
             super().set_exception(ServerDisconnectedError("bytes past the last response"))
-            return
-        self._read_refused(data)
+        else:
+            self._read_refused(data)
 
     def _more_head(self, parser: object, data: bytes) -> None:
         """`data`, which goes on with a head llhttp has read the start of, to aiohttp;
         if llhttp refuses it, the head so far is read again as browsers do."""
-        self._head_so_far += data
-        if len(self._head_so_far) > MAX_HEAD_BYTES:
-            self._heading = None
-            self._head_so_far.clear()
+        self._reads.append(data)
+        if sum(map(len, self._reads)) > MAX_HEAD_BYTES:
+            self._tried = None
+            self._reads.clear()
             self._close_now()
             ResponseHandler.set_exception(self, BadHttpMessage("Response head too long"))
             return
         refused = self._refuses(data)
         if not refused and not self._buffer:
             return
-        self._heading = None
-        head = bytes(self._head_so_far)
-        self._head_so_far.clear()
+        self._tried = None
         if refused:
+            head = b"".join(self._reads)
+            self._reads.clear()
             self._read_refused(head)
         elif self._buffer[-1][0][0].chunked:
-            self._chunk_reads[:] = [head]
             self._chunk_read(parser)
         else:  # the head is read: the body follows untried
             self._passed = parser
+            self._reads.clear()
 
     def _more_chunked(self, parser: object, data: bytes) -> None:
         """`data`, more of a chunked body, to llhttp; read from the body's start by a
         decoder that reads a bare LF in its framing if llhttp refuses one."""
-        self._chunk_reads.append(data)
+        self._reads.append(data)
         if self._refuses(data):
             self._decode_leniently(parser)
         else:
@@ -369,40 +383,40 @@ class BrowserFramedResponseHandler(ResponseHandler):
         """What follows llhttp's read of more of a chunked body: nothing if the body
         ended; more reads, tried; or, if the last read ends with an empty line that
         llhttp read as no end ("0\\n\\n"), the decoder that reads it."""
-        if self._body_read():
-            self._chunked, self._passed = None, parser
-            self._chunk_reads.clear()
-        elif self._chunk_reads[-1].endswith(b"\n\n"):
+        if self._payload is None or self._payload.is_eof():
+            self._tried, self._passed = None, parser
+            self._reads.clear()
+        elif self._reads[-1].endswith(b"\n\n"):
             self._decode_leniently(parser)
         else:
-            self._chunked, self._passed = parser, None
+            self._tried, self._tried_read = parser, self._more_chunked
 
     def _decode_leniently(self, parser: object) -> None:
-        """The chunked body of the response read so far (self._chunk_reads, its head
-        on), which llhttp refused, read by aiohttp's own decoder from its start. That
-        one ends a size line or a chunk's data at a LF with or without a CR before it,
-        as Chromium and curl do; llhttp refuses a bare LF after a size, and reads a
-        last chunk of "0\\n\\n" as no end. The payload is given what comes past what
-        llhttp gave it, and the connection is closed after."""
+        """The chunked body of the response read so far (self._reads, its head on),
+        which llhttp refused, read by aiohttp's own decoder from its start. That one
+        ends a size line or a chunk's data at a LF with or without a CR before it, as
+        Chromium and curl do; llhttp refuses a bare LF after a size, and reads a last
+        chunk of "0\\n\\n" as no end. The payload is given what comes past what llhttp
+        gave it, and the connection is closed after."""
         assert self._payload is not None  # the head was read
-        response = b"".join(self._chunk_reads)
-        self._chunk_reads.clear()
-        self._chunked, self._decoding = None, parser
-        self._decoder = HttpPayloadParser(
+        response = b"".join(self._reads)
+        self._reads.clear()
+        decoder = HttpPayloadParser(
             cast(StreamReader, _Past(self._payload)),  # what the decoder calls of one
             chunked=True,
             auto_decompress=False,
             lax=True,
             headers_parser=HeadersParser(lax=True),
         )
+        self._tried, self._tried_read = parser, functools.partial(self._decode, decoder)
         self.force_close()
-        self._decode(response[head_end(response) :])
+        self._decode(decoder, parser, response[head_end(response) :])
 
-    def _decode(self, data: bytes) -> None:
-        """More of a chunked body to the decoder reading it, dropped once the body ends."""
-        assert self._decoder is not None
+    def _decode(self, decoder: HttpPayloadParser, parser: object, data: bytes) -> None:
+        """More of a chunked body to the `decoder` reading it, dropped once the body ends:
+        nothing may follow it on the connection."""
         try:
-            ended = self._decoder.feed_data(data, b"\n")[0] is PayloadState.PAYLOAD_COMPLETE
+            ended = decoder.feed_data(data, b"\n")[0] is PayloadState.PAYLOAD_COMPLETE
         except HttpProcessingError as exc:  # a body no browser reads either
             assert self._payload is not None
             cut = ClientPayloadError(f"Response payload is not completed: {exc!r}")
@@ -410,11 +424,7 @@ class BrowserFramedResponseHandler(ResponseHandler):
             self._close_now()
             ended = True
         if ended:
-            self._decoder = self._decoding = None
-
-    def _body_read(self) -> bool:
-        """Whether the body of the response llhttp has read the head of has all come."""
-        return self._payload is None or self._payload.is_eof()
+            self._tried, self._ended = None, parser
 
     def _refuses(self, data: bytes) -> bool:
         """Whether llhttp refuses `data`, which it is given; a refusal is caught."""
@@ -437,7 +447,7 @@ class BrowserFramedResponseHandler(ResponseHandler):
         if end > 0 and b"chunked" in data[:end].lower():
             if not self._refuses(data[:end]):
                 if self._buffer[-1][0][0].chunked:
-                    self._chunk_reads[:] = [data]
+                    self._reads[:] = [data]
                     self._decode_leniently(self._parser)
                     return
                 self._buffer.clear()  # read again below, as a refused head is
