@@ -178,7 +178,8 @@ class BrowserFramedResponseHandler(ResponseHandler):
         # attribute of aiohttp's protocol is read slower.)
         self._tried: object = None
         self._tried_read: Callable[[object, bytes], None] = self._more_head
-        self._reads: list[bytes] = []  # that response's reads, its head on, to read again
+        # That response's reads, its head on (a head in pieces: one, grown), to read again.
+        self._reads: list[bytes | bytearray] = []
         self._head = bytearray()  # the start of a response's head, until enough has come
         self._params: tuple[Any, ...] = ()  # aiohttp's for this response's parser
         self._trying = False  # a refusal now is caught, not the connection's end
@@ -323,7 +324,7 @@ class BrowserFramedResponseHandler(ResponseHandler):
             chunked = self._buffer[-1][0][0].chunked
         except IndexError:  # the head goes on in the next reads: they are tried too
             self._tried, self._tried_read = parser, self._more_head
-            self._reads[:] = [data]
+            self._reads[:] = [bytearray(data)]
             return
         if chunked:
             self._reads[:] = [data]
@@ -349,8 +350,9 @@ class BrowserFramedResponseHandler(ResponseHandler):
     def _more_head(self, parser: object, data: bytes) -> None:
         """`data`, which goes on with a head llhttp has read the start of, to aiohttp;
         if llhttp refuses it, the head so far is read again as browsers do."""
-        self._reads.append(data)
-        if sum(map(len, self._reads)) > MAX_HEAD_BYTES:
+        head = self._reads[0]
+        head += data
+        if len(head) > MAX_HEAD_BYTES:
             self._tried = None
             self._reads.clear()
             self._close_now()
@@ -361,9 +363,8 @@ class BrowserFramedResponseHandler(ResponseHandler):
             return
         self._tried = None
         if refused:
-            head = b"".join(self._reads)
             self._reads.clear()
-            self._read_refused(head)
+            self._read_refused(bytes(head))
         elif self._buffer[-1][0][0].chunked:
             self._chunk_read(parser)
         else:  # the head is read: the body follows untried
