@@ -309,15 +309,7 @@ class BrowserFramedResponseHandler(ResponseHandler):
     def _try_head(self, parser: object, data: bytes) -> None:
         """`data`, which begins the head `parser` reads, to aiohttp; if llhttp refuses
         it, it is read again as browsers read it (llhttp stops at its first error)."""
-        transport, self.transport = self.transport, None  # aiohttp closes one it refuses
-        self._trying = True
-        try:
-            ResponseHandler.data_received(self, data)
-        finally:
-            self.transport = transport
-            self._trying = False
-        if self._refused:
-            self._refused = False
+        if self._refuses(data):
             self._head_refused(data)
             return
         try:
