@@ -265,7 +265,21 @@ class BrowserFramedResponseHandler(ResponseHandler):
                 return
             if self._head:  # it came in pieces
                 self._head.clear()
-            self._try_head(parser, data)
+            # As browsers read it, if llhttp refuses it (llhttp stops at its first error).
+            if self._refuses(data):
+                self._head_refused(data)
+                return
+            try:
+                chunked = self._buffer[-1][0][0].chunked
+            except IndexError:  # the head goes on in the next reads: they are tried too
+                self._tried, self._tried_read = parser, self._more_head
+                self._reads[:] = [bytearray(data)]
+                return
+            if chunked:
+                self._reads[:] = [data]
+                self._chunk_read(parser)
+            else:
+                self._passed = parser
             return
         end = head_end(data, max(searched, 0))
         if end < 0:
@@ -305,24 +319,6 @@ class BrowserFramedResponseHandler(ResponseHandler):
         ResponseHandler.data_received(self, data[:end])
         if len(data) > end or _ANNOUNCED_BODY.search(data, 0, end):
             self._close_now()
-
-    def _try_head(self, parser: object, data: bytes) -> None:
-        """`data`, which begins the head `parser` reads, to aiohttp; if llhttp refuses
-        it, it is read again as browsers read it (llhttp stops at its first error)."""
-        if self._refuses(data):
-            self._head_refused(data)
-            return
-        try:
-            chunked = self._buffer[-1][0][0].chunked
-        except IndexError:  # the head goes on in the next reads: they are tried too
-            self._tried, self._tried_read = parser, self._more_head
-            self._reads[:] = [bytearray(data)]
-            return
-        if chunked:
-            self._reads[:] = [data]
-            self._chunk_read(parser)
-        else:
-            self._passed = parser
 
     def _head_refused(self, data: bytes) -> None:
         """`data`, which begins a head llhttp refused, read again by a new parser.
