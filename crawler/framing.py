@@ -33,8 +33,7 @@ recipient end a head's lines at a LF, 2.2, and says nothing of it for a chunk's,
 and such a body is then decoded again from its start, by aiohttp's own decoder.
 
 Bytes past a response that come after the next request went out on its connection are
-no response: that connection is given up, and aiohttp sends the request again on a new
-one.
+no response: they are dropped, and the next response is read from its status line.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ import re
 from collections.abc import Callable
 from typing import Any, cast
 
-from aiohttp.client_exceptions import ClientPayloadError, ServerDisconnectedError
+from aiohttp.client_exceptions import ClientPayloadError
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.helpers import DEFAULT_CHUNK_SIZE, BaseTimerContext
 from aiohttp.http_exceptions import BadHttpMessage, HttpProcessingError
@@ -61,6 +60,8 @@ _ANNOUNCED_BODY = re.compile(
     rb"\n(?:content-length[ \t]*:[ \t]*0*[1-9]|transfer-encoding[ \t]*:)", re.I
 )
 _CONTENT_LENGTH = b"content-length"
+# A status line past the start of what came (bytes of the response before it, sent late).
+_STATUS_LINE_START = re.compile(rb"\n(?=http/\d)", re.I)
 _TRANSFER_ENCODING = b"transfer-encoding"
 # The keywords of aiohttp's ResponseHandler.set_response_params, in order.
 _PARAMETERS = tuple(inspect.signature(ResponseHandler.set_response_params).parameters)[1:]
@@ -324,14 +325,20 @@ class BrowserFramedResponseHandler(ResponseHandler):
         """`data`, which begins a head llhttp refused, read again by a new parser.
 
         On a reused connection, bytes that begin no status line are the end of the
-        response before, sent late (past its Content-Length): the connection is closed
-        as one the server closed, which aiohttp answers by sending the request again on
-        a new connection (RFC 9112 9.3.1), as browsers drop a connection such bytes
-        came on."""
+        response before, sent late (past its Content-Length): they are dropped, and the
+        response is read from its status line, which may come in a later read. A server
+        that sends no status line after them (no HTTP) has its bytes refused when it
+        closes the connection."""
         reused = self._passed is not None or self._ended is not None
-        if reused and data.lstrip(b"\r\n")[:5].upper() != b"HTTP/":
-            self._close_now()
-            super().set_exception(ServerDisconnectedError("bytes past the last response"))
+        status_line = _STATUS_LINE_START.search(data) if reused else None
+        if not reused or data.lstrip(b"\r\n")[:5].upper() == b"HTTP/":
+            self._read_refused(data)
+        elif status_line is not None:
+            self._new_parser()
+            self._read_head(self._parser, data[status_line.end() :], 0)
+        elif len(data) < MAX_HEAD_BYTES:
+            self._new_parser()
+            self._head[:] = data  # with what comes next, read again
         else:
             self._read_refused(data)
 

@@ -159,18 +159,22 @@ async def test_bytes_past_a_content_length_that_come_late_spoil_not_the_next_res
 ):
     """A page's stray bytes that come after the next request went out on its connection
     (a script that prints more after its page was sent) were read as the next response's
-    start, and that page was an invalid_response. The connection is given up, as browsers
-    give one up that such bytes came on, and the request goes again on a new one."""
-    raw_site.responses["/"] = page("index", ("/longer", "/next"))
+    start, and that page was an invalid_response. They are dropped, and the response read
+    from its status line; a server that sends no HTTP at all stays an invalid_response."""
+    raw_site.responses["/"] = page("index", ("/longer", "/next", "/garbage"))
     raw_site.responses["/longer"] = page("longer")
     raw_site.late["/longer"] = b"<!-- rendered in 3 ms -->\r\n\r\n"
     raw_site.responses["/next"] = page("next")
+    raw_site.responses["/garbage"] = b"NOT HTTP AT ALL\r\n\r\n"
+    raw_site.closing.add("/garbage")
 
     records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
 
     assert status_and_title(records[raw_site.url + "/longer"]) == (200, "longer")
     assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
-    assert raw_site.served_on["/next"] == raw_site.served_on["/longer"] + 1
+    assert raw_site.requests.count("/next") == 1
+    assert raw_site.served_on["/next"] == raw_site.served_on["/garbage"]  # a reused connection
+    assert records[raw_site.url + "/garbage"]["error"] == "invalid_response"
 
 
 async def test_a_head_browsers_read_is_read_when_llhttp_refuses_it_in_a_later_read(
