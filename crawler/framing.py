@@ -414,11 +414,15 @@ class BrowserFramedResponseHandler(ResponseHandler):
         try:
             ended = decoder.feed_data(data, b"\n")[0] is PayloadState.PAYLOAD_COMPLETE
         except HttpProcessingError as exc:  # a body no browser reads either
-            assert self._payload is not None
-            cut = ClientPayloadError(f"Response payload is not completed: {exc!r}")
-            self._payload.set_exception(cut, exc)
             self._close_now()
             ended = True
+            if self._buffer:  # its head not yet taken: refused whole, as llhttp refused it
+                self._buffer.clear()
+                ResponseHandler.set_exception(self, exc)
+            else:  # as llhttp's error in a body is given
+                assert self._payload is not None
+                cut = ClientPayloadError(f"Response payload is not completed: {exc!r}")
+                self._payload.set_exception(cut, exc)
         if ended:
             self._tried, self._ended = None, parser
 
