@@ -68,6 +68,7 @@ class Settings:
     drop_repeating_paths: bool = True
     allow_private_addresses: bool = False
     resolve: tuple[str, ...] = ()
+    ignore_certificate_errors: bool = False
     expected_urls: int = 1_000_000
     fp_rate: float = 1e-6
     user_agent: str = DEFAULT_USER_AGENT
@@ -601,6 +602,13 @@ OPTIONS: tuple[Option, ...] = (
         "connect to ADDR for HOST (on PORT only, if given), like curl's (repeatable)",
         _resolve_entries,
         metavar="HOST[:PORT]:ADDR",
+        group="network",
+    ),
+    Option(
+        "ignore_certificate_errors",
+        "bool",
+        "accept any TLS certificate (self-signed, expired, another host's), as curl's "
+        "--insecure and Chromium's flag of this name do",
         group="network",
     ),
     Option(

@@ -49,8 +49,11 @@ SOCKS_DEFAULT_PORT = 1080
 IDLE_CONNECTIONS_PER_WORKER = 4
 # The longest response header line read; longer is an invalid_response. aiohttp's 8 KB
 # refuses pages browsers show (Chrome reads 256 KB of headers): a long Content-Security-
-# Policy, Link or Set-Cookie. With its 128 headers at most, a head stays under 8 MB.
+# Policy, Link or Set-Cookie.
 MAX_HEADER_FIELD_BYTES = 65536
+# aiohttp's 128 fields at most refuse pages browsers show: Chromium counts none, only the
+# head's bytes, as crawler.framing does (MAX_HEAD_BYTES).
+MAX_HEADER_FIELDS = 16384
 
 
 class Proxy(NamedTuple):
@@ -173,6 +176,8 @@ def make_connector(settings: Settings, guard: AddressGuard | None) -> aiohttp.TC
     sockets go through.
     """
     options: dict[str, Any] = {"limit": 0, "limit_per_host": 0, "ttl_dns_cache": 300}
+    if settings.ignore_certificate_errors:
+        options["ssl"] = False  # aiohttp's word for no verification
     proxy = settings.proxy
     if not _is_socks(proxy):
         options |= connector_options(guard, resolve=settings.resolve)
@@ -241,6 +246,7 @@ class Client:
             trust_env=False,
             response_class=self._response_class,
             max_field_size=MAX_HEADER_FIELD_BYTES,
+            max_headers=MAX_HEADER_FIELDS,
         )
         return self
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from aiohttp.client_proto import ResponseHandler
 
 from crawler.framing import BrowserFramedResponseHandler
 from tests.conftest import by_url, crawl
+from tests.test_warc import read_archive
 
 
 def response(status: str, headers: dict[str, str], body: bytes = b"") -> bytes:
@@ -30,24 +33,33 @@ def status_and_title(record: dict[str, Any]) -> tuple[int | None, str | None]:
     return record["status"], record["title"]
 
 
+PIECES_APART_S = 0.05
+
+
 class RawSite:
     """A keep-alive HTTP/1.1 server answering each path with fixed bytes, as written."""
 
     def __init__(self) -> None:
-        self.responses: dict[str, bytes] = {}
+        # A response in pieces is sent a moment apart, as a slow server sends it.
+        self.responses: dict[str, bytes | list[bytes]] = {}
         self.connections = 0
         self.requests: list[str] = []
         self.closing: set[str] = set()  # paths after whose response the connection is closed
+        # Bytes sent late after a path's response: once the next request on its connection came.
+        self.late: dict[str, bytes] = {}
         self.served_on: dict[str, int] = {}  # path: the number of the connection it came on
         self._server: asyncio.Server | None = None
+        self._tls: ssl.SSLContext | None = None
 
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        scheme = "https" if self._tls else "http"
+        return f"{scheme}://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        late = b""
         try:
             while request_line := await reader.readline():
                 while await reader.readline() not in (b"\r\n", b""):
@@ -55,9 +67,17 @@ class RawSite:
                 path = request_line.split()[1].decode()
                 self.requests.append(path)
                 self.served_on[path] = self.connections
-                writer.write(
-                    self.responses.get(path, response("404 Not Found", {"Content-Length": "0"}))
+                writer.write(late)
+                answer = self.responses.get(
+                    path, response("404 Not Found", {"Content-Length": "0"})
                 )
+                first, *more = [answer] if isinstance(answer, bytes) else answer
+                writer.write(first)
+                for piece in more:
+                    await writer.drain()
+                    await asyncio.sleep(PIECES_APART_S)
+                    writer.write(piece)
+                late = self.late.get(path, b"")
                 await writer.drain()
                 if path in self.closing:
                     break
@@ -66,8 +86,9 @@ class RawSite:
         finally:
             writer.close()
 
-    async def start(self) -> RawSite:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def start(self, tls: ssl.SSLContext | None = None) -> RawSite:
+        self._tls = tls
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls)
         return self
 
     async def stop(self) -> None:
@@ -131,6 +152,78 @@ async def test_a_body_longer_than_its_content_length_is_read_to_its_length_and_t
     )
     assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
     assert raw_site.served_on["/next"] == raw_site.served_on["/longer"] + 1  # not used again
+
+
+async def test_bytes_past_a_content_length_that_come_late_spoil_not_the_next_response(
+    raw_site: RawSite, tmp_path
+):
+    """A page's stray bytes that come after the next request went out on its connection
+    (a script that prints more after its page was sent) were read as the next response's
+    start, and that page was an invalid_response. They are dropped, and the response read
+    from its status line; a server that sends no HTTP at all stays an invalid_response."""
+    raw_site.responses["/"] = page("index", ("/longer", "/next", "/garbage"))
+    raw_site.responses["/longer"] = page("longer")
+    raw_site.late["/longer"] = b"<!-- rendered in 3 ms -->\r\n\r\n"
+    raw_site.responses["/next"] = page("next")
+    raw_site.responses["/garbage"] = b"NOT HTTP AT ALL\r\n\r\n"
+    raw_site.closing.add("/garbage")
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
+
+    assert status_and_title(records[raw_site.url + "/longer"]) == (200, "longer")
+    assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
+    assert raw_site.requests.count("/next") == 1
+    assert raw_site.served_on["/next"] == raw_site.served_on["/garbage"]  # a reused connection
+    assert records[raw_site.url + "/garbage"]["error"] == "invalid_response"
+
+
+async def test_a_head_browsers_read_is_read_when_llhttp_refuses_it_in_a_later_read(
+    raw_site: RawSite, tmp_path
+):
+    """A head that came in pieces, its bad line in a later one, was refused there: the
+    head is read again whole, as one refused in its first read is."""
+    raw_site.responses["/"] = page("index", ("/no-colon", "/space", "/next"))
+    raw_site.responses["/no-colon"] = [
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n",
+        b"This is not a header\r\nContent-Length: 17\r\n\r\n" + TITLED,
+    ]
+    raw_site.responses["/space"] = [
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-",
+        b"Length : 17\r\n",
+        b"\r\n" + TITLED,
+    ]
+    raw_site.responses["/next"] = page("next")
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1))
+
+    assert status_and_title(records[raw_site.url + "/no-colon"]) == (200, "ok")
+    assert status_and_title(records[raw_site.url + "/space"]) == (200, "ok")
+    assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
+
+
+SELF_SIGNED = Path(__file__).parent / "data" / "tls" / "self-signed"
+
+
+async def test_a_self_signed_certificate_is_an_ssl_error_unless_certificate_errors_are_ignored(
+    tmp_path,
+):
+    """As curl's --insecure and Chromium's --ignore-certificate-errors: there was no way to
+    crawl a site whose certificate no one vouches for (an intranet's, a device's)."""
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(f"{SELF_SIGNED}.pem", f"{SELF_SIGNED}.key")
+    site = await RawSite().start(tls)
+    site.responses["/"] = page("secure", ("/next",))
+    site.responses["/next"] = page("next")
+    url = site.url
+    try:
+        refused = by_url(await crawl(tmp_path, [url + "/"]))
+        accepted = by_url(await crawl(tmp_path, [url + "/"], ignore_certificate_errors=True))
+    finally:
+        await site.stop()
+
+    assert refused[url + "/"]["error"] == "ssl_error"
+    assert site.requests == ["/", "/next"]  # those of the second crawl
+    assert status_and_title(accepted[url + "/next"]) == (200, "next")
 
 
 async def test_interim_responses_before_the_final_one_are_read_as_heads_alone(
@@ -224,6 +317,23 @@ async def test_a_header_line_of_20_kb_is_read_as_browsers_read_it_and_one_of_1_m
     assert records[raw_site.url + "/huge"]["error"] == "invalid_response"
 
 
+async def test_a_head_of_1000_fields_is_read_as_browsers_read_it_and_one_of_300_kb_is_not(
+    raw_site: RawSite, tmp_path
+):
+    """Chromium counts no fields, only a head's bytes (256 KiB at most); aiohttp refused
+    a head of more than 128 fields."""
+    fields = "".join(f"X-Field-{n}: {n}\r\n" for n in range(1000)).encode()
+    raw_site.responses["/many"] = page("many").replace(b"\r\n", b"\r\n" + fields, 1)
+    long_fields = "".join(f"X-Field-{n}: {'v' * 90}\r\n" for n in range(3000)).encode()
+    raw_site.responses["/long"] = page("long").replace(b"\r\n", b"\r\n" + long_fields, 1)
+
+    records = by_url(await crawl(tmp_path, [raw_site.url + "/many", raw_site.url + "/long"]))
+
+    assert len(fields) > 16_000 and len(long_fields) > 300_000
+    assert status_and_title(records[raw_site.url + "/many"]) == (200, "many")
+    assert records[raw_site.url + "/long"]["error"] == "invalid_response"
+
+
 TITLED = b"<title>ok</title>"
 
 
@@ -234,7 +344,11 @@ def raw(head: bytes, body: bytes = TITLED) -> bytes:
 async def test_heads_browsers_read_are_read_and_ambiguous_lengths_are_not(
     raw_site: RawSite, tmp_path
 ):
-    """RFC 9112 6.3 and 5.1, as Chromium reads them; llhttp refused the first five."""
+    """RFC 9112 6.3 and 5.1, as Chromium reads them; llhttp refused the first five, the
+    status line in lowercase or with two spaces, and a Transfer-Encoding that is not
+    chunked beside a Content-Length (read to the connection's close: a timeout). A length
+    that is no 1*DIGIT ("+17") is an unrecoverable error for a user agent (RFC 9112 6.3):
+    the response is discarded."""
     chunked = b"11\r\n" + TITLED + b"\r\n0\r\n\r\n"
     cases = {
         "/twice": raw(b"Content-Length: 17\r\ncontent-length: 17\r\n"),
@@ -245,9 +359,13 @@ async def test_heads_browsers_read_are_read_and_ambiguous_lengths_are_not(
         "/bare-lf": b"HTTP/1.1 200 OK\nContent-Type: text/html\nContent-Length: 17\n\n" + TITLED,
         "/folded": raw(b"X-Folded: a\r\n b\r\nContent-Length: 17\r\n"),
         "/no-reason": raw(b"Content-Length: 17\r\n").replace(b" OK", b"", 1),
+        "/lowercase": raw(b"Content-Length: 17\r\n").replace(b"HTTP/1.1", b"http/1.1", 1),
+        "/two-spaces": raw(b"Content-Length: 17\r\n").replace(b" 200", b"  200", 1),
+        "/identity": raw(b"Transfer-Encoding: identity\r\nContent-Length: 17\r\n"),
         "/read-to-close": raw(b"").replace(b"HTTP/1.1", b"HTTP/1.0", 1),
         "/two-lengths": raw(b"Content-Length: 17\r\nContent-Length: 20\r\n"),
         "/length-list-differs": raw(b"Content-Length: 17, 20\r\n"),
+        "/signed-length": raw(b"Content-Length: +17\r\n"),
     }
     raw_site.responses.update(cases)
     raw_site.responses["/"] = page("index", tuple(cases))
@@ -262,13 +380,13 @@ async def test_heads_browsers_read_are_read_and_ambiguous_lengths_are_not(
     }
     read = (200, "ok", None)
     assert outcome == {
-        **dict.fromkeys(list(cases)[:-2], read),
-        "/two-lengths": (None, None, "invalid_response"),
-        "/length-list-differs": (None, None, "invalid_response"),
+        **dict.fromkeys(list(cases)[:-3], read),
+        **dict.fromkeys(list(cases)[-3:], (None, None, "invalid_response")),
     }
     # Not reused after one that might be smuggling another response (RFC 9112 6.1).
-    after = raw_site.requests[raw_site.requests.index("/chunked-wins") + 1]
-    assert raw_site.served_on[after] == raw_site.served_on["/chunked-wins"] + 1
+    for ambiguous in ("/chunked-wins", "/identity"):
+        after = raw_site.requests[raw_site.requests.index(ambiguous) + 1]
+        assert raw_site.served_on[after] == raw_site.served_on[ambiguous] + 1
 
 
 async def test_a_final_101_to_a_get_is_an_invalid_response_and_two_locations_no_redirect(
@@ -293,3 +411,44 @@ async def test_a_final_101_to_a_get_is_an_invalid_response_and_two_locations_no_
     assert records[raw_site.url + "/two"]["error"] == "invalid_redirect"
     assert "/a" not in raw_site.requests and "/b" not in raw_site.requests
     assert status_and_title(records[raw_site.url + "/next"]) == (200, "next")
+
+
+async def test_a_chunked_body_with_bare_lfs_in_its_framing_is_read_as_browsers_read_it(
+    raw_site: RawSite, tmp_path
+):
+    """Chromium and curl end a chunk's size line and its data at a LF without a CR;
+    llhttp refused a bare LF after a size, and waited for more after a last "0\\n\\n"."""
+    chunked = b"Transfer-Encoding: chunked\r\n"
+    bodies = {
+        "/lf-after-size": b"11\n" + TITLED + b"\r\n0\r\n\r\n",
+        "/lf-after-data": b"11\r\n" + TITLED + b"\n0\r\n\r\n",
+        "/lf-everywhere": b"11\n" + TITLED + b"\n0\n\n",
+        "/lf-at-the-end": b"11\r\n" + TITLED + b"\r\n0\n\n",
+        "/extension-and-trailer": b"11;v=1\r\n" + TITLED + b"\r\n0\r\nX-Sum: 1\r\n\r\n",
+    }
+    cases: dict[str, bytes | list[bytes]] = {path: raw(chunked, b) for path, b in bodies.items()}
+    cases["/lf-in-a-later-read"] = [raw(chunked, b"11\r\n" + TITLED + b"\r\n"), b"3\nend\n0\n\n"]
+    for path, answer in cases.items():
+        raw_site.responses[path] = answer
+        raw_site.responses[path + "/next"] = page("next")
+    raw_site.responses["/"] = page("index", tuple(p for c in cases for p in (c, c + "/next")))
+    warc = tmp_path / "warc"
+
+    records = by_url(
+        await crawl(tmp_path, [raw_site.url + "/"], concurrency=1, per_host=1, warc=str(warc))
+    )
+
+    outcome = {
+        path: (
+            *status_and_title(records[raw_site.url + path]),
+            records[raw_site.url + path]["error"],
+        )
+        for path in cases
+    }
+    assert outcome == dict.fromkeys(cases, (200, "ok", None))
+    assert all(
+        status_and_title(records[raw_site.url + c + "/next"]) == (200, "next") for c in cases
+    )
+    archived = {r["uri"]: r["payload"] for r in read_archive(warc) if r["type"] == "response"}
+    assert archived[raw_site.url + "/lf-after-size"] == TITLED  # the others are its revisits
+    assert archived[raw_site.url + "/lf-in-a-later-read"] == TITLED + b"end"
