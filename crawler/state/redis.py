@@ -558,12 +558,9 @@ class RedisStore:
     # -- opening and closing, with the synchronous client ----------------------
 
     def _sync_client(self) -> redis.Redis:
-        try:
-            return redis.Redis.from_url(
-                self._url, socket_timeout=REPLY_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S
-            )
-        except ValueError as exc:
-            raise ConfigError(f"--redis {self._shown_url}: {exc}") from None
+        return redis.Redis.from_url(
+            self._url, socket_timeout=REPLY_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S
+        )
 
     def _check_and_join(self) -> None:
         client = self._sync_client()
