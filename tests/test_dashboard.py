@@ -285,6 +285,29 @@ async def test_the_dashboard_answers_only_to_a_loopback_host_name(
         assert await process.wait() == 0
 
 
+async def test_requests_the_dashboard_cannot_parse_get_400_and_no_traceback_on_stderr(
+    site: Site, tmp_path: Path
+) -> None:
+    release = held_page(site, "/", [])
+    async with dashboard_crawl(tmp_path, site) as (process, url):
+        host, port = url.removeprefix("http://").strip("/").split(":")
+        for request in (
+            f"GET /?{'a' * 9000} HTTP/1.1\r\nHost: {host}\r\n\r\n",  # past aiohttp's 8 KiB
+            f"GET / HTTP/1.1\r\nHost: {host}\r\nContent-Length: x\r\n\r\n",
+        ):
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(request.encode())
+            assert (await reader.readline()).split()[1] == b"400"
+            writer.close()
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            assert response.status == 200
+        release.set()
+        assert await process.wait() == 0
+        assert process.stderr is not None
+        stderr = (await process.stderr.read()).decode()
+    assert "Traceback" not in stderr and "Error handling request" not in stderr, stderr
+
+
 async def test_a_dashboard_on_another_loopback_address_answers_at_the_url_it_gave(
     site: Site, tmp_path: Path
 ) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from crawler.config import ConfigError, Settings, dashboard_address, is_loopback
 from crawler.stats import CrawlStats, Stats
@@ -42,6 +43,17 @@ HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-store",
 }
+
+
+class ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server log, into the crawl's: a request it cannot parse (a line past
+    8 KiB, a header that is no header) is the client's doing, a debug line; aiohttp
+    logged it as an error with its traceback, onto the crawl's stderr."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if isinstance(kwargs.get("exc_info"), HttpProcessingError):
+            level, kwargs["exc_info"] = logging.DEBUG, None
+        super().log(level, f"dashboard: {msg}", *args, **kwargs)
 
 
 class WatchedFigures(CrawlStats):
@@ -195,7 +207,9 @@ class Dashboard:
         app.router.add_get("/events", self._events)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_static("/static", STATIC)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        self._runner = web.AppRunner(
+            app, access_log=None, shutdown_timeout=1.0, logger=ServerLog(log, {})
+        )
         await self._runner.setup()
         for sock in self._sockets:
             await web.SockSite(self._runner, sock).start()
