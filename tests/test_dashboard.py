@@ -198,6 +198,7 @@ async def test_dashboard_during_a_crawl_shows_the_records_written_and_metrics_on
         assert shown["errors"] == str(sum(final["errors"].values()))
         assert shown["queued"] == str(final["queued"])
         assert shown["hosts"] == str(final["host_count"])
+        assert await tab.width_in(360) == 360  # a phone's screen, its tables scrolled apart
         assert tab.errors == []
         await tab.close()
 

@@ -126,6 +126,8 @@ async def test_the_report_of_a_crawl_opens_offline_with_its_figures_charts_and_t
         assert axis[:3] == ["0", "0.550", "1.10"]
         png = await tab.screenshot(tmp_path / "report.png")
         assert png.startswith(b"\x89PNG") and len(png) > 10_000
+        # On a phone the page fits the screen; a wide table scrolls in its own box.
+        assert await tab.width_in(360) == 360
         assert tab.errors == []
         await tab.close()
 
