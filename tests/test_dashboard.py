@@ -492,3 +492,36 @@ async def test_an_api_crawl_says_where_its_dashboard_listens_on_a_port_it_chose(
                 names = {f.name for f in text_string_to_metric_families(await got.text())}
             assert {"crawler_body_bytes", "crawler_errors"} <= names
             break
+
+
+async def test_a_long_crawl_s_pages_per_second_history_is_sent_once_and_bounded(
+    site: Site, tmp_path: Path
+) -> None:
+    """With --stats, a rate sample is kept every 10 s: 8,640 a day. Every event (one a
+    second, to each open page) carried them all, though the page reads them once."""
+    from crawler import Crawler
+    from crawler.observe.dashboard import HISTORY_POINTS, Dashboard, Fixed, listen
+
+    site.page("/", "Home")
+    settings = Settings(seeds="-", ignore_robots=True, dashboard="127.0.0.1:0")
+    async with Crawler([site.url + "/"], settings) as crawler:
+        await crawler.crawl()
+        figures = crawler.dashboard_figures
+    assert figures is not None
+    day = [{"t_s": 10.0 * i, "records": 100 * i} for i in range(8640)]
+    waiting = Fixed({**figures, "rate_history": day})
+    async with (
+        Dashboard(waiting, settings, listen("127.0.0.1:0"), announce=False) as dashboard,
+        aiohttp.ClientSession() as session,
+        session.get(f"{dashboard.url}events") as response,
+    ):
+        events = []
+        async for line in response.content:
+            if line.startswith(b"data: "):
+                events.append(line)
+            if len(events) == 2:
+                break
+    first, second = (json.loads(event.removeprefix(b"data: ")) for event in events)
+    assert first["rate_history"] == day[-HISTORY_POINTS:]
+    assert "rate_history" not in second
+    assert len(events[0]) < 40_000 and len(events[1]) < 4_000

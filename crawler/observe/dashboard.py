@@ -36,6 +36,9 @@ log = logging.getLogger("crawler")
 UPDATE_EVERY_S = 1.0
 RECONNECT_MS = 1000  # how soon a page tries again when its stream ends (a --revisit round)
 END_WAIT_S = 1.0  # for the last figures to reach the watchers when the crawl ends
+# The page keeps this many pages/s points (static/dashboard.js's HISTORY); a page just
+# opened gets the crawl's rate samples (one each 10 s with --stats) up to this many.
+HISTORY_POINTS = 600
 STATIC = Path(__file__).parent / "static"
 # The page and its script come from here and nowhere else, and nothing may frame it.
 HEADERS = {
@@ -276,7 +279,8 @@ class Dashboard:
         self._streams.add(task)
         try:
             await response.prepare(request)
-            await response.write(b"retry: %d\n" % RECONNECT_MS + self._event(self._figures.now()))
+            first = self._event(self._figures.now(), with_history=True)
+            await response.write(b"retry: %d\n" % RECONNECT_MS + first)
             if self._broadcast is None or self._broadcast.done():
                 self._broadcast = asyncio.create_task(self._send_every_update())
             while not self._ending:
@@ -301,5 +305,11 @@ class Dashboard:
             queue.put_nowait(event)
 
     @staticmethod
-    def _event(figures: Mapping[str, Any]) -> bytes:
-        return b"data: " + orjson.dumps(figures) + b"\n\n"
+    def _event(figures: Mapping[str, Any], with_history: bool = False) -> bytes:
+        """The figures as an event; the last rate samples `with_history` only, for a
+        stream's first event, the one the page reads them from."""
+        shown = dict(figures)
+        history = shown.pop("rate_history")
+        if with_history:
+            shown["rate_history"] = history[-HISTORY_POINTS:]
+        return b"data: " + orjson.dumps(shown) + b"\n\n"

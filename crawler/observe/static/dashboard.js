@@ -1,7 +1,7 @@
 // The live dashboard: figures from /events (server-sent), drawn with charts.js.
 "use strict";
 
-const HISTORY = 600; // pages/s points kept: ten minutes at one a second
+const HISTORY = 600; // pages/s points kept: ten minutes at one a second (dashboard.py HISTORY_POINTS)
 const rate = []; // [seconds since the crawl started, pages/s]
 let previous = null;
 
