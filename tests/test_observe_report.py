@@ -15,7 +15,7 @@ from aiohttp import web
 
 from crawler.observe.report import MAX_CONTENT_TYPES, OTHER_CONTENT_TYPES, analyse
 from tests.browser import Chromium
-from tests.conftest import Site, html, link_and_fifo, read_records
+from tests.conftest import Site, crawl, html, link_and_fifo, read_records
 from tests.test_cli import run_main
 
 CLI = [sys.executable, "-m", "crawler"]
@@ -343,3 +343,28 @@ def test_content_types_made_up_by_a_server_take_bounded_memory(tmp_path: Path) -
     figures = analyse(str(records))
     assert len(figures.content_types) == MAX_CONTENT_TYPES + 1
     assert figures.content_types[OTHER_CONTENT_TYPES] == 3000 - MAX_CONTENT_TYPES
+
+
+async def test_a_content_type_that_opens_a_comment_in_a_script_leaves_the_charts_drawn(
+    site: Site, tmp_path: Path
+) -> None:
+    """'<!--<script>' in the report's data (a header the server wrote) put the HTML
+    parser in a state where the data's </script> closed nothing: every chart was gone."""
+    site.page("/", "home", ["/odd"])
+    site.page("/odd", "odd", content_type="text/html<!--<script>")
+    records = await crawl(tmp_path, [f"{site.url}/"])
+    assert {r["content_type"] for r in records} >= {"text/html<!--<script>"}
+    output = tmp_path / "report.html"
+    result = report_in_process(str(tmp_path / "pages.jsonl"), "-o", str(output))
+    assert result.returncode == 0, result.stderr
+    async with Chromium(tmp_path / "profile") as browser:
+        tab = await browser.new_tab()
+        await tab.open(output.as_uri())
+        charts = await tab.drawn_charts(".chart-box")
+        assert charts["chart-content_types"] and charts["chart-statuses"], charts
+        bars = await tab.evaluate(
+            "[...document.querySelectorAll('#chart-content_types text')].map(t => t.textContent)"
+        )
+        assert "text/html<!--<script>" in bars
+        assert tab.errors == []
+        await tab.close()

@@ -532,7 +532,9 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
         notes.append(
             f"The stats file counts {_records(stats['records'])}; the file has {figures.records:,}."
         )
-    data = orjson.dumps(_chart_data(figures)).decode().replace("</", "<\\/")
+    # Every '<' escaped, not only '</': a server's header holding '<!--<script>' put the
+    # HTML parser in a state where the block's '</script>' closed nothing
+    data = orjson.dumps(_chart_data(figures)).decode().replace("<", "\\u003c")
     style = (STATIC / "observe.css").read_text("utf-8")
     script = (STATIC / "charts.js").read_text("utf-8") + (STATIC / "report.js").read_text("utf-8")
     script = script.replace("</", "<\\/")
