@@ -525,3 +525,28 @@ async def test_a_long_crawl_s_pages_per_second_history_is_sent_once_and_bounded(
     assert first["rate_history"] == day[-HISTORY_POINTS:]
     assert "rate_history" not in second
     assert len(events[0]) < 40_000 and len(events[1]) < 4_000
+
+
+async def test_with_javascript_off_the_page_says_so_and_links_the_figures_as_text(
+    site: Site, tmp_path: Path
+) -> None:
+    """It showed 'connecting' and dashes, for good."""
+    from crawler import Crawler
+
+    release = held_page(site, "/", [])
+    settings = Settings(seeds="-", ignore_robots=True, dashboard="127.0.0.1:0", quiet=True)
+    async with Crawler([site.url + "/"], settings) as crawler:
+        crawl = asyncio.create_task(crawler.crawl())
+        assert crawler.dashboard_url is not None
+        async with Chromium(tmp_path / "profile") as browser:
+            tab = await browser.new_tab()
+            await tab.send("Emulation.setScriptExecutionDisabled", value=True)
+            await tab.open(crawler.dashboard_url)
+            await tab.send("Emulation.setScriptExecutionDisabled", value=False)
+            text = await tab.evaluate("document.body.innerText")
+            links = await tab.evaluate("[...document.links].map(a => a.pathname)")
+            await tab.close()
+        release.set()
+        await crawl
+    assert "needs JavaScript" in text
+    assert "/metrics" in links
