@@ -164,6 +164,11 @@ async def test_dashboard_during_a_crawl_shows_the_records_written_and_metrics_on
         assert shown["records"] == str(first_count)
         assert shown["in_flight"] == "1"
         assert shown["hosts"] == "1"
+        headings = await tab.evaluate(
+            "[...document.querySelectorAll('[id^=chart-]')]"
+            ".map(box => box.closest('section').querySelector('h2').textContent)"
+        )  # each says what it counts
+        assert all(" by " in heading for heading in headings), headings
         drawn = await tab.drawn_charts("[id^=chart-]")
         assert drawn["chart-statuses"] and drawn["chart-depths"] and drawn["chart-latency"]
         hosts = await tab.evaluate("document.querySelector('#hosts tbody').rows.length")

@@ -88,6 +88,12 @@ async def test_the_report_of_a_crawl_opens_offline_with_its_figures_charts_and_t
             ".map(t => t.textContent)"
         )
         assert sorted(bars) == sorted(f"{s}: {n}" for s, n in stats["statuses"].items())
+        headings = await tab.evaluate(
+            "[...document.querySelectorAll('.chart-box')]"
+            ".map(box => box.closest('section').querySelector('h2').textContent)"
+        )  # each says what it counts: records by what, in what unit
+        assert all(re.search(r"\b(by|per)\b", heading) for heading in headings), headings
+        assert "Records by fetch time (ms)" in headings
         charts = await tab.drawn_charts(".chart-box")
         assert charts == {
             "chart-time": True,

@@ -84,10 +84,10 @@ function update(f) {
   Charts.bars(document.getElementById("chart-statuses"),
     sorted(f.statuses).map(([s, n]) => [s === "none" ? "no response" : s, n]), "records by status");
   Charts.bars(document.getElementById("chart-errors"), sorted(f.errors), "errors by kind");
-  Charts.histogram(document.getElementById("chart-depths"), Object.entries(f.depths), "depths");
+  Charts.histogram(document.getElementById("chart-depths"), Object.entries(f.depths), "records by depth");
   Charts.histogram(document.getElementById("chart-latency"),
     Object.entries(f.fetch_ms_buckets).map(([le, n]) => [le === "+Inf" ? "more" : `≤${le}`, n]),
-    "fetch time");
+    "records by fetch time (ms)");
   Charts.bars(document.getElementById("chart-dropped"), sorted(f.dropped), "dropped URLs");
 
   fillTable("hosts", f.busiest_hosts, [
