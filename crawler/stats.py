@@ -65,6 +65,13 @@ class VisitedFigures(TypedDict):
     expected_missed_urls: float  # new URLs the filter may have taken for seen ones
 
 
+class AllProcesses(TypedDict):
+    """--redis: the shared crawl, over every process (read at each heartbeat)."""
+
+    records: int  # written by every process, this one's included: what --max-pages counts
+    processes: int  # live now
+
+
 class RecrawlFigures(TypedDict):
     """--since: what became of the previous crawl's pages (README: Recrawling)."""
 
@@ -108,6 +115,7 @@ class CounterFigures(TypedDict):
     rate_history: list[RatePoint]
     claims_per_host: NotRequired[dict[str, int]]  # with --max-pages-per-host
     recrawl: NotRequired[RecrawlFigures]  # with --since
+    all_processes: NotRequired[AllProcesses]  # with --redis
 
 
 class CrawlStats(CounterFigures):
@@ -228,6 +236,7 @@ class Stats:
         self.latency_counts = [0] * (len(LATENCY_BUCKETS_MS) + 1)
         self.last_errors: deque[dict[str, Any]] = deque(maxlen=LAST_ERRORS)
         self.member: str | None = None  # this process's id in a crawl shared by --redis
+        self.all_processes: AllProcesses | None = None  # and that crawl's figures
         self._visited: VisitedSet | None = None
         self._frontier: Queued | None = None
         self._scheduler: Scheduling | None = None
@@ -413,6 +422,8 @@ class Stats:
             figures["claims_per_host"] = dict(self.claims_per_host)
         if self.previous_pages or self.recrawl:
             figures["recrawl"] = self.recrawl_figures()
+        if self.all_processes is not None:
+            figures["all_processes"] = self.all_processes
         return figures
 
     def recrawl_figures(self) -> RecrawlFigures:

@@ -446,10 +446,24 @@ async def test_a_password_redis_does_not_ask_for_is_let_in_as_redis_py_lets_it(
 
 
 async def test_max_pages_counts_across_processes(tmp_path, web, redis_server):
-    crawlers = await start_crawlers(2, web, tmp_path, redis_server.url, "--max-pages", "50")
+    crawl, seeds = crawl_id(), web.seeds(tmp_path)
+    stats = [tmp_path / f"stats-{i}.json" for i in range(2)]
+    crawlers = [
+        await Crawler.start(
+            seeds, tmp_path / f"pages-{i}.jsonl", redis_server.url, crawl,
+            "--max-pages", "50", "--stats", str(stats[i]),
+        )
+        for i in range(2)
+    ]  # fmt: skip
     await run_all(crawlers)
     records = all_records(crawlers)
     assert sum(records.values()) == 50 and set(records.values()) == {1}
+    # Each process's figures say what the whole crawl wrote, beside its own share (the
+    # bar and ETA of --max-pages go by it): a process said 20 pages of 50, and no more.
+    for crawler, path in zip(crawlers, stats, strict=True):
+        figures = json.loads(path.read_text())
+        assert figures["records"] == len(crawler.records())
+        assert figures["all_processes"]["records"] == 50
 
 
 async def test_redis_going_away_stops_the_crawl_and_a_restart_resumes(tmp_path, web):

@@ -153,9 +153,10 @@ for _, dead in ipairs(redis.call('ZRANGEBYSCORE', members, '-inf', now)) do
   redis.call('DEL', inflight, P .. 'held:' .. dead)
   redis.call('ZREM', members, dead)
 end
-local c = redis.call('HMGET', P .. 'counts', 'queued', 'inflight', 'started', 'gone_listed')
+local c = redis.call('HMGET', P .. 'counts', 'queued', 'inflight', 'started', 'gone_listed',
+                    'records')
 return {'ok', redis.call('ZRANGE', members, 0, -1), c[1] or '0', c[2] or '0', c[3] or '0',
-        c[4] or '0'}
+        c[4] or '0', c[5] or '0'}
 """
 )
 
@@ -888,7 +889,8 @@ class RedisStore:
         )
 
     async def _tick(self) -> tuple[int, int, int, int]:
-        """Renew our lease, reap the dead, follow membership; the crawl's counts."""
+        """Renew our lease, reap the dead, follow membership; the crawl's counts (queued,
+        in flight, started, gone listed), and its records and members in the stats."""
         tick = self._call(_command("tick", self._prefix, self.member, self._lease_ms, 0))
         try:
             reply = await asyncio.wait_for(tick, REPLY_TIMEOUT_S)
@@ -903,6 +905,7 @@ class RedisStore:
         if members != self._members:
             self._members = members
             await self._hand_over()
+        self.stats.all_processes = {"records": int(reply[6]), "processes": len(members)}
         return int(reply[2]), int(reply[3]), int(reply[4]), int(reply[5])
 
     async def _hand_over(self) -> None:

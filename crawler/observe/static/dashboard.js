@@ -51,10 +51,13 @@ function update(f) {
   const p = f.fetch_ms_percentiles;
   show("records", f.records.toLocaleString("en"));
   show("rate", f.pages_per_s.toLocaleString("en"));
-  if (f.max_pages) {
-    const left = f.max_pages - f.records;
-    show("eta", f.pages_per_s > 0 && left > 0 ? Charts.clock(left / f.pages_per_s) : "-");
-    show("eta_label", `ETA to ${f.max_pages.toLocaleString("en")} pages`);
+  if (f.max_pages) { // with --redis, every process's pages count (progress.py, _toward_max_pages)
+    const done = f.all_processes ? f.all_processes.records : f.records;
+    const perS = f.records ? f.pages_per_s * done / f.records : 0;
+    const left = f.max_pages - done;
+    show("eta", perS > 0 && left > 0 ? Charts.clock(left / perS) : "-");
+    show("eta_label", `ETA to ${f.max_pages.toLocaleString("en")} pages`
+      + (f.all_processes ? " (all processes)" : ""));
   } else {
     show("eta", Charts.clock(f.elapsed_s));
     show("eta_label", "elapsed");
@@ -102,7 +105,10 @@ function update(f) {
     return item;
   }));
   document.getElementById("slow-section").hidden = !f.slow_pages.length;
-  const member = f.member ? `member ${f.member}, ` : "";
+  const everyone = f.all_processes; // --redis, from the first heartbeat on
+  const shared = everyone
+    ? ` of ${everyone.processes} (${everyone.records.toLocaleString("en")} pages in all)` : "";
+  const member = f.member ? `member ${f.member}${shared}, ` : "";
   document.getElementById("note").textContent = `${member}updated ${new Date().toLocaleTimeString()}`;
 }
 
