@@ -555,3 +555,27 @@ async def test_with_javascript_off_the_page_says_so_and_links_the_figures_as_tex
         await crawl
     assert "needs JavaScript" in text
     assert "/metrics" in links
+
+
+async def test_a_crawl_stopped_with_urls_still_queued_is_not_said_finished(
+    site: Site, tmp_path: Path
+) -> None:
+    """At --max-pages, or on Ctrl-C, the page said 'crawl finished' over 2 URLs queued."""
+    release = held_page(site, "/", ["/a", "/b"])
+    async with (
+        dashboard_crawl(tmp_path, site, "--max-pages", "1") as (process, url),
+        Chromium(tmp_path / "profile") as browser,
+    ):
+        tab = await browser.new_tab()
+        await tab.open(url)
+        await tab.until("document.getElementById('state').textContent === 'live'")
+        release.set()
+        assert await process.wait() == 0
+        state = await tab.until(
+            "document.getElementById('state').className === 'state done'"
+            " && document.getElementById('state').textContent"
+        )
+        assert state == "crawl stopped, 2 URLs not fetched"
+        assert (await tab.figures())["queued"] == "2"
+        assert tab.errors == []
+        await tab.close()

@@ -120,9 +120,11 @@ function connect() {
   events.onmessage = (message) => {
     const figures = JSON.parse(message.data);
     update(figures);
-    if (figures.done) {
+    if (figures.done) { // at --max-pages, or interrupted, URLs are left queued
       events.close();
-      show("crawl finished", "done");
+      const left = figures.queued;
+      show(left ? `crawl stopped, ${left.toLocaleString("en")} URL${left === 1 ? "" : "s"} `
+        + "not fetched" : "crawl finished", "done");
     } else if (figures.round_over || figures.next_round_at) {
       between = true;
       const at = figures.next_round_at && new Date(figures.next_round_at);
