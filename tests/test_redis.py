@@ -24,7 +24,7 @@ from crawler.state.redis_bloom import CLAIM_ONLY_LUA, SharedBloomLayout
 from tests.conftest import Site
 from tests.redis_server import RedisServer
 from tests.test_limits import crawl_with_stats
-from tests.test_politeness import start_gaps
+from tests.test_politeness import fan_out, start_gaps
 from tests.test_sitemaps import index, urlset
 from tests.test_sitemaps import url as url_entry
 from tests.test_wacz import assert_index_is_cdxj_indexers
@@ -322,6 +322,34 @@ async def test_per_host_cap_and_delay_hold_across_processes(tmp_path, redis_serv
     finally:
         for site in the_web.sites:
             await site.stop()
+
+
+async def test_a_host_whose_process_died_is_asked_again_no_sooner_than_its_delay(
+    tmp_path, redis_server
+):
+    """When was its last request? Its process died without saying. With --lease-s
+    shorter than the delay, the process that took the host over asked it 0.6 s after
+    the dead one's last request, at --delay 1."""
+    site = await Site().start()
+    try:
+        fan_out(site, 2)
+        crawl, seeds = crawl_id(), tmp_path / "seeds.txt"
+        seeds.write_text(f"{site.url}/\n")
+        options = ("--delay", "1", "--max-crawl-delay", "0", "--lease-s", "0.5")
+        crawlers = [
+            await Crawler.start(seeds, tmp_path / f"p{i}.jsonl", redis_server.url, crawl, *options)
+            for i in range(2)
+        ]
+        await site.hits_reached(2).wait()
+        locks = redis_server.client().hvals(f"crawler:{{{crawl}}}:locks")
+        (holder,) = [c for c in crawlers if any(f"-{c.process.pid}-" in m.decode() for m in locks)]
+        holder.process.send_signal(signal.SIGKILL)
+        await holder.process.wait()
+        await run_all([c for c in crawlers if c is not holder])
+        assert {hit.path for hit in site.hits} == {"/", "/p0", "/p1"}
+        assert min(start_gaps(site)) >= 1 - 0.02, start_gaps(site)
+    finally:
+        await site.stop()
 
 
 async def test_two_join_at_once_and_a_late_joiner(tmp_path, redis_server):

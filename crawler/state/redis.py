@@ -119,8 +119,10 @@ local function rank(P, host)
 end
 """
 
-# ARGV: prefix, member, lease_ms, joining ("1" or "0"). Renews the lease (or joins),
-# reaps members whose lease ran out, and answers the live members and the counts.
+# ARGV: prefix, member, lease_ms, joining ("1" or "0"), reaped_wait_ms. Renews the lease
+# (or joins), reaps members whose lease ran out, and answers the live members and the
+# counts. A dead member's last request to a host it held is not known: the host's next
+# may start reaped_wait_ms from now (see RedisStore._reaped_wait_ms).
 _TICK = (
     _NOW
     + _RANK
@@ -148,6 +150,7 @@ for _, dead in ipairs(redis.call('ZRANGEBYSCORE', members, '-inf', now)) do
   for _, host in ipairs(redis.call('SMEMBERS', P .. 'held:' .. dead)) do
     if redis.call('HGET', P .. 'locks', host) == dead then
       redis.call('HDEL', P .. 'locks', host)
+      if ARGV[5] ~= '0' then redis.call('HSET', P .. 'free', host, now + tonumber(ARGV[5])) end
     end
   end
   redis.call('DEL', inflight, P .. 'held:' .. dead)
@@ -519,6 +522,15 @@ class RedisStore:
         self._prefix = f"crawler:{{{settings.crawl_id}}}:"
         self._shape = shape_of(settings, seeds)
         self._lease_ms = round(settings.lease_s * 1000)
+        self._tick_s = min(MAX_TICK_S, settings.lease_s / 3)  # a heartbeat at least this often
+        # A member is reaped a lease after its last heartbeat, and made its last request
+        # at most a heartbeat after that one: its hosts wait out the rest of the longest
+        # delay one may ask, --delay or (robots.txt's Crawl-delay) --max-crawl-delay.
+        longest_delay_s = max(
+            settings.delay, 0 if settings.ignore_robots else settings.max_crawl_delay
+        )
+        reaped_wait_s = max(0.0, longest_delay_s - settings.lease_s + self._tick_s)
+        self._reaped_wait_ms = round(reaped_wait_s * 1000) if longest_delay_s else 0
         self._check_and_join()
         self.bloom = visited_set_in_memory(settings, settings.fp_rate / 10)
         self._recent = RecentKeys()  # in front of it, as in one process
@@ -584,7 +596,9 @@ class RedisStore:
             self.resumed = saved is not None
             if self.settings.revisit is not None:
                 self._open_previous_round(client)
-            client.eval(_TICK, 0, self._prefix, self.member, self._lease_ms, "1")
+            client.eval(
+                _TICK, 0, self._prefix, self.member, self._lease_ms, "1", self._reaped_wait_ms
+            )
         except redis.RedisError as exc:
             raise ConfigError(f"cannot use Redis at {self._shown_url}: {exc}") from None
         finally:
@@ -793,7 +807,6 @@ class RedisStore:
         crawled lists them; others that find it so meanwhile list them too (their claims
         find them queued), and one that dies while listing leaves them to the others."""
         self._scheduler = scheduler
-        tick_s = min(MAX_TICK_S, self.settings.lease_s / 3)
         counted_at = -math.inf
         try:
             while True:
@@ -807,7 +820,7 @@ class RedisStore:
                 await self._refill()
                 idle = not self.frontier and not scheduler.in_flight
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), IDLE_POLL_S if idle else tick_s)
+                    await asyncio.wait_for(self._wake.wait(), IDLE_POLL_S if idle else self._tick_s)
             scheduler.end()
             await asyncio.Future()  # the engine cancels us once its workers are done
         finally:
@@ -891,7 +904,9 @@ class RedisStore:
     async def _tick(self) -> tuple[int, int, int, int]:
         """Renew our lease, reap the dead, follow membership; the crawl's counts (queued,
         in flight, started, gone listed), and its records and members in the stats."""
-        tick = self._call(_command("tick", self._prefix, self.member, self._lease_ms, 0))
+        tick = self._call(
+            _command("tick", self._prefix, self.member, self._lease_ms, 0, self._reaped_wait_ms)
+        )
         try:
             reply = await asyncio.wait_for(tick, REPLY_TIMEOUT_S)
         except TimeoutError:  # behind every command sent before it: Redis hangs
