@@ -579,3 +579,36 @@ async def test_a_crawl_stopped_with_urls_still_queued_is_not_said_finished(
         assert (await tab.figures())["queued"] == "2"
         assert tab.errors == []
         await tab.close()
+
+
+async def test_the_claims_of_every_host_are_in_the_stats_file_not_in_each_event(
+    site: Site, tmp_path: Path
+) -> None:
+    """--max-pages-per-host counts the claims of every host; each event, a second to
+    each open page, carried them all: 27 MB a second at 10^6 hosts, read by nothing."""
+    from crawler import Crawler
+
+    release = held_page(site, "/", ["/a", "/b"])
+    site.page("/a", "a")
+    site.page("/b", "b")
+    stats = tmp_path / "stats.json"
+    settings = Settings(
+        seeds="-", ignore_robots=True, dashboard="127.0.0.1:0", quiet=True,
+        max_pages_per_host=5, stats=str(stats),
+    )  # fmt: skip
+    async with Crawler([site.url + "/"], settings) as crawler:
+        crawl = asyncio.create_task(crawler.crawl())
+        assert crawler.dashboard_url is not None
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{crawler.dashboard_url}events") as response,
+        ):
+            async for line in response.content:
+                if line.startswith(b"data: "):
+                    first = json.loads(line.removeprefix(b"data: "))
+                    break
+        assert "claims_per_host" not in first and "claims_per_host" not in crawler.figures()
+        release.set()
+        await crawl
+    host = site.url.removeprefix("http://")
+    assert json.loads(stats.read_text())["claims_per_host"] == {host: 3}
