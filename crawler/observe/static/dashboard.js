@@ -1,7 +1,7 @@
 // The live dashboard: figures from /events (server-sent), drawn with charts.js.
 "use strict";
 
-const HISTORY = 600; // pages/s points kept: ten minutes at one a second (dashboard.py HISTORY_POINTS)
+const HISTORY = 600; // pages/s points kept, ten minutes at one a second (dashboard.py too)
 const rate = []; // [seconds since the crawl started, pages/s]
 let previous = null;
 
@@ -51,7 +51,7 @@ function update(f) {
   const p = f.fetch_ms_percentiles;
   show("records", f.records.toLocaleString("en"));
   show("rate", f.pages_per_s.toLocaleString("en"));
-  if (f.max_pages) { // with --redis, every process's pages count (progress.py, _toward_max_pages)
+  if (f.max_pages) { // with --redis, every process's pages count, as in progress.py
     const done = f.all_processes ? f.all_processes.records : f.records;
     const perS = f.records ? f.pages_per_s * done / f.records : 0;
     const left = f.max_pages - done;
