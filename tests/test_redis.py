@@ -352,6 +352,33 @@ async def test_a_host_whose_process_died_is_asked_again_no_sooner_than_its_delay
         await site.stop()
 
 
+async def test_a_host_whose_process_left_on_ctrl_c_is_asked_again_no_sooner_than_its_delay(
+    tmp_path, redis_server
+):
+    """A process leaving gave its hosts back as free at once: the other asked one 0.3 s
+    after the leaver's last request, at --delay 1."""
+    site = await Site().start()
+    try:
+        fan_out(site, 2)
+        crawl, seeds = crawl_id(), tmp_path / "seeds.txt"
+        seeds.write_text(f"{site.url}/\n")
+        options = ("--delay", "1")
+        crawlers = [
+            await Crawler.start(seeds, tmp_path / f"p{i}.jsonl", redis_server.url, crawl, *options)
+            for i in range(2)
+        ]
+        await site.hits_reached(2).wait()
+        locks = redis_server.client().hvals(f"crawler:{{{crawl}}}:locks")
+        (holder,) = [c for c in crawlers if any(f"-{c.process.pid}-" in m.decode() for m in locks)]
+        holder.process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(holder.process.wait(), 30) == 130
+        await run_all([c for c in crawlers if c is not holder])
+        assert {hit.path for hit in site.hits} == {"/", "/p0", "/p1"}
+        assert min(start_gaps(site)) >= 1 - 0.02, start_gaps(site)
+    finally:
+        await site.stop()
+
+
 async def test_two_join_at_once_and_a_late_joiner(tmp_path, redis_server):
     the_web = await make_web(6, 40, 0.05)
     try:

@@ -649,13 +649,22 @@ class RedisStore:
                 self._leave()
 
     def _leave(self) -> None:
+        """Give back the URLs taken and not finished, and every host held, each free
+        from when its next request may start: the process that takes a host over
+        waits out its delay from our last request to it."""
         by_host: dict[str, list[bytes]] = defaultdict(list)
         for (_, url), item in self._taken.items():
             by_host[host_of(url)].append(item)
         client = self._sync_client()
         try:
-            for host, items in by_host.items():
-                client.eval(_RELEASE, 0, self._prefix, self.member, host, "1", 0, *items)
+            held = cast("set[bytes]", client.smembers(self._prefix + "held:" + self.member))
+            pipe = client.pipeline(transaction=False)
+            for host in {h.decode() for h in held} | by_host.keys():
+                wait_ms = self._next_request_in_ms(host)
+                pipe.eval(
+                    _RELEASE, 0, self._prefix, self.member, host, "1", wait_ms, *by_host[host]
+                )
+            pipe.execute()
             pipe = client.pipeline()
             pipe.zrem(self._prefix + "members", self.member)
             pipe.delete(self._prefix + "held:" + self.member)
@@ -942,11 +951,14 @@ class RedisStore:
             del self._outstanding[host]
             self._leaving.discard(host)
         if items or unlock:
-            scheduler = self._scheduler
-            wait_ms = round(scheduler.wait_s(host) * 1000) if scheduler and unlock else 0
+            wait_ms = self._next_request_in_ms(host) if unlock else 0
             await self._call(
                 _command("release", self._prefix, self.member, host, int(unlock), wait_ms, *items)
             )
+
+    def _next_request_in_ms(self, host: str) -> int:
+        """When this process may ask `host` again (its delay from the last request)."""
+        return round(self._scheduler.wait_s(host) * 1000) if self._scheduler else 0
 
     def _done(self, host: str) -> None:
         self._outstanding[host] -= 1
