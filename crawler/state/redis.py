@@ -828,8 +828,12 @@ class RedisStore:
                     await self._count_visited()
                 await self._refill()
                 idle = not self.frontier and not scheduler.in_flight
+                # asyncio.timeout, not wait_for: the engine's cancel, come as the last
+                # commit set _wake, was lost in 3.11's wait_for, and a process on Ctrl-C
+                # waited here until the others ended the crawl, then for good
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), IDLE_POLL_S if idle else self._tick_s)
+                    async with asyncio.timeout(IDLE_POLL_S if idle else self._tick_s):
+                        await self._wake.wait()
             scheduler.end()
             await asyncio.Future()  # the engine cancels us once its workers are done
         finally:
@@ -917,7 +921,8 @@ class RedisStore:
             _command("tick", self._prefix, self.member, self._lease_ms, 0, self._reaped_wait_ms)
         )
         try:
-            reply = await asyncio.wait_for(tick, REPLY_TIMEOUT_S)
+            async with asyncio.timeout(REPLY_TIMEOUT_S):  # not wait_for (see serve)
+                reply = await tick
         except TimeoutError:  # behind every command sent before it: Redis hangs
             if self._connection is not None:
                 self._connection.abort()
