@@ -363,16 +363,23 @@ async def test_a_host_whose_process_left_on_ctrl_c_is_asked_again_no_sooner_than
         fan_out(site, 2)
         crawl, seeds = crawl_id(), tmp_path / "seeds.txt"
         seeds.write_text(f"{site.url}/\n")
-        options = ("--delay", "1")
+        stats = [tmp_path / f"stats-{i}.json" for i in range(2)]
         crawlers = [
-            await Crawler.start(seeds, tmp_path / f"p{i}.jsonl", redis_server.url, crawl, *options)
+            await Crawler.start(
+                seeds, tmp_path / f"p{i}.jsonl", redis_server.url, crawl,
+                "--delay", "1", "--stats", str(stats[i]),
+            )
             for i in range(2)
-        ]
+        ]  # fmt: skip
         await site.hits_reached(2).wait()
         locks = redis_server.client().hvals(f"crawler:{{{crawl}}}:locks")
         (holder,) = [c for c in crawlers if any(f"-{c.process.pid}-" in m.decode() for m in locks)]
         holder.process.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(holder.process.wait(), 30) == 130
+        # Its figures of the shared visited set are read as it leaves: they were those
+        # of its start (a URL, the seed), read every 5 s, and at the end of a crawl over.
+        figures = json.loads(stats[crawlers.index(holder)].read_text())
+        assert figures["visited"]["urls"] == 3
         await run_all([c for c in crawlers if c is not holder])
         assert {hit.path for hit in site.hits} == {"/", "/p0", "/p1"}
         assert min(start_gaps(site)) >= 1 - 0.02, start_gaps(site)

@@ -836,6 +836,13 @@ class RedisStore:
                         await self._wake.wait()
             scheduler.end()
             await asyncio.Future()  # the engine cancels us once its workers are done
+        except asyncio.CancelledError:
+            # The shared visited set's figures as the crawl ends here: those of a crawl
+            # interrupted were the last read, up to VISITED_COUNT_S before (at first, 1 URL)
+            if not self._lost:
+                with contextlib.suppress(WriteFailed):
+                    await self._count_visited()
+            raise
         finally:
             if self._connection is not None:
                 self._connection.close()
