@@ -127,6 +127,20 @@ async def start_crawlers(
     ]
 
 
+async def start_with_stats(
+    count: int, seeds: Path, tmp_path: Path, redis_url: str, *extra: str
+) -> tuple[list[Crawler], list[Path]]:
+    """`start_crawlers`, from `seeds`, each process with a --stats file of its own."""
+    crawl, stats = crawl_id(), [tmp_path / f"stats-{i}.json" for i in range(count)]
+    crawlers = [
+        await Crawler.start(
+            seeds, tmp_path / f"pages-{i}.jsonl", redis_url, crawl, *extra, "--stats", str(path)
+        )
+        for i, path in enumerate(stats)
+    ]
+    return crawlers, stats
+
+
 def all_records(crawlers: list[Crawler]) -> Counter[str]:
     return Counter(r["url"] for c in crawlers for r in c.records())
 
@@ -361,18 +375,13 @@ async def test_a_host_whose_process_left_on_ctrl_c_is_asked_again_no_sooner_than
     site = await Site().start()
     try:
         fan_out(site, 2)
-        crawl, seeds = crawl_id(), tmp_path / "seeds.txt"
+        seeds = tmp_path / "seeds.txt"
         seeds.write_text(f"{site.url}/\n")
-        stats = [tmp_path / f"stats-{i}.json" for i in range(2)]
-        crawlers = [
-            await Crawler.start(
-                seeds, tmp_path / f"p{i}.jsonl", redis_server.url, crawl,
-                "--delay", "1", "--stats", str(stats[i]),
-            )
-            for i in range(2)
-        ]  # fmt: skip
+        crawlers, stats = await start_with_stats(
+            2, seeds, tmp_path, redis_server.url, "--delay", "1"
+        )
         await site.hits_reached(2).wait()
-        locks = redis_server.client().hvals(f"crawler:{{{crawl}}}:locks")
+        locks = redis_server.client().hvals(f"crawler:{{{crawlers[0].crawl}}}:locks")
         (holder,) = [c for c in crawlers if any(f"-{c.process.pid}-" in m.decode() for m in locks)]
         holder.process.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(holder.process.wait(), 30) == 130
@@ -509,15 +518,9 @@ async def test_a_password_redis_does_not_ask_for_is_let_in_as_redis_py_lets_it(
 
 
 async def test_max_pages_counts_across_processes(tmp_path, web, redis_server):
-    crawl, seeds = crawl_id(), web.seeds(tmp_path)
-    stats = [tmp_path / f"stats-{i}.json" for i in range(2)]
-    crawlers = [
-        await Crawler.start(
-            seeds, tmp_path / f"pages-{i}.jsonl", redis_server.url, crawl,
-            "--max-pages", "50", "--stats", str(stats[i]),
-        )
-        for i in range(2)
-    ]  # fmt: skip
+    crawlers, stats = await start_with_stats(
+        2, web.seeds(tmp_path), tmp_path, redis_server.url, "--max-pages", "50"
+    )
     await run_all(crawlers)
     records = all_records(crawlers)
     assert sum(records.values()) == 50 and set(records.values()) == {1}
