@@ -373,6 +373,16 @@ def _redis_problem(value: str) -> str | None:
     database = value.partition("://")[2].partition("?")[0].partition("/")[2].strip("/")
     if not value.startswith("unix") and database and not database.isdigit():
         return "must name its database by number (redis://HOST:PORT/0)"
+    import redis  # only when --redis is given
+
+    # redis-py checks a URL's port and query options only as it makes a connection, and
+    # passes an option it does not know on to it: a TypeError, a traceback mid-start
+    try:
+        redis.Redis.from_url(value).connection_pool.make_connection()
+    except (ValueError, redis.RedisError) as exc:
+        return f"is not a URL redis-py takes ({exc})"
+    except TypeError:
+        return "has a query option redis-py does not know"
     return None
 
 

@@ -123,6 +123,21 @@ class Tab:
         )
         return drawn
 
+    async def width_in(self, viewport_px: int) -> int:
+        """The page's width (the document's scrollWidth) in a viewport `viewport_px`
+        wide, as a phone's: more than that is a page the reader scrolls sideways."""
+        await self.send(
+            "Emulation.setDeviceMetricsOverride",
+            width=viewport_px,
+            height=740,
+            deviceScaleFactor=1,
+            mobile=True,
+        )
+        width: int = await self.evaluate(
+            "new Promise(r => requestAnimationFrame(() => r(document.documentElement.scrollWidth)))"
+        )
+        return width
+
     async def screenshot(self, path: Path) -> bytes:
         reply = await self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         png = base64.b64decode(reply["data"])

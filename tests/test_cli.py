@@ -190,6 +190,9 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--redis", "http://127.0.0.1:6379/0", "--crawl-id", "x"], "must be a redis:// URL"),
         (["--redis", "redis://:s@127.0.0.1:6379/abc", "--crawl-id", "x"], "database by number"),
         (["--redis", "redis://127.0.0.1:99999/0", "--crawl-id", "x"], "Port out of range"),
+        # redis-py passed an option it does not know to its connection: a TypeError traceback
+        (["--redis", "redis://127.0.0.1:6379/0?foo=1", "--crawl-id", "x"], "query option"),
+        (["--redis", "redis://127.0.0.1:6379/0?protocol=9", "--crawl-id", "x"], "either 2 or 3"),
         # Not a file named "-", as it was: stdout is -o's (and no stats file is a stream).
         (["--stats", "-"], "--stats must name a file, not -"),
         # A due date past the year 9999 is none: every page was an internal_error.

@@ -164,6 +164,11 @@ async def test_dashboard_during_a_crawl_shows_the_records_written_and_metrics_on
         assert shown["records"] == str(first_count)
         assert shown["in_flight"] == "1"
         assert shown["hosts"] == "1"
+        headings = await tab.evaluate(
+            "[...document.querySelectorAll('[id^=chart-]')]"
+            ".map(box => box.closest('section').querySelector('h2').textContent)"
+        )  # each says what it counts
+        assert all(" by " in heading for heading in headings), headings
         drawn = await tab.drawn_charts("[id^=chart-]")
         assert drawn["chart-statuses"] and drawn["chart-depths"] and drawn["chart-latency"]
         hosts = await tab.evaluate("document.querySelector('#hosts tbody').rows.length")
@@ -198,6 +203,7 @@ async def test_dashboard_during_a_crawl_shows_the_records_written_and_metrics_on
         assert shown["errors"] == str(sum(final["errors"].values()))
         assert shown["queued"] == str(final["queued"])
         assert shown["hosts"] == str(final["host_count"])
+        assert await tab.width_in(360) == 360  # a phone's screen, its tables scrolled apart
         assert tab.errors == []
         await tab.close()
 
@@ -283,6 +289,29 @@ async def test_the_dashboard_answers_only_to_a_loopback_host_name(
                 assert "default-src 'self'" in response.headers["Content-Security-Policy"]
         release.set()
         assert await process.wait() == 0
+
+
+async def test_requests_the_dashboard_cannot_parse_get_400_and_no_traceback_on_stderr(
+    site: Site, tmp_path: Path
+) -> None:
+    release = held_page(site, "/", [])
+    async with dashboard_crawl(tmp_path, site) as (process, url):
+        host, port = url.removeprefix("http://").strip("/").split(":")
+        for request in (
+            f"GET /?{'a' * 9000} HTTP/1.1\r\nHost: {host}\r\n\r\n",  # past aiohttp's 8 KiB
+            f"GET / HTTP/1.1\r\nHost: {host}\r\nContent-Length: x\r\n\r\n",
+        ):
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(request.encode())
+            assert (await reader.readline()).split()[1] == b"400"
+            writer.close()
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            assert response.status == 200
+        release.set()
+        assert await process.wait() == 0
+        assert process.stderr is not None
+        stderr = (await process.stderr.read()).decode()
+    assert "Traceback" not in stderr and "Error handling request" not in stderr, stderr
 
 
 async def test_a_dashboard_on_another_loopback_address_answers_at_the_url_it_gave(
@@ -468,3 +497,118 @@ async def test_an_api_crawl_says_where_its_dashboard_listens_on_a_port_it_chose(
                 names = {f.name for f in text_string_to_metric_families(await got.text())}
             assert {"crawler_body_bytes", "crawler_errors"} <= names
             break
+
+
+async def test_a_long_crawl_s_pages_per_second_history_is_sent_once_and_bounded(
+    site: Site, tmp_path: Path
+) -> None:
+    """With --stats, a rate sample is kept every 10 s: 8,640 a day. Every event (one a
+    second, to each open page) carried them all, though the page reads them once."""
+    from crawler import Crawler
+    from crawler.observe.dashboard import HISTORY_POINTS, Dashboard, Fixed, listen
+
+    site.page("/", "Home")
+    settings = Settings(seeds="-", ignore_robots=True, dashboard="127.0.0.1:0")
+    async with Crawler([site.url + "/"], settings) as crawler:
+        await crawler.crawl()
+        figures = crawler.dashboard_figures
+    assert figures is not None
+    day = [{"t_s": 10.0 * i, "records": 100 * i} for i in range(8640)]
+    waiting = Fixed({**figures, "rate_history": day})
+    async with (
+        Dashboard(waiting, settings, listen("127.0.0.1:0"), announce=False) as dashboard,
+        aiohttp.ClientSession() as session,
+        session.get(f"{dashboard.url}events") as response,
+    ):
+        events = []
+        async for line in response.content:
+            if line.startswith(b"data: "):
+                events.append(line)
+            if len(events) == 2:
+                break
+    first, second = (json.loads(event.removeprefix(b"data: ")) for event in events)
+    assert first["rate_history"] == day[-HISTORY_POINTS:]
+    assert "rate_history" not in second
+    assert len(events[0]) < 40_000 and len(events[1]) < 4_000
+
+
+async def test_with_javascript_off_the_page_says_so_and_links_the_figures_as_text(
+    site: Site, tmp_path: Path
+) -> None:
+    """It showed 'connecting' and dashes, for good."""
+    from crawler import Crawler
+
+    release = held_page(site, "/", [])
+    settings = Settings(seeds="-", ignore_robots=True, dashboard="127.0.0.1:0", quiet=True)
+    async with Crawler([site.url + "/"], settings) as crawler:
+        crawl = asyncio.create_task(crawler.crawl())
+        assert crawler.dashboard_url is not None
+        async with Chromium(tmp_path / "profile") as browser:
+            tab = await browser.new_tab()
+            await tab.send("Emulation.setScriptExecutionDisabled", value=True)
+            await tab.open(crawler.dashboard_url)
+            await tab.send("Emulation.setScriptExecutionDisabled", value=False)
+            text = await tab.evaluate("document.body.innerText")
+            links = await tab.evaluate("[...document.links].map(a => a.pathname)")
+            await tab.close()
+        release.set()
+        await crawl
+    assert "needs JavaScript" in text
+    assert "/metrics" in links
+
+
+async def test_a_crawl_stopped_with_urls_still_queued_is_not_said_finished(
+    site: Site, tmp_path: Path
+) -> None:
+    """At --max-pages, or on Ctrl-C, the page said 'crawl finished' over 2 URLs queued."""
+    release = held_page(site, "/", ["/a", "/b"])
+    async with (
+        dashboard_crawl(tmp_path, site, "--max-pages", "1") as (process, url),
+        Chromium(tmp_path / "profile") as browser,
+    ):
+        tab = await browser.new_tab()
+        await tab.open(url)
+        await tab.until("document.getElementById('state').textContent === 'live'")
+        release.set()
+        assert await process.wait() == 0
+        state = await tab.until(
+            "document.getElementById('state').className === 'state done'"
+            " && document.getElementById('state').textContent"
+        )
+        assert state == "crawl stopped, 2 URLs not fetched"
+        assert (await tab.figures())["queued"] == "2"
+        assert tab.errors == []
+        await tab.close()
+
+
+async def test_the_claims_of_every_host_are_in_the_stats_file_not_in_each_event(
+    site: Site, tmp_path: Path
+) -> None:
+    """--max-pages-per-host counts the claims of every host; each event, a second to
+    each open page, carried them all: 27 MB a second at 10^6 hosts, read by nothing."""
+    from crawler import Crawler
+
+    release = held_page(site, "/", ["/a", "/b"])
+    site.page("/a", "a")
+    site.page("/b", "b")
+    stats = tmp_path / "stats.json"
+    settings = Settings(
+        seeds="-", ignore_robots=True, dashboard="127.0.0.1:0", quiet=True,
+        max_pages_per_host=5, stats=str(stats),
+    )  # fmt: skip
+    async with Crawler([site.url + "/"], settings) as crawler:
+        crawl = asyncio.create_task(crawler.crawl())
+        assert crawler.dashboard_url is not None
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{crawler.dashboard_url}events") as response,
+        ):
+            async for line in response.content:
+                if line.startswith(b"data: "):
+                    first = json.loads(line.removeprefix(b"data: "))
+                    break
+        assert "claims_per_host" not in first and "claims_per_host" not in crawler.figures()
+        release.set()
+        await crawl
+    host = site.url.removeprefix("http://")
+    assert json.loads(stats.read_text())["claims_per_host"] == {host: 3}

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from crawler.observe.report import MAX_CONTENT_TYPES, OTHER_CONTENT_TYPES, analyse
 from tests.browser import Chromium
-from tests.conftest import Site, html, link_and_fifo, read_records
+from tests.conftest import Site, crawl, html, link_and_fifo, read_records
 from tests.test_cli import run_main
 
 CLI = [sys.executable, "-m", "crawler"]
@@ -88,6 +88,12 @@ async def test_the_report_of_a_crawl_opens_offline_with_its_figures_charts_and_t
             ".map(t => t.textContent)"
         )
         assert sorted(bars) == sorted(f"{s}: {n}" for s, n in stats["statuses"].items())
+        headings = await tab.evaluate(
+            "[...document.querySelectorAll('.chart-box')]"
+            ".map(box => box.closest('section').querySelector('h2').textContent)"
+        )  # each says what it counts: records by what, in what unit
+        assert all(re.search(r"\b(by|per)\b", heading) for heading in headings), headings
+        assert "Records by fetch time (ms)" in headings
         charts = await tab.drawn_charts(".chart-box")
         assert charts == {
             "chart-time": True,
@@ -126,6 +132,8 @@ async def test_the_report_of_a_crawl_opens_offline_with_its_figures_charts_and_t
         assert axis[:3] == ["0", "0.550", "1.10"]
         png = await tab.screenshot(tmp_path / "report.png")
         assert png.startswith(b"\x89PNG") and len(png) > 10_000
+        # On a phone the page fits the screen; a wide table scrolls in its own box.
+        assert await tab.width_in(360) == 360
         assert tab.errors == []
         await tab.close()
 
@@ -341,3 +349,28 @@ def test_content_types_made_up_by_a_server_take_bounded_memory(tmp_path: Path) -
     figures = analyse(str(records))
     assert len(figures.content_types) == MAX_CONTENT_TYPES + 1
     assert figures.content_types[OTHER_CONTENT_TYPES] == 3000 - MAX_CONTENT_TYPES
+
+
+async def test_a_content_type_that_opens_a_comment_in_a_script_leaves_the_charts_drawn(
+    site: Site, tmp_path: Path
+) -> None:
+    """'<!--<script>' in the report's data (a header the server wrote) put the HTML
+    parser in a state where the data's </script> closed nothing: every chart was gone."""
+    site.page("/", "home", ["/odd"])
+    site.page("/odd", "odd", content_type="text/html<!--<script>")
+    records = await crawl(tmp_path, [f"{site.url}/"])
+    assert {r["content_type"] for r in records} >= {"text/html<!--<script>"}
+    output = tmp_path / "report.html"
+    result = report_in_process(str(tmp_path / "pages.jsonl"), "-o", str(output))
+    assert result.returncode == 0, result.stderr
+    async with Chromium(tmp_path / "profile") as browser:
+        tab = await browser.new_tab()
+        await tab.open(output.as_uri())
+        charts = await tab.drawn_charts(".chart-box")
+        assert charts["chart-content_types"] and charts["chart-statuses"], charts
+        bars = await tab.evaluate(
+            "[...document.querySelectorAll('#chart-content_types text')].map(t => t.textContent)"
+        )
+        assert "text/html<!--<script>" in bars
+        assert tab.errors == []
+        await tab.close()

@@ -24,7 +24,7 @@ from crawler.state.redis_bloom import CLAIM_ONLY_LUA, SharedBloomLayout
 from tests.conftest import Site
 from tests.redis_server import RedisServer
 from tests.test_limits import crawl_with_stats
-from tests.test_politeness import start_gaps
+from tests.test_politeness import fan_out, start_gaps
 from tests.test_sitemaps import index, urlset
 from tests.test_sitemaps import url as url_entry
 from tests.test_wacz import assert_index_is_cdxj_indexers
@@ -125,6 +125,20 @@ async def start_crawlers(
         await Crawler.start(seeds, tmp_path / f"pages-{i}.jsonl", redis_url, crawl, *extra)
         for i in range(count)
     ]
+
+
+async def start_with_stats(
+    count: int, seeds: Path, tmp_path: Path, redis_url: str, *extra: str
+) -> tuple[list[Crawler], list[Path]]:
+    """`start_crawlers`, from `seeds`, each process with a --stats file of its own."""
+    crawl, stats = crawl_id(), [tmp_path / f"stats-{i}.json" for i in range(count)]
+    crawlers = [
+        await Crawler.start(
+            seeds, tmp_path / f"pages-{i}.jsonl", redis_url, crawl, *extra, "--stats", str(path)
+        )
+        for i, path in enumerate(stats)
+    ]
+    return crawlers, stats
 
 
 def all_records(crawlers: list[Crawler]) -> Counter[str]:
@@ -324,6 +338,64 @@ async def test_per_host_cap_and_delay_hold_across_processes(tmp_path, redis_serv
             await site.stop()
 
 
+async def test_a_host_whose_process_died_is_asked_again_no_sooner_than_its_delay(
+    tmp_path, redis_server
+):
+    """When was its last request? Its process died without saying. With --lease-s
+    shorter than the delay, the process that took the host over asked it 0.6 s after
+    the dead one's last request, at --delay 1."""
+    site = await Site().start()
+    try:
+        fan_out(site, 2)
+        crawl, seeds = crawl_id(), tmp_path / "seeds.txt"
+        seeds.write_text(f"{site.url}/\n")
+        options = ("--delay", "1", "--max-crawl-delay", "0", "--lease-s", "0.5")
+        crawlers = [
+            await Crawler.start(seeds, tmp_path / f"p{i}.jsonl", redis_server.url, crawl, *options)
+            for i in range(2)
+        ]
+        await site.hits_reached(2).wait()
+        locks = redis_server.client().hvals(f"crawler:{{{crawl}}}:locks")
+        (holder,) = [c for c in crawlers if any(f"-{c.process.pid}-" in m.decode() for m in locks)]
+        holder.process.send_signal(signal.SIGKILL)
+        await holder.process.wait()
+        await run_all([c for c in crawlers if c is not holder])
+        assert {hit.path for hit in site.hits} == {"/", "/p0", "/p1"}
+        assert min(start_gaps(site)) >= 1 - 0.02, start_gaps(site)
+    finally:
+        await site.stop()
+
+
+async def test_a_host_whose_process_left_on_ctrl_c_is_asked_again_no_sooner_than_its_delay(
+    tmp_path, redis_server
+):
+    """A process leaving gave its hosts back as free at once: the other asked one 0.3 s
+    after the leaver's last request, at --delay 1. And it leaves: in half the runs, its
+    Ctrl-C, come as its last commit woke the Redis feeder, was lost, and it never ended."""
+    site = await Site().start()
+    try:
+        fan_out(site, 2)
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(f"{site.url}/\n")
+        crawlers, stats = await start_with_stats(
+            2, seeds, tmp_path, redis_server.url, "--delay", "1"
+        )
+        await site.hits_reached(2).wait()
+        locks = redis_server.client().hvals(f"crawler:{{{crawlers[0].crawl}}}:locks")
+        (holder,) = [c for c in crawlers if any(f"-{c.process.pid}-" in m.decode() for m in locks)]
+        holder.process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(holder.process.wait(), 30) == 130
+        # Its figures of the shared visited set are read as it leaves: they were those
+        # of its start (a URL, the seed), read every 5 s, and at the end of a crawl over.
+        figures = json.loads(stats[crawlers.index(holder)].read_text())
+        assert figures["visited"]["urls"] == 3
+        await run_all([c for c in crawlers if c is not holder])
+        assert {hit.path for hit in site.hits} == {"/", "/p0", "/p1"}
+        assert min(start_gaps(site)) >= 1 - 0.02, start_gaps(site)
+    finally:
+        await site.stop()
+
+
 async def test_two_join_at_once_and_a_late_joiner(tmp_path, redis_server):
     the_web = await make_web(6, 40, 0.05)
     try:
@@ -446,10 +518,18 @@ async def test_a_password_redis_does_not_ask_for_is_let_in_as_redis_py_lets_it(
 
 
 async def test_max_pages_counts_across_processes(tmp_path, web, redis_server):
-    crawlers = await start_crawlers(2, web, tmp_path, redis_server.url, "--max-pages", "50")
+    crawlers, stats = await start_with_stats(
+        2, web.seeds(tmp_path), tmp_path, redis_server.url, "--max-pages", "50"
+    )
     await run_all(crawlers)
     records = all_records(crawlers)
     assert sum(records.values()) == 50 and set(records.values()) == {1}
+    # Each process's figures say what the whole crawl wrote, beside its own share (the
+    # bar and ETA of --max-pages go by it): a process said 20 pages of 50, and no more.
+    for crawler, path in zip(crawlers, stats, strict=True):
+        figures = json.loads(path.read_text())
+        assert figures["records"] == len(crawler.records())
+        assert figures["all_processes"]["records"] == 50
 
 
 async def test_redis_going_away_stops_the_crawl_and_a_restart_resumes(tmp_path, web):

@@ -77,6 +77,31 @@ def test_max_pages_shows_a_bar_a_percentage_and_an_eta_before_the_text() -> None
     assert "elapsed" not in text
 
 
+def test_with_redis_max_pages_goes_by_every_process_s_pages() -> None:
+    """A process with a third of the pages showed 33% when the crawl was over."""
+    shared = {"records": 150_000, "processes": 3}
+    [line] = rendered(80, max_pages=200_000, records=50_000, all_processes=shared)
+    # 75%, not 25%; 50,000 pages left at 3 times this process's 2,345.6/s
+    assert line.partition(" ")[2].startswith("50,000 pages, 75%, ETA 0:07")
+
+
+def test_with_redis_the_summary_says_how_many_pages_every_process_wrote() -> None:
+    totals: Any = {
+        "records": 50_000, "elapsed_s": 100.0, "pages_per_s": 500.0, "statuses": {},
+        "errors": {}, "dropped": {}, "bytes": 0, "truncated": 0, "retries": 0,
+        "depth_inexact": 0, "all_processes": {"records": 150_000, "processes": 3},
+        "visited": {
+            "urls": 3, "bytes": 1024, "slices": 1, "fp_rate": 1e-9, "target_fp_rate": 1e-6,
+            "expected_missed_urls": 0.0,
+        },
+    }  # fmt: skip
+    rows = summary_table(totals).splitlines()
+    assert re.split(r"  +", rows[1].strip())[:2] == ["pages", "50,000"]
+    assert re.split(r"  +", rows[2].strip()) == [
+        "all processes", "150,000", "pages of the crawl shared by --redis"
+    ]  # fmt: skip
+
+
 def test_one_host_one_error_one_slow_page_are_singular() -> None:
     line = status_line(figures(records=1, host_count=1, errors={"timeout": 1}, held_for=1))
     assert line.startswith("1 page,")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from crawler.config import ConfigError, Settings, dashboard_address, is_loopback
 from crawler.stats import CrawlStats, Stats
@@ -35,6 +36,9 @@ log = logging.getLogger("crawler")
 UPDATE_EVERY_S = 1.0
 RECONNECT_MS = 1000  # how soon a page tries again when its stream ends (a --revisit round)
 END_WAIT_S = 1.0  # for the last figures to reach the watchers when the crawl ends
+# The page keeps this many pages/s points (static/dashboard.js's HISTORY); a page just
+# opened gets the crawl's rate samples (one each 10 s with --stats) up to this many.
+HISTORY_POINTS = 600
 STATIC = Path(__file__).parent / "static"
 # The page and its script come from here and nowhere else, and nothing may frame it.
 HEADERS = {
@@ -42,6 +46,17 @@ HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-store",
 }
+
+
+class ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server log, into the crawl's: a request it cannot parse (a line past
+    8 KiB, a header that is no header) is the client's doing, a debug line; aiohttp
+    logged it as an error with its traceback, onto the crawl's stderr."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if isinstance(kwargs.get("exc_info"), HttpProcessingError):
+            level, kwargs["exc_info"] = logging.DEBUG, None
+        super().log(level, f"dashboard: {msg}", *args, **kwargs)
 
 
 class WatchedFigures(CrawlStats):
@@ -195,7 +210,9 @@ class Dashboard:
         app.router.add_get("/events", self._events)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_static("/static", STATIC)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        self._runner = web.AppRunner(
+            app, access_log=None, shutdown_timeout=1.0, logger=ServerLog(log, {})
+        )
         await self._runner.setup()
         for sock in self._sockets:
             await web.SockSite(self._runner, sock).start()
@@ -262,7 +279,8 @@ class Dashboard:
         self._streams.add(task)
         try:
             await response.prepare(request)
-            await response.write(b"retry: %d\n" % RECONNECT_MS + self._event(self._figures.now()))
+            first = self._event(self._figures.now(), with_history=True)
+            await response.write(b"retry: %d\n" % RECONNECT_MS + first)
             if self._broadcast is None or self._broadcast.done():
                 self._broadcast = asyncio.create_task(self._send_every_update())
             while not self._ending:
@@ -287,5 +305,11 @@ class Dashboard:
             queue.put_nowait(event)
 
     @staticmethod
-    def _event(figures: Mapping[str, Any]) -> bytes:
-        return b"data: " + orjson.dumps(figures) + b"\n\n"
+    def _event(figures: Mapping[str, Any], with_history: bool = False) -> bytes:
+        """The figures as an event; the last rate samples `with_history` only, for a
+        stream's first event, the one the page reads them from."""
+        shown = dict(figures)
+        history = shown.pop("rate_history")
+        if with_history:
+            shown["rate_history"] = history[-HISTORY_POINTS:]
+        return b"data: " + orjson.dumps(shown) + b"\n\n"

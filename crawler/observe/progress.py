@@ -46,14 +46,25 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
 
 
+def _toward_max_pages(figures: CrawlStats) -> tuple[int, float]:
+    """The pages --max-pages counts, and how fast they come: with --redis, those of every
+    process, at this one's pace scaled by the others' share so far."""
+    records, rate = figures["records"], figures["pages_per_s"]
+    if "all_processes" not in figures:
+        return records, rate
+    everyone = figures["all_processes"]["records"]
+    return everyone, rate * everyone / records if records else 0.0
+
+
 def _status_fields(figures: CrawlStats, max_pages: int) -> list[tuple[int, str]]:
     """The status line's fields in display order, each with its priority (0 is kept longest)."""
     records, rate = figures["records"], figures["pages_per_s"]
     fields = [(0, _count(records, "page"))]
     if max_pages:
-        fields.append((1, f"{min(records / max_pages, 1):.0%}"))
-        eta = _clock((max_pages - records) / rate) if rate > 0 and records < max_pages else "-"
-        fields.append((3, f"ETA {eta}"))
+        done, per_s = _toward_max_pages(figures)
+        left = max_pages - done
+        fields.append((1, f"{min(done / max_pages, 1):.0%}"))
+        fields.append((3, f"ETA {_clock(left / per_s) if per_s > 0 and left > 0 else '-'}"))
     else:
         fields.append((3, f"{_clock(figures['elapsed_s'])} elapsed"))
     fields += [
@@ -90,6 +101,11 @@ def summary_table(figures: CrawlStats) -> str:
             f"{figures['records']:,}",
             f"{figures['elapsed_s']:.2f} s in all; {figures['pages_per_s']:.1f} pages/s "
             "in this run",
+        ),
+        *(
+            [("all processes", f"{everyone['records']:,}", "pages of the crawl shared by --redis")]
+            if (everyone := figures.get("all_processes"))
+            else []
         ),
         *(
             ("no response" if status == "none" else f"status {status}", f"{count:,}", "")
@@ -334,7 +350,7 @@ def render_status(figures: CrawlStats, max_pages: int, width: int) -> Renderable
     bar_width = 20 if width >= 100 else 10
     line = Table.grid(padding=(0, 1))
     line.add_row(
-        ProgressBar(max_pages, figures["records"], width=bar_width),
+        ProgressBar(max_pages, _toward_max_pages(figures)[0], width=bar_width),
         Text(status_line(figures, max_pages, width - bar_width - 1), no_wrap=True),
     )
     return line

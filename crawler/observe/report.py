@@ -38,6 +38,7 @@ from crawler.stats import LATENCY_BUCKETS_MS
 
 STATIC = Path(__file__).parent / "static"
 TOP = 50  # rows in the slowest, largest and duplicate tables
+HOSTS_CHARTED = 15
 MAX_BROKEN = 2000  # broken URLs whose referrers are looked for; more are counted
 MAX_REFERRERS = 10  # linking pages listed per broken URL
 MAX_DUPLICATE_URLS = 10  # URLs listed per repeated digest
@@ -332,7 +333,7 @@ def _chart_data(figures: Figures) -> dict[str, Any]:
         "statuses": _labelled(figures.statuses, lambda s: "no response" if s == "none" else s),
         "depths": [[str(d), n] for d, n in sorted(figures.depths.items())],
         "content_types": figures.content_types.most_common(15),
-        "hosts": figures.hosts.most_common(15),
+        "hosts": figures.hosts.most_common(HOSTS_CHARTED),
         "errors": figures.errors.most_common(15),
         "latency": list(zip(latency_labels, figures.latency, strict=True)),
         "sizes": list(zip(size_labels, figures.sizes, strict=True)),
@@ -447,17 +448,17 @@ def _chart(chart_id: str, title: str, kind: str, wide: bool = False) -> str:
 def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
     """The report as one HTML document."""
     charts = [
-        _chart("time", "Pages per second over time", "line", wide=True),
-        _chart("statuses", "Status codes", "bars"),
-        _chart("depths", "Depths", "histogram"),
-        _chart("content_types", "Content types", "bars"),
-        _chart("hosts", "Hosts", "bars"),
+        _chart("time", "Pages per second, by time since the first record", "line", wide=True),
+        _chart("statuses", "Records by HTTP status", "bars"),
+        _chart("depths", "Records by depth (links from a seed)", "histogram"),
+        _chart("content_types", "Records by content type", "bars"),
+        _chart("hosts", f"Records per host (the {HOSTS_CHARTED} with the most)", "bars"),
         _chart("errors", "Errors by kind", "bars"),
-        _chart("latency", "Response time (ms)", "histogram"),
-        _chart("sizes", "Page size", "histogram"),
+        _chart("latency", "Records by fetch time (ms)", "histogram"),
+        _chart("sizes", "Records by body size", "histogram"),
     ]
     if figures.languages:
-        charts.append(_chart("languages", "Languages", "bars"))
+        charts.append(_chart("languages", "Pages by language", "bars"))
     broken_rows = [
         [
             _link(url),
@@ -532,7 +533,9 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
         notes.append(
             f"The stats file counts {_records(stats['records'])}; the file has {figures.records:,}."
         )
-    data = orjson.dumps(_chart_data(figures)).decode().replace("</", "<\\/")
+    # Every '<' escaped, not only '</': a server's header holding '<!--<script>' put the
+    # HTML parser in a state where the block's '</script>' closed nothing
+    data = orjson.dumps(_chart_data(figures)).decode().replace("<", "\\u003c")
     style = (STATIC / "observe.css").read_text("utf-8")
     script = (STATIC / "charts.js").read_text("utf-8") + (STATIC / "report.js").read_text("utf-8")
     script = script.replace("</", "<\\/")

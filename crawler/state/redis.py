@@ -119,8 +119,10 @@ local function rank(P, host)
 end
 """
 
-# ARGV: prefix, member, lease_ms, joining ("1" or "0"). Renews the lease (or joins),
-# reaps members whose lease ran out, and answers the live members and the counts.
+# ARGV: prefix, member, lease_ms, joining ("1" or "0"), reaped_wait_ms. Renews the lease
+# (or joins), reaps members whose lease ran out, and answers the live members and the
+# counts. A dead member's last request to a host it held is not known: the host's next
+# may start reaped_wait_ms from now (see RedisStore._reaped_wait_ms).
 _TICK = (
     _NOW
     + _RANK
@@ -148,14 +150,16 @@ for _, dead in ipairs(redis.call('ZRANGEBYSCORE', members, '-inf', now)) do
   for _, host in ipairs(redis.call('SMEMBERS', P .. 'held:' .. dead)) do
     if redis.call('HGET', P .. 'locks', host) == dead then
       redis.call('HDEL', P .. 'locks', host)
+      if ARGV[5] ~= '0' then redis.call('HSET', P .. 'free', host, now + tonumber(ARGV[5])) end
     end
   end
   redis.call('DEL', inflight, P .. 'held:' .. dead)
   redis.call('ZREM', members, dead)
 end
-local c = redis.call('HMGET', P .. 'counts', 'queued', 'inflight', 'started', 'gone_listed')
+local c = redis.call('HMGET', P .. 'counts', 'queued', 'inflight', 'started', 'gone_listed',
+                    'records')
 return {'ok', redis.call('ZRANGE', members, 0, -1), c[1] or '0', c[2] or '0', c[3] or '0',
-        c[4] or '0'}
+        c[4] or '0', c[5] or '0'}
 """
 )
 
@@ -518,6 +522,15 @@ class RedisStore:
         self._prefix = f"crawler:{{{settings.crawl_id}}}:"
         self._shape = shape_of(settings, seeds)
         self._lease_ms = round(settings.lease_s * 1000)
+        self._tick_s = min(MAX_TICK_S, settings.lease_s / 3)  # a heartbeat at least this often
+        # A member is reaped a lease after its last heartbeat, and made its last request
+        # at most a heartbeat after that one: its hosts wait out the rest of the longest
+        # delay one may ask, --delay or (robots.txt's Crawl-delay) --max-crawl-delay.
+        longest_delay_s = max(
+            settings.delay, 0 if settings.ignore_robots else settings.max_crawl_delay
+        )
+        reaped_wait_s = max(0.0, longest_delay_s - settings.lease_s + self._tick_s)
+        self._reaped_wait_ms = round(reaped_wait_s * 1000) if longest_delay_s else 0
         self._check_and_join()
         self.bloom = visited_set_in_memory(settings, settings.fp_rate / 10)
         self._recent = RecentKeys()  # in front of it, as in one process
@@ -558,12 +571,9 @@ class RedisStore:
     # -- opening and closing, with the synchronous client ----------------------
 
     def _sync_client(self) -> redis.Redis:
-        try:
-            return redis.Redis.from_url(
-                self._url, socket_timeout=REPLY_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S
-            )
-        except ValueError as exc:
-            raise ConfigError(f"--redis {self._shown_url}: {exc}") from None
+        return redis.Redis.from_url(
+            self._url, socket_timeout=REPLY_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S
+        )
 
     def _check_and_join(self) -> None:
         client = self._sync_client()
@@ -586,7 +596,9 @@ class RedisStore:
             self.resumed = saved is not None
             if self.settings.revisit is not None:
                 self._open_previous_round(client)
-            client.eval(_TICK, 0, self._prefix, self.member, self._lease_ms, "1")
+            client.eval(
+                _TICK, 0, self._prefix, self.member, self._lease_ms, "1", self._reaped_wait_ms
+            )
         except redis.RedisError as exc:
             raise ConfigError(f"cannot use Redis at {self._shown_url}: {exc}") from None
         finally:
@@ -637,13 +649,22 @@ class RedisStore:
                 self._leave()
 
     def _leave(self) -> None:
+        """Give back the URLs taken and not finished, and every host held, each free
+        from when its next request may start: the process that takes a host over
+        waits out its delay from our last request to it."""
         by_host: dict[str, list[bytes]] = defaultdict(list)
         for (_, url), item in self._taken.items():
             by_host[host_of(url)].append(item)
         client = self._sync_client()
         try:
-            for host, items in by_host.items():
-                client.eval(_RELEASE, 0, self._prefix, self.member, host, "1", 0, *items)
+            held = cast("set[bytes]", client.smembers(self._prefix + "held:" + self.member))
+            pipe = client.pipeline(transaction=False)
+            for host in {h.decode() for h in held} | by_host.keys():
+                wait_ms = self._next_request_in_ms(host)
+                pipe.eval(
+                    _RELEASE, 0, self._prefix, self.member, host, "1", wait_ms, *by_host[host]
+                )
+            pipe.execute()
             pipe = client.pipeline()
             pipe.zrem(self._prefix + "members", self.member)
             pipe.delete(self._prefix + "held:" + self.member)
@@ -795,7 +816,6 @@ class RedisStore:
         crawled lists them; others that find it so meanwhile list them too (their claims
         find them queued), and one that dies while listing leaves them to the others."""
         self._scheduler = scheduler
-        tick_s = min(MAX_TICK_S, self.settings.lease_s / 3)
         counted_at = -math.inf
         try:
             while True:
@@ -808,10 +828,21 @@ class RedisStore:
                     await self._count_visited()
                 await self._refill()
                 idle = not self.frontier and not scheduler.in_flight
+                # asyncio.timeout, not wait_for: the engine's cancel, come as the last
+                # commit set _wake, was lost in 3.11's wait_for, and a process on Ctrl-C
+                # waited here until the others ended the crawl, then for good
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), IDLE_POLL_S if idle else tick_s)
+                    async with asyncio.timeout(IDLE_POLL_S if idle else self._tick_s):
+                        await self._wake.wait()
             scheduler.end()
             await asyncio.Future()  # the engine cancels us once its workers are done
+        except asyncio.CancelledError:
+            # The shared visited set's figures as the crawl ends here: those of a crawl
+            # interrupted were the last read, up to VISITED_COUNT_S before (at first, 1 URL)
+            if not self._lost:
+                with contextlib.suppress(WriteFailed):
+                    await self._count_visited()
+            raise
         finally:
             if self._connection is not None:
                 self._connection.close()
@@ -891,10 +922,14 @@ class RedisStore:
         )
 
     async def _tick(self) -> tuple[int, int, int, int]:
-        """Renew our lease, reap the dead, follow membership; the crawl's counts."""
-        tick = self._call(_command("tick", self._prefix, self.member, self._lease_ms, 0))
+        """Renew our lease, reap the dead, follow membership; the crawl's counts (queued,
+        in flight, started, gone listed), and its records and members in the stats."""
+        tick = self._call(
+            _command("tick", self._prefix, self.member, self._lease_ms, 0, self._reaped_wait_ms)
+        )
         try:
-            reply = await asyncio.wait_for(tick, REPLY_TIMEOUT_S)
+            async with asyncio.timeout(REPLY_TIMEOUT_S):  # not wait_for (see serve)
+                reply = await tick
         except TimeoutError:  # behind every command sent before it: Redis hangs
             if self._connection is not None:
                 self._connection.abort()
@@ -906,6 +941,7 @@ class RedisStore:
         if members != self._members:
             self._members = members
             await self._hand_over()
+        self.stats.all_processes = {"records": int(reply[6]), "processes": len(members)}
         return int(reply[2]), int(reply[3]), int(reply[4]), int(reply[5])
 
     async def _hand_over(self) -> None:
@@ -927,11 +963,14 @@ class RedisStore:
             del self._outstanding[host]
             self._leaving.discard(host)
         if items or unlock:
-            scheduler = self._scheduler
-            wait_ms = round(scheduler.wait_s(host) * 1000) if scheduler and unlock else 0
+            wait_ms = self._next_request_in_ms(host) if unlock else 0
             await self._call(
                 _command("release", self._prefix, self.member, host, int(unlock), wait_ms, *items)
             )
+
+    def _next_request_in_ms(self, host: str) -> int:
+        """When this process may ask `host` again (its delay from the last request)."""
+        return round(self._scheduler.wait_s(host) * 1000) if self._scheduler else 0
 
     def _done(self, host: str) -> None:
         self._outstanding[host] -= 1

@@ -1,7 +1,7 @@
 // The live dashboard: figures from /events (server-sent), drawn with charts.js.
 "use strict";
 
-const HISTORY = 600; // pages/s points kept: ten minutes at one a second
+const HISTORY = 600; // pages/s points kept, ten minutes at one a second (dashboard.py too)
 const rate = []; // [seconds since the crawl started, pages/s]
 let previous = null;
 
@@ -51,10 +51,13 @@ function update(f) {
   const p = f.fetch_ms_percentiles;
   show("records", f.records.toLocaleString("en"));
   show("rate", f.pages_per_s.toLocaleString("en"));
-  if (f.max_pages) {
-    const left = f.max_pages - f.records;
-    show("eta", f.pages_per_s > 0 && left > 0 ? Charts.clock(left / f.pages_per_s) : "-");
-    show("eta_label", `ETA to ${f.max_pages.toLocaleString("en")} pages`);
+  if (f.max_pages) { // with --redis, every process's pages count, as in progress.py
+    const done = f.all_processes ? f.all_processes.records : f.records;
+    const perS = f.records ? f.pages_per_s * done / f.records : 0;
+    const left = f.max_pages - done;
+    show("eta", perS > 0 && left > 0 ? Charts.clock(left / perS) : "-");
+    show("eta_label", `ETA to ${f.max_pages.toLocaleString("en")} pages`
+      + (f.all_processes ? " (all processes)" : ""));
   } else {
     show("eta", Charts.clock(f.elapsed_s));
     show("eta_label", "elapsed");
@@ -84,10 +87,10 @@ function update(f) {
   Charts.bars(document.getElementById("chart-statuses"),
     sorted(f.statuses).map(([s, n]) => [s === "none" ? "no response" : s, n]), "records by status");
   Charts.bars(document.getElementById("chart-errors"), sorted(f.errors), "errors by kind");
-  Charts.histogram(document.getElementById("chart-depths"), Object.entries(f.depths), "depths");
+  Charts.histogram(document.getElementById("chart-depths"), Object.entries(f.depths), "records by depth");
   Charts.histogram(document.getElementById("chart-latency"),
     Object.entries(f.fetch_ms_buckets).map(([le, n]) => [le === "+Inf" ? "more" : `≤${le}`, n]),
-    "fetch time");
+    "records by fetch time (ms)");
   Charts.bars(document.getElementById("chart-dropped"), sorted(f.dropped), "dropped URLs");
 
   fillTable("hosts", f.busiest_hosts, [
@@ -102,7 +105,10 @@ function update(f) {
     return item;
   }));
   document.getElementById("slow-section").hidden = !f.slow_pages.length;
-  const member = f.member ? `member ${f.member}, ` : "";
+  const everyone = f.all_processes; // --redis, from the first heartbeat on
+  const shared = everyone
+    ? ` of ${everyone.processes} (${everyone.records.toLocaleString("en")} pages in all)` : "";
+  const member = f.member ? `member ${f.member}${shared}, ` : "";
   document.getElementById("note").textContent = `${member}updated ${new Date().toLocaleTimeString()}`;
 }
 
@@ -114,9 +120,11 @@ function connect() {
   events.onmessage = (message) => {
     const figures = JSON.parse(message.data);
     update(figures);
-    if (figures.done) {
+    if (figures.done) { // at --max-pages, or interrupted, URLs are left queued
       events.close();
-      show("crawl finished", "done");
+      const left = figures.queued;
+      show(left ? `crawl stopped, ${left.toLocaleString("en")} URL${left === 1 ? "" : "s"} `
+        + "not fetched" : "crawl finished", "done");
     } else if (figures.round_over || figures.next_round_at) {
       between = true;
       const at = figures.next_round_at && new Date(figures.next_round_at);
