@@ -63,6 +63,9 @@ SCHEMA_VERSION = 4
 # log: one row per commit, appended: the page done, each sink's position (JSON, by
 # sink name) and the record count after it, the visited-set keys it claimed,
 # newline-separated, and the filter's expected missed URLs after it.
+# claims (--max-pages-per-host): the records each host has or will have, written at a
+# checkpoint for the hosts claimed since the last (a checkpoint wrote all of them in its
+# stats: 1.65 s at 10^6 hosts, each second). Made if missing, as robots is.
 # simhash (--extract): each page's fingerprint (16 hex digits) and the first URL that
 # had it, in commit order, committed with the page's record: the near-duplicate
 # index is read back from it on resume.
@@ -79,6 +82,7 @@ CREATE TABLE IF NOT EXISTS log (
 );
 CREATE TABLE IF NOT EXISTS hosts (host TEXT PRIMARY KEY, records INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS simhash (fingerprint TEXT PRIMARY KEY, url TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS claims (host TEXT PRIMARY KEY, records INTEGER NOT NULL) WITHOUT ROWID;
 """
 DATABASE, BLOOM, LOCK, COOKIES = "crawl.sqlite", "visited.bloom", "lock", "cookies.json"
 # The counters no record holds (retries, dropped URLs), in log.positions beside the sinks':
@@ -154,6 +158,7 @@ class DiskStore(LocalStore):
         assert settings.state is not None  # open_store() chose this store for it
         self._directory = Path(settings.state)
         self._cookie_jar: CookieJar | None = None
+        self._claims_since_save: set[str] = set()
         self._lock_fd = _lock(self._directory, settings.fresh)
         try:
             self._open(settings, seeds)
@@ -259,6 +264,9 @@ class DiskStore(LocalStore):
         Without an output file, only the checkpoint's figures and the record count remain.
         """
         stats = Stats(json.loads(meta.get("stats", "{}")))
+        claims = stats.claims_per_host
+        self._claims_since_save.update(claims)  # kept in its stats by an older crawler
+        claims.update(dict(self._db.execute("SELECT host, records FROM claims")))
         stats.hosts = self._host_counts = SqliteHostCounts(self._db)
         counted_to = int(meta.get("stats_offset", 0))
         if output_path is None:
@@ -418,11 +426,26 @@ class DiskStore(LocalStore):
             )
             self._db.execute("UPDATE log SET done_host = NULL, done_seq = NULL, keys = ''")
             self._db.execute("DELETE FROM log WHERE seq < ?", (self._log_seq,))
-            self._set_meta(stats=json.dumps(self.stats.as_dict()), stats_offset=self._offset)
+            stats = self.stats.as_dict(per_host=False)
+            self._set_meta(stats=json.dumps(stats), stats_offset=self._offset)
             self._host_counts.save()
+            self._save_claims()
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise WriteFailed(f"cannot write the crawl state in {self._directory}: {exc}") from None
+
+    def _claimed(self, host: str) -> None:
+        self._claims_since_save.add(host)
+
+    def _save_claims(self) -> None:
+        """Write the claims of the hosts claimed since the last save: in the caller's
+        transaction."""
+        claims = self.stats.claims_per_host
+        self._db.executemany(
+            "INSERT OR REPLACE INTO claims VALUES (?, ?)",
+            [(host, claims[host]) for host in self._claims_since_save],
+        )
+        self._claims_since_save.clear()
 
     def _set_meta(self, **values: Any) -> None:
         self._db.executemany(
