@@ -115,16 +115,25 @@ def drop_spent(directory: Path, number: int) -> None:
     the round before). A crawl without end must not fill the disk; the records stay."""
     from crawler.history import index_beside
 
-    shutil.rmtree(directory / f"round-{number - 1:05d}.state", ignore_errors=True)
-    index_beside(directory / f"round-{number - 2:05d}.jsonl").unlink(missing_ok=True)
+    shutil.rmtree(_round_file(directory, number - 1, ".state"), ignore_errors=True)
+    index_beside(round_output(directory, number - 2)).unlink(missing_ok=True)
 
 
 def round_paths(directory: Path, number: int, first_since: str | None) -> Round:
-    previous = directory / f"round-{number - 1:05d}.jsonl"
+    previous = round_output(directory, number - 1)
     since = previous if number > 1 else (Path(first_since) if first_since else None)
     return Round(
         number,
-        directory / f"round-{number:05d}.jsonl",
-        directory / f"round-{number:05d}.state",
+        round_output(directory, number),
+        _round_file(directory, number, ".state"),
         since,
     )
+
+
+def round_output(directory: Path, number: int) -> Path:
+    """The records of round `number` of the --revisit crawl in `directory`."""
+    return _round_file(directory, number, ".jsonl")
+
+
+def _round_file(directory: Path, number: int, suffix: str) -> Path:
+    return directory / f"round-{number:05d}{suffix}"

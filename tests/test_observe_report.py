@@ -196,6 +196,30 @@ def test_bad_report_arguments_are_one_line_naming_what_the_user_gave(tmp_path: P
         assert (result.returncode, result.stderr.decode().splitlines()) == (2, [message])
 
 
+def test_a_crawls_directory_given_for_records_is_told_what_to_give(tmp_path: Path) -> None:
+    """`report` of a --revisit directory, or of a --state one, said only "it is a
+    directory": it names the records to give."""
+    revisit = tmp_path / "fresh"
+    revisit.mkdir()
+    for number in (1, 2, 12):
+        (revisit / f"round-{number:05d}.jsonl").write_text("")
+    (revisit / "round-00012.state").mkdir()
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "crawl.sqlite").write_bytes(b"")
+    told = {
+        revisit: f"of a --revisit crawl; give one of its rounds' records, such as "
+        f"{revisit / 'round-00012.jsonl'}",
+        state: "of a crawl's state; give the records the crawl wrote (its -o file)",
+    }
+    for directory, says in told.items():
+        result = report_in_process(str(directory))
+        assert (result.returncode, result.stderr.decode().splitlines()) == (
+            2,
+            [f"crawler: error: cannot read {directory}: it is a directory {says}"],
+        )
+
+
 def test_a_report_written_through_a_link_or_into_a_fifo_leaves_them_in_place(
     tmp_path: Path,
 ) -> None:

@@ -629,12 +629,28 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
+def _instead(directory: str) -> str:
+    """What to give in place of a crawl's `directory`, if it is one: a --revisit crawl's
+    rounds, or a --state directory's output."""
+    from crawler.revisit import round_output, rounds_in
+
+    rounds = rounds_in(Path(directory))
+    if rounds:
+        last = round_output(Path(directory), rounds[-1])
+        return f" of a --revisit crawl; give one of its rounds' records, such as {last}"
+    if os.path.isfile(os.path.join(directory, "crawl.sqlite")):
+        return " of a crawl's state; give the records the crawl wrote (its -o file)"
+    return ""
+
+
 def _check_paths(arguments: argparse.Namespace) -> None:
     """The records and the stats file can be read, and -o overwrites neither."""
     if arguments.records == "-":  # read twice: a stream will not do
         raise ConfigError("the records must be a file (the report reads them twice), not -")
     if os.path.isdir(arguments.records):
-        raise ConfigError(f"cannot read {arguments.records}: it is a directory")
+        raise ConfigError(
+            f"cannot read {arguments.records}: it is a directory{_instead(arguments.records)}"
+        )
     if not os.path.isfile(arguments.records):
         raise ConfigError(f"cannot read {arguments.records}: no such file")
     if not arguments.output:
