@@ -53,7 +53,10 @@ class RedisConnection(asyncio.Protocol):
                 cls, options.get("host", "localhost"), options.get("port", 6379), ssl=tls
             )
         try:
-            _, connection = await asyncio.wait_for(connecting, timeout_s)
+            # Not wait_for, which in 3.11 may swallow a cancel that comes as the connection
+            # is made (the Redis feeder's did: a process went on after Ctrl-C).
+            async with asyncio.timeout(timeout_s):
+                _, connection = await connecting
         except (OSError, TimeoutError) as exc:
             raise redis.ConnectionError(f"cannot connect: {exc or 'timed out'}") from None
         if options.get("password"):
