@@ -633,12 +633,13 @@ def _instead(directory: str) -> str:
     """What to give in place of a crawl's `directory`, if it is one: a --revisit crawl's
     rounds, or a --state directory's output."""
     from crawler.revisit import round_output, rounds_in
+    from crawler.state.disk import DATABASE
 
     rounds = rounds_in(Path(directory))
     if rounds:
         last = round_output(Path(directory), rounds[-1])
         return f" of a --revisit crawl; give one of its rounds' records, such as {last}"
-    if os.path.isfile(os.path.join(directory, "crawl.sqlite")):
+    if os.path.isfile(os.path.join(directory, DATABASE)):
         return " of a crawl's state; give the records the crawl wrote (its -o file)"
     return ""
 
