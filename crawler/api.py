@@ -262,12 +262,13 @@ class Crawler:
         """The crawl's figures, as in the summary and the --stats file."""
         return self.figures(exact=True)
 
-    def figures(self, exact: bool = False) -> CrawlStats:
+    def figures(self, exact: bool = False, per_host: bool | None = None) -> CrawlStats:
         """The crawl's figures now; `exact` measures the visited set's fill, which is
-        slower (the live status line reads the cheap estimate several times a second)."""
+        slower (the live status line reads the cheap estimate several times a second);
+        `per_host` (by default as `exact`) adds --max-pages-per-host's claims of every host."""
         if self._crawl is None:
             raise RuntimeError("the crawl has not started")
-        return self._crawl.stats.snapshot(exact)
+        return self._crawl.stats.snapshot(exact, per_host)
 
     async def _run_engine(self) -> None:
         crawl = self._opened()

@@ -347,15 +347,16 @@ class Stats:
             seen, lower = seen + count, bound
         return float(LATENCY_BUCKETS_MS[-1])
 
-    def snapshot(self, exact: bool = False) -> CrawlStats:
-        """The crawl's figures now. `exact` measures the visited set's fill (slower),
-        samples the rate for the history, and gives the claims of every host."""
+    def snapshot(self, exact: bool = False, per_host: bool | None = None) -> CrawlStats:
+        """The crawl's figures now. `exact` measures the visited set's fill (slower)
+        and samples the rate for the history; `per_host` (by default as `exact`) gives
+        the claims of every host."""
         visited, scheduler, gate = self._visited, self._scheduler, self._gate
         assert visited is not None and scheduler is not None and gate is not None, "not watched"
         if exact:
             self.sample_rate()
         return CrawlStats(
-            **self.as_dict(exact, per_host=exact),
+            **self.as_dict(exact, per_host=exact if per_host is None else per_host),
             queued=scheduler.queued,
             in_flight=scheduler.in_flight,
             held=gate.held,
@@ -403,10 +404,10 @@ class Stats:
 
     def as_dict(self, exact: bool = False, per_host: bool = True) -> CounterFigures:
         """The counters; `exact`: the top hosts found anew (see `top_hosts`); `per_host`:
-        with --max-pages-per-host's claims of every host, which the stats file keeps,
-        and the figures read several times a second (the live line, the dashboard) and a
-        state's checkpoint (which keeps them as rows) leave out: at 10^6 hosts a copy
-        took 55 ms, 27 MB of JSON."""
+        with --max-pages-per-host's claims of every host, which the summary and the
+        stats file's last write keep, and the figures read often (the live line, the
+        dashboard, the stats file every 10 s) and a state's checkpoint (which keeps them
+        as rows) leave out: at 10^6 hosts a copy took 55 ms, 27 MB of JSON."""
         figures: CounterFigures = {
             "records": self.records,
             "statuses": dict(self.statuses),
