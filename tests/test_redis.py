@@ -25,6 +25,7 @@ from tests.conftest import Site
 from tests.redis_server import RedisServer
 from tests.test_limits import crawl_with_stats
 from tests.test_politeness import fan_out, start_gaps
+from tests.test_recrawl import crawl_again, crawl_to, tree_site
 from tests.test_sitemaps import index, urlset
 from tests.test_sitemaps import url as url_entry
 from tests.test_wacz import assert_index_is_cdxj_indexers
@@ -666,6 +667,19 @@ async def test_a_recrawl_shared_by_two_processes_checks_each_page_once(tmp_path,
     records = [r for c in crawlers for r in c.records()]
     assert sorted(r["url"] for r in records) == sorted(web.urls())
     assert {r["changed"] for r in records} == {False}
+
+
+@pytest.mark.parametrize("limit", [{"max_pages": 2}, {"max_pages_per_host": 2}])
+async def test_a_shared_recrawl_that_left_links_unfollowed_counts_none_gone(
+    site: Site, tmp_path: Path, redis_server: RedisServer, limit: dict[str, int]
+) -> None:
+    # As one process's (test_recrawl.py): the pages not reached may be under the links
+    # left queued or past the host's budget, and a search index would drop them.
+    tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    shared = {"redis": redis_server.url, "crawl_id": crawl_id()}
+    second, stats = await crawl_again(site, tmp_path, **shared, **limit)
+    assert len(second) == 2 and stats["recrawl"]["gone"] is None
 
 
 # --- near-duplicates (--extract) -------------------------------------------------------------

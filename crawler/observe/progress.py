@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Protocol, Self
 
 from crawler.config import Settings
 from crawler.files import write_whole
-from crawler.stats import CrawlStats, RecrawlFigures, links_left
+from crawler.stats import CrawlStats, RecrawlFigures
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -145,10 +145,7 @@ def summary_table(figures: CrawlStats) -> str:
             if figures["depth_inexact"]
             else []
         ),
-        *_recrawl_rows(
-            figures.get("recrawl"),
-            links_left(figures.get("queued", 0), figures.get("in_flight", 0), figures["dropped"]),
-        ),
+        *_recrawl_rows(figures.get("recrawl")),
         (
             "visited set",
             f"{visited['urls']:,} URLs",
@@ -170,9 +167,9 @@ def summary_table(figures: CrawlStats) -> str:
     return "crawler: summary\n" + "\n".join(lines)
 
 
-def _recrawl_rows(recrawl: RecrawlFigures | None, unfollowed: bool) -> list[tuple[str, str, str]]:
-    """--since: what became of the previous crawl's pages; `unfollowed`: with links left
-    unfollowed (see stats.links_left), under which a page not reached may be."""
+def _recrawl_rows(recrawl: RecrawlFigures | None) -> list[tuple[str, str, str]]:
+    """--since: what became of the previous crawl's pages. `gone` is not known with links
+    left unfollowed (see stats.links_left), under which a page not reached may be."""
     if recrawl is None:
         return []
     unchanged = recrawl["unchanged_304"] + recrawl["unchanged_same_digest"]
@@ -194,8 +191,6 @@ def _recrawl_rows(recrawl: RecrawlFigures | None, unfollowed: bool) -> list[tupl
             ("gone", f"{recrawl['gone']:,}", "previous pages no link reaches now, or that failed")
             if recrawl["gone"] is not None
             else ("gone", "-", "not known: links were not followed (limits, or a stop)")
-            if unfollowed
-            else ("gone", "-", "not known here: other processes (--redis) checked pages too")
         ),
         ("saved", _size(recrawl["body_bytes_saved"]), "of bodies not downloaded (304s)"),
         *(

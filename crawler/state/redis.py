@@ -297,6 +297,7 @@ for i, new in ipairs(flags) do
     if limit == 'h' and per_host > 0 then
       if tonumber(redis.call('HGET', P .. 'claims', host) or '0') >= per_host then
         flags[i] = 2
+        redis.call('HINCRBY', P .. 'counts', 'per_host_dropped', 1)
       else
         redis.call('HINCRBY', P .. 'claims', host, 1)
       end
@@ -854,9 +855,14 @@ class RedisStore:
             await self._queue_gone(gone_from)
             return False
         if over and self.stats.shared:  # a recrawl: the previous pages seen by all
-            ask = _plain_command("HGET", self._prefix + "counts", "previous_seen")
-            seen = await self._call(ask)
-            self.stats.previous_seen_everywhere = int(seen or 0)
+            ask = _plain_command(
+                "HMGET", self._prefix + "counts", "previous_seen", "per_host_dropped"
+            )
+            seen, per_host_dropped = await self._call(ask)
+            # As links_left says for one process: stopped with URLs queued, or with
+            # links past a host's budget, the pages not seen may be under them.
+            if not queued and not int(per_host_dropped or 0):
+                self.stats.previous_seen_everywhere = int(seen or 0)
         return over
 
     async def _count_visited(self) -> None:
