@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -171,7 +172,7 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
             # A process that joins between rounds waits for the next, as the others do.
             number = shared.current()
             if number > 1 and (
-                code := _wait_for_round(shared.first_due(number - 1), settings, last)
+                code := _wait_for_round(partial(shared.first_due, number - 1), settings, last)
             ):
                 return code
             if (code := between_rounds()) is not None:
@@ -210,7 +211,7 @@ def _revisit(settings: Settings, seeds: list[str]) -> int:
         if shared is not None:
             shared.finished(number)
         elif between_rounds() is None:
-            code = _wait_for_round(_earliest_due(paths.output, settings), settings, last)
+            code = _wait_for_round(partial(_earliest_due, paths.output, settings), settings, last)
             if code is not None:
                 return code
         number += 1
@@ -238,37 +239,49 @@ def _earliest_due(output: Path, settings: Settings) -> str | None:
 
 
 def _wait_for_round(
-    first_due: str | None, settings: Settings, last: WatchedFigures | None
+    first_due: Callable[[], str | None], settings: Settings, last: WatchedFigures | None
 ) -> int | None:
-    """Sleep until the first page of the round just made is due; a signal's exit code
-    if one came first. With --dashboard, the page and /metrics show the `last` round's
-    figures meanwhile."""
+    """Sleep until the first page of the round just made is due (`first_due()`, worked
+    out in a thread: it may index the round's records, 16 s at 10^6 pages); a signal's
+    exit code if one came first. With --dashboard, the page and /metrics show the `last`
+    round's figures meanwhile, from the start: a scraper met a closed port while the
+    index was built."""
     from crawler.revisit import seconds_until
 
-    # A round none of whose records got a time (every page fetched or refused gets one:
-    # a round of none, or of internal errors alone) is followed after the shortest
-    # interval, not at once: the rounds followed each other without end, a file and a
-    # robots.txt request each, hundreds a minute.
-    wait_s = seconds_until(first_due) if first_due is not None else settings.revisit_min_interval
     received: list[signal.Signals] = []
 
     async def sleep() -> None:
         woken = asyncio.Event()
 
         _note_signals(received, woken.set)
-        if wait_s > 0:
-            log.info(
-                "next round in %.1f s, %s",
-                wait_s,
-                "when its first page is due"
-                if first_due is not None
-                else "as no page has a time to be due (--revisit-min-interval)",
-            )
-            async with contextlib.AsyncExitStack() as watched:
-                if settings.dashboard is not None and last is not None:
-                    from crawler.observe.dashboard import between_rounds
+        async with contextlib.AsyncExitStack() as watched:
+            waiting: WatchedFigures | None = None
+            if settings.dashboard is not None and last is not None:
+                from crawler.observe.dashboard import between_rounds
 
-                    await watched.enter_async_context(between_rounds(settings, last, first_due))
+                waiting = await watched.enter_async_context(between_rounds(settings, last))
+            finding = asyncio.ensure_future(asyncio.to_thread(first_due))
+            await asyncio.wait(
+                [finding, asyncio.ensure_future(woken.wait())], return_when=asyncio.FIRST_COMPLETED
+            )
+            if received:
+                return
+            due = finding.result()
+            if waiting is not None:
+                waiting["next_round_at"] = due
+            # A round none of whose records got a time (every page fetched or refused
+            # gets one: a round of none, or of internal errors alone) is followed after
+            # the shortest interval, not at once: the rounds followed each other without
+            # end, a file and a robots.txt request each, hundreds a minute.
+            wait_s = seconds_until(due) if due is not None else settings.revisit_min_interval
+            if wait_s > 0:
+                log.info(
+                    "next round in %.1f s, %s",
+                    wait_s,
+                    "when its first page is due"
+                    if due is not None
+                    else "as no page has a time to be due (--revisit-min-interval)",
+                )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(woken.wait(), wait_s)
 

@@ -419,6 +419,63 @@ async def test_with_revisit_the_page_and_metrics_follow_the_rounds_and_the_wait_
             await process.wait()
 
 
+
+# The CLI, with the index of a round's records held until a line comes on stdin.
+HELD_INDEX = """
+import sys
+import crawler.history
+from crawler.__main__ import main
+
+build = crawler.history.open_history
+
+def held(*args, **kwargs):
+    print("indexing", flush=True)
+    sys.stdin.readline()
+    return build(*args, **kwargs)
+
+crawler.history.open_history = held
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+async def test_with_revisit_the_metrics_answer_while_a_round_is_indexed(
+    site: Site, tmp_path: Path
+) -> None:
+    """Between rounds the round's records are indexed (16 s at 10^6 pages) to find when
+    the next is due: the port was closed meanwhile, and a scraper found the crawl down."""
+    site.page("/", "home", ["/a"])
+    site.page("/a", "a")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    command = [sys.executable, "-c", HELD_INDEX, str(seeds), "--revisit", str(tmp_path / "r")]
+    command += ["--ignore-robots", "--revisit-interval", "60", "--dashboard", "127.0.0.1:0"]
+    process = await asyncio.create_subprocess_exec(
+        *command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    try:
+        while b"dashboard at" not in (line := await process.stderr.readline()):
+            assert line, "the crawl ended before its dashboard started"
+        url = line.decode().split("dashboard at ")[1].split(",")[0]
+        assert await process.stdout.readline() == b"indexing\n"
+        async with aiohttp.ClientSession() as session:
+            indexing = await scrape(session, url)
+            assert samples(indexing)[("crawler_records_total", (("status", "200"),))] == 2
+            process.stdin.write(b"go\n")
+            while b"next round in" not in (line := await process.stderr.readline()):
+                assert line, "the crawl ended between rounds"
+            async with session.get(f"{url}events") as response:
+                async for line in response.content:
+                    if line.startswith(b"data: "):
+                        assert json.loads(line.removeprefix(b"data: "))["next_round_at"]
+                        break
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), 10) == 143
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
 async def test_no_counter_goes_down_across_kill_9_and_a_state_resume(
     site: Site, tmp_path: Path
 ) -> None:

@@ -159,20 +159,18 @@ def same_port_each_round(address: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def between_rounds(
-    settings: Settings, last: WatchedFigures, next_round_at: str | None
-) -> AsyncIterator[None]:
+async def between_rounds(settings: Settings, last: WatchedFigures) -> AsyncIterator[WatchedFigures]:
     """--revisit: the page and /metrics while the crawl waits for its next round, with
-    the last round's figures and when the next is due."""
+    the last round's figures; set `next_round_at` in those it gives once it is known."""
+    waiting = WatchedFigures(**{**last, "next_round_at": None})
     try:
         sockets = listen(settings.dashboard or "")
     except ConfigError as exc:  # the port was taken since: the next round says so
         log.warning("%s, until the next round", exc)
-        yield
+        yield waiting
         return
-    waiting = WatchedFigures(**{**last, "next_round_at": next_round_at})
     async with Dashboard(Fixed(waiting), settings, sockets, announce=False):
-        yield
+        yield waiting
 
 
 class Dashboard:
