@@ -78,6 +78,7 @@ class Settings:
     since: str | None = None
     since_warc: str | None = None
     fetch_gone: bool = False
+    list_gone: str | None = None
     revisit: str | None = None
     revisit_interval: float = 86400.0
     revisit_min_interval: float = 3600.0
@@ -145,6 +146,14 @@ class Settings:
             raise ConfigError("--since-warc only makes sense with --since PREV")
         if self.fetch_gone and self.since is None and self.revisit is None:
             raise ConfigError("--fetch-gone only makes sense with --since PREV or --revisit DIR")
+        if self.list_gone is not None and (self.since is None or self.revisit is not None):
+            raise ConfigError(
+                "--list-gone only makes sense with --since PREV (--revisit: use --fetch-gone)"
+            )
+        if self.list_gone is not None and self.redis is not None:
+            raise ConfigError(
+                "--list-gone needs a crawl of one process (--redis: use --fetch-gone)"
+            )
         if self.since is not None and self.state is not None and _same_path(self.since, self.state):
             raise ConfigError(
                 "--since and --state name the same directory; a recrawl needs a new --state DIR"
@@ -675,6 +684,14 @@ OPTIONS: tuple[Option, ...] = (
         "bool",
         "with --since or --revisit: at the end, also fetch the previous crawl's (or round's) "
         "pages no link reaches now, to tell a 404 or 410 from a page merely unlinked",
+        group="recrawl",
+    ),
+    Option(
+        "list_gone",
+        "path",
+        "with --since: at the end, write the previous crawl's page URLs no link reaches now, "
+        "one a line, to FILE (not written if links were left unfollowed)",
+        metavar="FILE",
         group="recrawl",
     ),
     Option(

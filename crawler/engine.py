@@ -55,6 +55,7 @@ from crawler.politeness import (
 from crawler.session import Client
 from crawler.sinks import WriteFailed
 from crawler.state import Store, trap_check
+from crawler.stats import links_left
 from crawler.urls import Scope, canonical_links, canonicalize, host_of, origin_of
 
 if TYPE_CHECKING:
@@ -335,6 +336,8 @@ class Crawl:
                     return
             feeder = asyncio.create_task(self._feed())
             await self._run_workers()
+            if self.settings.list_gone is not None:
+                await self._list_gone(self.settings.list_gone)
             if self._fetching_gone():
                 await self._enqueue_unreached()
                 await self._run_workers()
@@ -376,6 +379,28 @@ class Crawl:
             fresh = await self.store.commit(None, None, [], [], listed)
             self.gate.queued(fresh)
             self.scheduler.add(fresh)
+
+    async def _list_gone(self, path: str) -> None:
+        """--list-gone: the previous crawl's pages that no link reached, written to `path`,
+        once every link has been followed (see stats.links_left)."""
+        scheduler = self.scheduler
+        if self.history is None or self.failure is not None:
+            return
+        if self._stopping or links_left(scheduler.queued, scheduler.in_flight, self.stats.dropped):
+            log.warning("--list-gone: %s not written, as links were left unfollowed", path)
+            return
+        from crawler.files import replacing
+
+        listed = 0
+        try:
+            with replacing(path) as f:
+                async for urls in self.history.unreached(self.store.bloom.__contains__):
+                    f.write("".join(f"{url}\n" for url in urls).encode())
+                    listed += len(urls)
+        except OSError as exc:
+            log.warning("cannot write %s: %s", path, exc.strerror)
+            return
+        log.info("--list-gone: %d URLs no link reaches now, in %s", listed, path)
 
     def _gone_from(self) -> InScope | None:
         """--fetch-gone: where the previous pages no link reached are found, in scope."""

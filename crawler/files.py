@@ -4,7 +4,10 @@ device or a link swapped for a plain file."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from typing import BinaryIO
 
 from crawler.config import STDOUT, ConfigError, Settings
 
@@ -40,6 +43,7 @@ def check_outputs(settings: Settings) -> None:
         ("-o", output, False),
         ("--stats", settings.stats, True),
         ("--wacz", settings.wacz, True),
+        ("--list-gone", settings.list_gone, True),
     )
     for flag, path, replaced in written:
         if path is None:
@@ -77,22 +81,32 @@ def same_file(path: str, other: str) -> bool:
 
 
 def write_whole(path: str, data: bytes) -> None:
-    """Make `data` the whole of `path`: written beside it, then renamed over it, so that a
-    reader sees the old file or the new one. A symbolic link is followed (its file is
-    replaced, the link stays); what is not a regular file, such as /dev/null or a FIFO, is
-    written in place, since a rename would put a plain file where the device was."""
+    """Make `data` the whole of `path` (see `replacing`)."""
+    with replacing(path) as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def replacing(path: str) -> Iterator[BinaryIO]:
+    """A file to write the whole of `path` in: written beside it, then renamed over it,
+    so that a reader sees the old file or the new one (the old one stays if the writing
+    fails). A symbolic link is followed (its file is replaced, the link stays); what is
+    not a regular file, such as /dev/null or a FIFO, is written in place, since a rename
+    would put a plain file where the device was."""
     if os.path.exists(path) and not os.path.isfile(path):
         # Opened by its own name: /dev/stdout's real path is no path ("pipe:[123]").
         with open(path, "wb") as f:
-            f.write(data)
+            yield f
         return
     target = os.path.realpath(path)
     temporary = f"{target}.tmp"
     try:
         with open(temporary, "wb") as f:
-            f.write(data)
+            yield f
         os.replace(temporary, target)
-    except OSError as exc:
+    except BaseException as exc:
         if os.path.exists(temporary):
             os.unlink(temporary)
-        raise OSError(exc.errno, exc.strerror, path) from None
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, exc.strerror, path) from None
+        raise

@@ -419,7 +419,6 @@ async def test_with_revisit_the_page_and_metrics_follow_the_rounds_and_the_wait_
             await process.wait()
 
 
-
 # The CLI, with the index of a round's records held until a line comes on stdin.
 HELD_INDEX = """
 import sys
@@ -475,6 +474,7 @@ async def test_with_revisit_the_metrics_answer_while_a_round_is_indexed(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
 
 async def test_no_counter_goes_down_across_kill_9_and_a_state_resume(
     site: Site, tmp_path: Path

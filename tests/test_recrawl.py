@@ -1147,6 +1147,70 @@ async def test_fetch_gone_fetches_no_previous_page_outside_this_crawls_scope(
     assert stats["recrawl"]["gone"] == 5  # /a, /a/deep, /a/deep/deeper, /c, /elsewhere
 
 
+@pytest.mark.parametrize("fetch_gone", [False, True])
+async def test_list_gone_writes_the_previous_pages_no_link_reaches_and_fetches_none(
+    site: Site, tmp_path: Path, fetch_gone: bool
+) -> None:
+    # A search index deletes them; one that a redirect now reaches, or that failed, is not
+    # gone from the link graph. With --fetch-gone too, the list is of the same pages.
+    pages = tree_site(site)
+    pages.bodies["/"] = html("Home", ["/a", "/b", "/c", "/old"])
+    pages.bodies["/old"] = html("Old")
+    site.handle("/old", pages.serve)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    pages.bodies["/"] = html("Home", ["/a", "/gone-to-old"])  # /b, /c unlinked
+    site.redirect("/gone-to-old", "/old")
+    site.hits.clear()
+    listed = tmp_path / "gone.txt"
+    listed.write_text("the last crawl's list\n")
+    _, stats = await crawl_again(site, tmp_path, list_gone=str(listed), fetch_gone=fetch_gone)
+    assert sorted(listed.read_text().splitlines()) == [site.url + "/b", site.url + "/c"]
+    assert site.count("/b") == site.count("/c") == int(fetch_gone)
+    assert stats["recrawl"]["gone"] == 2
+
+
+async def test_list_gone_keeps_the_last_list_when_links_were_left_unfollowed(
+    site: Site, tmp_path: Path
+) -> None:
+    tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    listed = tmp_path / "gone.txt"
+    listed.write_text("the last crawl's list\n")
+    _, stats = await crawl_again(site, tmp_path, list_gone=str(listed), max_pages=2)
+    assert stats["recrawl"]["gone"] is None
+    assert listed.read_text() == "the last crawl's list\n"
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--list-gone", "gone.txt"),
+        (
+            "--list-gone",
+            "gone.txt",
+            "--since",
+            "first.jsonl",
+            "--redis",
+            "redis://127.0.0.1:1",
+            "--crawl-id",
+            "x",
+        ),
+        ("--list-gone", "first.jsonl", "--since", "first.jsonl"),
+    ],
+)
+async def test_list_gone_without_a_recrawl_of_one_process_or_over_prev_is_bad_input(
+    tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    (tmp_path / "first.jsonl").write_text("")
+    seeds = _write(tmp_path / "seeds.txt", b"http://127.0.0.1:9/\n")
+    arguments = [
+        str(seeds),
+        *(str(tmp_path / f) if f.endswith((".txt", ".jsonl")) else f for f in flags),
+    ]
+    code, err = await run_cli(*arguments)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--list-gone" in err, err
+
+
 @pytest.mark.parametrize(
     ("last_modified", "usable"),
     [
