@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -243,6 +244,32 @@ def test_a_dashboard_beyond_loopback_is_refused_without_the_opt_in(address: str)
     assert result.returncode == 2
     lines = result.stderr.decode().splitlines()
     assert len(lines) == 1 and "--dashboard-public" in lines[0] and address in lines[0]
+
+
+def test_port_0_on_a_name_of_two_addresses_is_one_port_on_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """localhost is 127.0.0.1 and ::1 on most systems (not in this machine's /etc/hosts,
+    hence the name given both here): each address got a free port of its own, and the
+    page announced at one was not at the other."""
+    from crawler.observe.dashboard import listen
+
+    resolve = socket.getaddrinfo
+
+    def both(host: str, *args: Any, **kwargs: Any) -> list[Any]:
+        if host != "localhost":
+            return resolve(host, *args, **kwargs)
+        return [*resolve("127.0.0.1", *args, **kwargs), *resolve("::1", *args, **kwargs)]
+
+    monkeypatch.setattr(socket, "getaddrinfo", both)
+    sockets = listen("localhost:0")
+    try:
+        families = {sock.family for sock in sockets}
+        ports = {sock.getsockname()[1] for sock in sockets}
+        assert families == {socket.AF_INET, socket.AF_INET6} and len(ports) == 1
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def test_a_dashboard_address_that_is_not_host_port_is_refused() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 import time
@@ -39,6 +40,7 @@ END_WAIT_S = 1.0  # for the last figures to reach the watchers when the crawl en
 # The page keeps this many pages/s points (static/dashboard.js's HISTORY); a page just
 # opened gets the crawl's rate samples (one each 10 s with --stats) up to this many.
 HISTORY_POINTS = 600
+PORT_TRIES = 20  # PORT 0 on several addresses: ports to try until one is free on all
 STATIC = Path(__file__).parent / "static"
 # The page and its script come from here and nowhere else, and nothing may frame it.
 HEADERS = {
@@ -116,8 +118,22 @@ class Fixed:
 def listen(address: str) -> list[socket.socket]:
     """Sockets listening on --dashboard's [HOST:]PORT (one per address HOST has), bound
     before the crawl opens its files: an address in use is a ConfigError that leaves -o
-    and --state as they were."""
+    and --state as they were. PORT 0 is one free port on every address (localhost is
+    127.0.0.1 and ::1 on most systems: the page was at two ports, one announced)."""
     host, port = dashboard_address(address)
+    for _ in range(PORT_TRIES):
+        try:
+            return _bind_all(host, port)
+        except OSError as exc:
+            if port == 0 and exc.errno == errno.EADDRINUSE:  # the first's port, taken on another
+                continue
+            reason = (exc.strerror or str(exc)).lower()
+            raise ConfigError(f"--dashboard cannot listen on {host}:{port}: {reason}") from None
+    raise ConfigError(f"--dashboard found no port free on every address of {host}")
+
+
+def _bind_all(host: str, port: int) -> list[socket.socket]:
+    """Every address of `host` bound at `port`, or, for 0, at the port the first got."""
     sockets: list[socket.socket] = []
     try:
         for family, kind, proto, _, bound in socket.getaddrinfo(
@@ -128,14 +144,15 @@ def listen(address: str) -> list[socket.socket]:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:  # as asyncio's create_server: one family a socket
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if len(sockets) > 1:
+                bound = (bound[0], sockets[0].getsockname()[1], *bound[2:])
             sock.bind(bound)
             sock.listen(128)
             sock.setblocking(False)
-    except OSError as exc:
+    except OSError:
         for sock in sockets:
             sock.close()
-        reason = (exc.strerror or str(exc)).lower()
-        raise ConfigError(f"--dashboard cannot listen on {host}:{port}: {reason}") from None
+        raise
     return sockets
 
 
