@@ -118,6 +118,9 @@ async def test_every_exchange_has_a_request_and_a_response_and_offsets_open_them
     assert len(revisits) == 1
     revisit = revisits[0]["headers"]
     assert revisit.get_header("WARC-Profile") == REVISIT
+    # WARC 1.1, 6.7.2: "A WARC-Truncated header with reason 'length' shall be used for
+    # any identical-digest truncation" (the block is the head alone), as Heritrix writes.
+    assert revisit.get_header("WARC-Truncated") == "length"
     original = by_id[revisit.get_header("WARC-Refers-To")]
     assert original["type"] == "response"
     assert revisit.get_header("WARC-Refers-To-Target-URI") == original["uri"]

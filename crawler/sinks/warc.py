@@ -340,9 +340,15 @@ class WarcSink:
             fields[:0] = [b"WARC-Type: revisit"]
             fields += [b"WARC-Profile: " + NOT_MODIFIED_PROFILE, *_lines(first.refers_to())]
         elif first is not None:
+            # The head alone: "A WARC-Truncated header with reason 'length' shall be
+            # used for any identical-digest truncation" (WARC 1.1, 6.7.2).
             block = head
             fields[:0] = [b"WARC-Type: revisit"]
-            fields += [b"WARC-Profile: " + REVISIT_PROFILE, *_lines(first.refers_to())]
+            fields += [
+                b"WARC-Profile: " + REVISIT_PROFILE,
+                b"WARC-Truncated: length",
+                *_lines(first.refers_to()),
+            ]
         else:
             block = head + exchange.payload
             block_digest.update(exchange.payload)
