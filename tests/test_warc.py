@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
 import io
@@ -244,6 +245,33 @@ async def test_a_body_cut_before_its_length_is_archived_as_received_marked_disco
     assert cut["headers"].get_header("WARC-Truncated") == "disconnect"
     assert cut["payload"] == b"<title>cut</title>"
     assert cut["http"].get_header("Content-Length") == "18"
+    assert cut["http"].get_header("X-Crawler-Content-Length") == "5000"
+
+
+async def test_a_body_cut_off_by_the_timeout_is_archived_as_received_marked_time(
+    site: Site, tmp_path: Path
+) -> None:
+    async def trickle(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/html"})
+        response.content_length = 5000
+        await response.prepare(request)
+        await response.write(b"<title>slow</title>")
+        for _ in range(100):  # until the crawler hangs up
+            await asyncio.sleep(0.05)
+            await response.write(b".")
+        return response
+
+    site.handle("/", trickle)
+    warc = tmp_path / "warc"
+
+    [record] = await crawl(tmp_path, [site.url + "/"], warc=str(warc), timeout=0.5)
+
+    assert (record["status"], record["error"]) == (200, "timeout")
+    [cut] = [r for r in read_archive(warc) if r["type"] == "response"]
+    # WARC 1.1 5.13: "time" (exceeds configured max time); the head says what came.
+    assert cut["headers"].get_header("WARC-Truncated") == "time"
+    assert cut["payload"].startswith(b"<title>slow</title>.")
+    assert cut["http"].get_header("Content-Length") == str(len(cut["payload"]))
     assert cut["http"].get_header("X-Crawler-Content-Length") == "5000"
 
 
