@@ -39,6 +39,7 @@ from tests.browser import Chromium
 from tests.conftest import Site, Wayback, crawl, html
 from tests.test_cli import run_main
 from tests.test_state import Run, build_graph_site
+from tests.test_traps import raw
 from tests.test_warc import warc_files
 
 IMAGE = bytes(range(256)) * 8
@@ -565,3 +566,25 @@ async def test_a_warc_file_that_holds_no_capture_has_an_empty_index(tmp_path: Pa
     assert [r["error"] for r in records] == ["connection_error"]
     (warc_file,) = (tmp_path / "warc").glob("*.warc.gz")
     assert index_path(tmp_path / "warc", warc_file.name).read_bytes() == b""
+
+
+async def test_pages_jsonl_lists_no_page_that_failed_nor_the_redirect_that_led_to_it(
+    site: Site, tmp_path: Path
+) -> None:
+    site.page("/", "Home", ["/moved", "/cut", "/ok"])
+    site.redirect("/moved", "/broken")
+    site.page("/broken", body=b"no gzip at all", headers={"Content-Encoding": "gzip"})
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\n\r\n"
+    site.handle("/cut", raw(head + b"<title>cut</title>"))  # then the connection closes
+    site.page("/ok", "OK")
+    warc, wacz = archive_paths(tmp_path)
+
+    records = await crawl(tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz))
+
+    errors = {r["url"]: r["error"] for r in records}
+    assert errors[site.url + "/moved"] == "decoding_error"
+    assert errors[site.url + "/cut"] == "connection_error"
+    with zipfile.ZipFile(wacz) as package:
+        _, *lines = package.read("pages/pages.jsonl").decode().splitlines()
+    # A page that failed is no page to open; /moved's capture is a redirect to nothing.
+    assert sorted(json.loads(line)["url"] for line in lines) == [site.url + "/", site.url + "/ok"]

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler import __version__
+from crawler.errors import ErrorKind
 from crawler.fetch import HTML_TYPES, media_type
 from crawler.files import check_writable
 from crawler.page import Page
@@ -64,13 +65,24 @@ LINES_PER_BLOCK = 1024  # as py-wacz and ArchiveWeb.page write them
 _COPY_BYTES = 1 << 20
 _GZIP_WBITS = 31
 _MODE = 0o644 << 16  # rw-r--r-- for unzip
+# A page's errors that leave its response whole and archived: it was fetched, and what
+# came after (its HTML's bounds, a hook, a bug of ours) failed.
+_FETCHED_WHOLE = frozenset(
+    [None, ErrorKind.HTML_TOO_COMPLEX, ErrorKind.HOOK_FAILED, ErrorKind.INTERNAL_ERROR]
+)
 
 
 def page_entry(page: Page) -> dict[str, Any] | None:
     """The pages.jsonl entry of an HTML page archived with a 2xx status, or as a 304's
-    revisit of such a capture (a recrawl's unchanged page); None for others."""
+    revisit of such a capture (a recrawl's unchanged page); None for others.
+
+    A page whose fetch failed is none: its body did not come whole (cut off,
+    undecodable), or its last exchange is a redirect to what failed, which would be
+    listed. One whose fetch went well and what came after failed (a hook) is one."""
     response = page.response
     if page.kind != "page" or response is None or not response.exchanges:
+        return None
+    if page.error not in _FETCHED_WHOLE:
         return None
     if not_modified_revisit(page):  # a 304 has no type: its capture's is carried over
         # Without the capture (a previous crawl with no archive), it replays as a 304.
