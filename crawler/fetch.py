@@ -322,6 +322,25 @@ async def _read_body(
     return body, False, bool(raw) and decoder is not None and not decoder.finished
 
 
+async def _rest_as_received(
+    response: aiohttp.ClientResponse, max_bytes: int, raw: list[bytes]
+) -> tuple[bytes, str | None]:
+    """The body as received, up to `max_bytes`, `raw` holding what was read of it
+    already; why it is not whole (WARC-Truncated), if it is not."""
+    size = sum(map(len, raw))
+    try:
+        async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
+            raw.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                return b"".join(raw)[:max_bytes], "length"
+    except aiohttp.ClientPayloadError:
+        return b"".join(raw), "disconnect"
+    except TimeoutError:
+        return b"".join(raw), "time"
+    return b"".join(raw), None
+
+
 def _decoded(decoder: _Decoder | _Decoders, data: bytes, limit: int) -> bytes:
     try:
         return decoder.decompress(data, limit)
@@ -613,6 +632,14 @@ class Fetcher:
                         digest = payload_digest(received)
                         cut_short = _exchange(r, url, fetched_at, received, digest, why)
                         response.exchanges.append(cut_short)
+                    return response
+                except BadContentEncoding:
+                    response.error = ErrorKind.DECODING_ERROR
+                    if self._archive:  # the body as the server sent it, read on for it
+                        as_sent, not_whole = await _rest_as_received(r, limit, raw)
+                        digest = payload_digest(as_sent)
+                        undecoded = _exchange(r, url, fetched_at, as_sent, digest, not_whole)
+                        response.exchanges.append(undecoded)
                     return response
                 response.body, response.truncated, response.incomplete = body
                 payload = b"".join(raw) if raw else response.body

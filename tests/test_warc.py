@@ -275,6 +275,28 @@ async def test_a_body_cut_off_by_the_timeout_is_archived_as_received_marked_time
     assert cut["http"].get_header("X-Crawler-Content-Length") == "5000"
 
 
+async def test_a_body_that_cannot_be_decoded_is_archived_as_received(
+    site: Site, tmp_path: Path
+) -> None:
+    corrupt = b"no gzip at all " * 5000  # past the first read, to be read on after it failed
+    unknown = bytes(range(256)) * 4  # a coding the crawler cannot undo
+    site.page("/", "Home", ["/corrupt", "/zstd"])
+    site.page("/corrupt", body=corrupt, headers={"Content-Encoding": "gzip"})
+    site.page("/zstd", body=unknown, headers={"Content-Encoding": "zstd"})
+    warc = tmp_path / "warc"
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], warc=str(warc)))
+
+    assert records[site.url + "/corrupt"]["error"] == "decoding_error"
+    assert records[site.url + "/zstd"]["error"] == "decoding_error"
+    archive = {r["uri"]: r for r in read_archive(warc) if r["type"] == "response"}
+    for path, sent in (("/corrupt", corrupt), ("/zstd", unknown)):
+        response = archive[site.url + path]
+        assert response["payload"] == sent
+        assert response["headers"].get_header("WARC-Truncated") is None
+        assert response["http"].get_header("Content-Length") == str(len(sent))
+
+
 async def test_gzip_payload_stays_gzip_and_chunked_and_truncated_bodies_are_marked(
     site: Site, tmp_path: Path
 ) -> None:
