@@ -31,7 +31,7 @@ from crawler.parse import collapse_whitespace, visible_text
 from crawler.sinks.warc import REVISIT_PROFILE
 from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, html, read_records
-from tests.test_state import Run, build_graph_site
+from tests.test_state import Run, assert_each_page_once, build_graph_site
 from tests.test_traps import raw
 
 REVISIT = REVISIT_PROFILE.decode()
@@ -493,6 +493,32 @@ async def test_kill_9_then_resume_leaves_no_torn_record_and_no_page_twice(
     pages = {u: n for u, n in responses.items() if "/p/" in u}
     assert set(pages) == set(urls)
     assert max(pages.values()) == 1, "a page was archived twice"
+
+
+async def test_a_resumed_crawl_leaves_another_crawls_files_in_its_directory_alone(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = build_graph_site(site, delay_s=0)
+    warc = tmp_path / "warc"
+    options = ("--warc", str(warc), "--warc-max-size", "4096")  # a file or two a page
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = Run(site, tmp_path / "a", *options), Run(site, tmp_path / "b", *options)
+    assert await first.interrupted_after(3, signal.SIGINT) == 130  # stopped, to resume
+    first_files = {path.name for path in warc_files(warc)}
+    code, err = await second.until_done()  # the same DIR and prefix, files of later serials
+    assert code == 0, err
+    second_files = {path.name for path in warc_files(warc)} - first_files
+    assert len(second_files) > len(first_files)
+
+    code, err = await first.until_done()
+
+    assert code == 0, err
+    assert second_files <= {path.name for path in warc_files(warc)}, "the other crawl's files"
+    for record in read_records(second.output):
+        opened = record_at(warc, record["warc_file"], record["warc_offset"], record["warc_length"])
+        assert opened.rec_headers.get_header("WARC-Target-URI") == record["url"]
+    assert_each_page_once(read_records(first.output), pages)
 
 
 async def test_revisits_point_to_a_capture_made_before_a_resume(site: Site, tmp_path: Path) -> None:
