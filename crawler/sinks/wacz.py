@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler import __version__
-from crawler.errors import ErrorKind
+from crawler.errors import AFTER_THE_FETCH
 from crawler.fetch import HTML_TYPES, media_type
 from crawler.files import check_writable
 from crawler.page import Page
@@ -65,11 +65,6 @@ LINES_PER_BLOCK = 1024  # as py-wacz and ArchiveWeb.page write them
 _COPY_BYTES = 1 << 20
 _GZIP_WBITS = 31
 _MODE = 0o644 << 16  # rw-r--r-- for unzip
-# A page's errors that leave its response whole and archived: it was fetched, and what
-# came after (its HTML's bounds, a hook, a bug of ours) failed.
-_FETCHED_WHOLE = frozenset(
-    [None, ErrorKind.HTML_TOO_COMPLEX, ErrorKind.HOOK_FAILED, ErrorKind.INTERNAL_ERROR]
-)
 
 
 def page_entry(page: Page) -> dict[str, Any] | None:
@@ -82,7 +77,7 @@ def page_entry(page: Page) -> dict[str, Any] | None:
     response = page.response
     if page.kind != "page" or response is None or not response.exchanges:
         return None
-    if page.error not in _FETCHED_WHOLE:
+    if page.error is not None and page.error not in AFTER_THE_FETCH:
         return None
     if not_modified_revisit(page):  # a 304 has no type: its capture's is carried over
         # Without the capture (a previous crawl with no archive), it replays as a 304.
