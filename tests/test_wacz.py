@@ -588,3 +588,26 @@ async def test_pages_jsonl_lists_no_page_that_failed_nor_the_redirect_that_led_t
         _, *lines = package.read("pages/pages.jsonl").decode().splitlines()
     # A page that failed is no page to open; /moved's capture is a redirect to nothing.
     assert sorted(json.loads(line)["url"] for line in lines) == [site.url + "/", site.url + "/ok"]
+
+
+async def test_an_index_block_whose_first_key_holds_a_brace_is_found_by_its_key(
+    site: Site, tmp_path: Path
+) -> None:
+    # A query keeps { and } as they are (the URL Standard's query percent-encode set),
+    # and so does the index key: the .idx line's key and timestamp are cut at " {".
+    queries = ["/q?a={x}", "/q?a={x}&b=1", "/q?a=b", "/q?a={y}"]
+    site.page("/", "Home", queries)
+    for query in queries:
+        site.page(query, "Q")
+    warc, wacz = archive_paths(tmp_path)
+    await crawl(tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz))
+    one_a_block = tmp_path / "blocks.wacz"
+    write_wacz(one_a_block, warc_files(warc), next(warc.glob("*.pages.jsonl")), lines_per_block=1)
+
+    reader = ReplayWebPageReader(one_a_block)
+
+    lines = gzip.decompress(reader.zip.read("indexes/index.cdx.gz")).decode().splitlines()
+    assert [prefix for prefix, _ in reader.blocks] == [line.split(" {", 1)[0] for line in lines]
+    for query in queries:
+        (capture,) = reader.lookup(site.url + query)
+        assert capture["url"] == site.url + query

@@ -302,7 +302,9 @@ def _compressed(
     offset = 0
     while block := list(islice(lines, lines_per_block)):
         member = zlib.compress(b"".join(block), 6, wbits=_GZIP_WBITS)
-        prefix = block[0].split(b"{", 1)[0].strip()
+        # The key and timestamp, as wabac.js reads them (up to " {"): a key may hold a
+        # "{" (a query keeps it), where cdxj-indexer's cut at the first "{" would fall.
+        prefix = b" ".join(block[0].split(b" ", 2)[:2])
         entry = {"offset": offset, "length": len(member), "digest": _sha256(member)}
         blocks.append(prefix + b" " + json.dumps(entry).encode() + b"\n")
         offset += len(member)
