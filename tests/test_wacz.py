@@ -109,6 +109,15 @@ def our_index(warc: Path) -> list[str]:
     return list(heapq.merge(*per_file))
 
 
+def listed_pages(wacz: Path, tmp_path: Path) -> Path:
+    """The pages `wacz` lists, less its header line, as the crawl listed them, in a file."""
+    with zipfile.ZipFile(wacz) as package:
+        _, *lines = package.read("pages/pages.jsonl").splitlines(keepends=True)
+    path = tmp_path / "listed.jsonl"
+    path.write_bytes(b"".join(lines))
+    return path
+
+
 def assert_index_is_cdxj_indexers(warc: Path) -> list[str]:
     """Our index, line for line what webrecorder's cdxj-indexer makes of the WARC files."""
     ours = our_index(warc)
@@ -312,7 +321,7 @@ async def test_replaywebpage_finds_every_capture_and_page_through_the_idx(
     )
     # The same crawl in index blocks of 2 lines, so that a lookup has blocks to choose from,
     # and as ZIP64, as a crawl past 4 GiB is written (the limit lowered to 1,000 bytes).
-    pages = next(warc.glob("*.pages.jsonl"))
+    pages = listed_pages(wacz, tmp_path)
     small_blocks = tmp_path / "blocks.wacz"
     write_wacz(small_blocks, warc_files(warc), pages, lines_per_block=2)
     zip64 = tmp_path / "zip64.wacz"
@@ -602,7 +611,7 @@ async def test_an_index_block_whose_first_key_holds_a_brace_is_found_by_its_key(
     warc, wacz = archive_paths(tmp_path)
     await crawl(tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz))
     one_a_block = tmp_path / "blocks.wacz"
-    write_wacz(one_a_block, warc_files(warc), next(warc.glob("*.pages.jsonl")), lines_per_block=1)
+    write_wacz(one_a_block, warc_files(warc), listed_pages(wacz, tmp_path), lines_per_block=1)
 
     reader = ReplayWebPageReader(one_a_block)
 
@@ -611,3 +620,34 @@ async def test_an_index_block_whose_first_key_holds_a_brace_is_found_by_its_key(
     for query in queries:
         (capture,) = reader.lookup(site.url + query)
         assert capture["url"] == site.url + query
+
+
+async def test_each_crawl_lists_its_own_pages_though_another_wrote_into_its_directory(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = build_graph_site(site, delay_s=0)
+    other = Site()  # another site, crawled into the same DIR under the same prefix
+    other.page("/", "Other", ["/more"])
+    other.page("/more", "More")
+    await other.start()
+    warc = tmp_path / "warc"
+    (tmp_path / "b").mkdir()
+    first = Run(site, tmp_path, "--warc", str(warc), "--wacz", str(tmp_path / "first.wacz"))
+    try:
+        assert await first.interrupted_after(5, signal.SIGINT) == 130  # stopped, to resume
+        second = tmp_path / "second.wacz"
+        await crawl(tmp_path / "b", [other.url + "/"], warc=str(warc), wacz=str(second))
+    finally:
+        await other.stop()
+
+    code, err = await first.until_done()
+
+    assert code == 0, err
+    for wacz, expected in (
+        (tmp_path / "first.wacz", pages),
+        (second, [other.url + "/", other.url + "/more"]),
+    ):
+        with zipfile.ZipFile(wacz) as package:
+            _, *lines = package.read("pages/pages.jsonl").splitlines()
+        listed = [json.loads(line)["url"] for line in lines]
+        assert sorted(listed) == sorted(expected), wacz.name

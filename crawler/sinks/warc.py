@@ -245,6 +245,11 @@ class WarcSink:
         self.on_record: OnRecord | None = None  # (exchange, is_revisit, location)
 
     @property
+    def run(self) -> str:
+        """The id of the crawl run writing these files, as each file's warcinfo names it."""
+        return self._info[RUN_FIELD]
+
+    @property
     def position(self) -> list[str | int]:
         """The current file and its length: what a state directory commits."""
         return [self.file, self.offset]
