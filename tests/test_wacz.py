@@ -651,3 +651,20 @@ async def test_each_crawl_lists_its_own_pages_though_another_wrote_into_its_dire
             _, *lines = package.read("pages/pages.jsonl").splitlines()
         listed = [json.loads(line)["url"] for line in lines]
         assert sorted(listed) == sorted(expected), wacz.name
+
+
+async def test_a_crawl_begun_by_a_version_that_listed_pages_in_dir_goes_on_there(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = build_graph_site(site, delay_s=0)
+    warc, wacz = archive_paths(tmp_path)
+    run = Run(site, tmp_path, "--warc", str(warc), "--wacz", str(wacz))
+    assert await run.interrupted_after(5, signal.SIGINT) == 130
+    (run.state / "wacz-pages.jsonl").rename(warc / "crawl.pages.jsonl")  # as it was kept
+
+    code, err = await run.until_done()
+
+    assert code == 0, err
+    with zipfile.ZipFile(wacz) as package:
+        _, *lines = package.read("pages/pages.jsonl").splitlines()
+    assert sorted(json.loads(line)["url"] for line in lines) == sorted(pages)
