@@ -38,3 +38,11 @@ class ErrorKind(StrEnum):
     # The crawler's own side: the page was fetched, what came after failed.
     HOOK_FAILED = "hook_failed"  # a hook raised, or returned what a record cannot hold
     INTERNAL_ERROR = "internal_error"  # a bug in the crawler (logged with its traceback)
+
+
+# The errors a page may have though its response came whole: it was fetched, and what
+# came after (its HTML's bounds, a hook, a bug of ours) failed. With any other, there is
+# no response, or its body is not the server's whole answer.
+AFTER_THE_FETCH = frozenset(
+    [ErrorKind.HTML_TOO_COMPLEX, ErrorKind.HOOK_FAILED, ErrorKind.INTERNAL_ERROR]
+)

@@ -91,7 +91,8 @@ class Exchange:
     payload: bytes  # the body still in its Content-Encoding, transfer coding removed
     payload_digest: str
     # Why the payload is not the whole body (WARC-Truncated): "length", cut at the
-    # fetcher's max_bytes; "disconnect", the connection closed before the body's end.
+    # fetcher's max_bytes; "disconnect", the connection closed before the body's end;
+    # "time", the timeout ran out while it came.
     truncated: str | None
     ip_address: str | None
 
@@ -235,11 +236,14 @@ class BadContentEncoding(Exception):
 
 
 class BodyCut(Exception):
-    """The connection closed (or the chunks broke off) before the body's end."""
+    """The body did not come whole: the connection closed (or the chunks broke off)
+    before its end, or the timeout ran out while it came."""
 
-    def __init__(self, payload: bytes) -> None:
+    def __init__(self, payload: bytes, error: ErrorKind, truncated: str) -> None:
         super().__init__("the body ended before its end")
         self.payload = payload  # what came of it, as received
+        self.error = error  # the page's
+        self.truncated = truncated  # why, in WARC-Truncated's words
 
 
 # IANA's HTTP Content Coding Registry but identity: one we cannot undo (zstd, compress)
@@ -301,7 +305,11 @@ async def _read_body(
             if size > max_bytes:
                 break
     except aiohttp.ClientPayloadError:
-        raise BodyCut(b"".join(raw if decoder is not None else parts)) from None
+        received = b"".join(raw if decoder is not None else parts)
+        raise BodyCut(received, ErrorKind.CONNECTION_ERROR, "disconnect") from None
+    except TimeoutError:
+        received = b"".join(raw if decoder is not None else parts)
+        raise BodyCut(received, ErrorKind.TIMEOUT, "time") from None
     else:
         # What a stacked coding's inner layer held back for `max_bytes`, let out.
         while decoder is not None and decoder.pending and size <= max_bytes:
@@ -312,6 +320,25 @@ async def _read_body(
     if size > max_bytes:
         return body[:max_bytes], True, False
     return body, False, bool(raw) and decoder is not None and not decoder.finished
+
+
+async def _rest_as_received(
+    response: aiohttp.ClientResponse, max_bytes: int, raw: list[bytes]
+) -> tuple[bytes, str | None]:
+    """The body as received, up to `max_bytes`, `raw` holding what was read of it
+    already; why it is not whole (WARC-Truncated), if it is not."""
+    size = sum(map(len, raw))
+    try:
+        async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
+            raw.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                return b"".join(raw)[:max_bytes], "length"
+    except aiohttp.ClientPayloadError:
+        return b"".join(raw), "disconnect"
+    except TimeoutError:
+        return b"".join(raw), "time"
+    return b"".join(raw), None
 
 
 def _decoded(decoder: _Decoder | _Decoders, data: bytes, limit: int) -> bytes:
@@ -599,11 +626,20 @@ class Fetcher:
                 try:
                     body = await _read_body(r, limit, raw)
                 except BodyCut as cut:  # kept for the archive, as Heritrix keeps it
-                    response.error = ErrorKind.CONNECTION_ERROR
+                    response.error = cut.error
                     if self._archive:
-                        digest = payload_digest(cut.payload)
-                        cut_short = _exchange(r, url, fetched_at, cut.payload, digest, "disconnect")
+                        received, why = cut.payload, cut.truncated
+                        digest = payload_digest(received)
+                        cut_short = _exchange(r, url, fetched_at, received, digest, why)
                         response.exchanges.append(cut_short)
+                    return response
+                except BadContentEncoding:
+                    response.error = ErrorKind.DECODING_ERROR
+                    if self._archive:  # the body as the server sent it, read on for it
+                        as_sent, not_whole = await _rest_as_received(r, limit, raw)
+                        digest = payload_digest(as_sent)
+                        undecoded = _exchange(r, url, fetched_at, as_sent, digest, not_whole)
+                        response.exchanges.append(undecoded)
                     return response
                 response.body, response.truncated, response.incomplete = body
                 payload = b"".join(raw) if raw else response.body

@@ -38,13 +38,14 @@ from typing import Any, Protocol
 import orjson
 
 from crawler.config import ConfigError, mistyped_field
+from crawler.errors import AFTER_THE_FETCH
 from crawler.fetch import HTML_TYPES, NOT_MODIFIED, REDIRECT_STATUSES, media_type
 from crawler.page import CRAWLER_FIELDS, RECORD_FIELDS
 from crawler.urls import host_of, origin_of, visit_key, visit_keys
 
 log = logging.getLogger(__name__)
 
-HISTORY_FORMAT = 16  # the index's own layout: another is rebuilt, never misread
+HISTORY_FORMAT = 17  # the index's own layout: another is rebuilt, never misread
 STATE_SCHEMA = 4  # crawler/state/disk.py SCHEMA_VERSION: the state directories we read
 # What a record needs to serve as history: older outputs lack content_digest.
 NEEDED_FIELDS = ("url", "status", "depth", "content_digest", "fetched_at")
@@ -753,14 +754,18 @@ def page_row(record: dict[str, Any]) -> tuple[Any, ...]:
     if status == NOT_MODIFIED and record.get("changed") is False and not record.get("error"):
         status = 200  # a 304 stood for the 200 before it, whose fields it carried on
     kept = _kept(record) if isinstance(status, int) and 200 <= status < 300 else None
+    # The validators of a body that did not come whole (cut off, undecodable) are not
+    # sent back: a 304 would say unchanged a page the crawl never had, every time after.
+    error = record.get("error")
+    whole = not error or error in AFTER_THE_FETCH
     return (
         visit_key(record["url"]),
         record["url"],
         status,
         record["fetched_at"],
         record["content_digest"],
-        record.get("etag"),
-        _usable(record.get("last_modified"), record["fetched_at"]),
+        record.get("etag") if whole else None,
+        _usable(record.get("last_modified"), record["fetched_at"]) if whole else None,
         kept,
         record.get("warc_file"),
         record.get("warc_offset"),

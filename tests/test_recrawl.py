@@ -31,6 +31,7 @@ from tests.conftest import TEST_SETTINGS, Site, Wayback, by_url, html, read_reco
 from tests.nginx_server import Nginx
 from tests.test_crawl import reset_connection
 from tests.test_state import Run
+from tests.test_traps import raw
 from tests.test_wacz import assert_index_is_cdxj_indexers
 from tests.test_warc import read_archive, warc_files
 
@@ -552,6 +553,36 @@ async def test_a_last_modified_in_the_future_is_never_sent_back(site: Site, tmp_
     )
     assert "If-Modified-Since" not in site.hits[-1].headers
     assert second[0]["changed"] is False
+
+
+async def test_a_page_whose_body_did_not_come_whole_is_asked_for_whole_next_time(
+    site: Site, tmp_path: Path
+) -> None:
+    etag = '"v1"'
+    cut = raw(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\n"
+        + f"ETag: {etag}\r\n\r\n<title>Whole</title>".encode()
+    )
+    served = []
+
+    async def page(request: web.Request) -> web.StreamResponse:
+        served.append(request.headers.get("If-None-Match"))
+        if len(served) == 1:
+            return await cut(request)  # the connection closes short of the body's end
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(text=html("Whole"), headers={"ETag": etag}, content_type="text/html")
+
+    site.handle("/", page)
+    (first,), _ = await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    assert (first["status"], first["error"], first["etag"]) == (200, "connection_error", etag)
+
+    (second,), _ = await crawl_again(site, tmp_path)
+
+    # Its validators were those of a body never had: a 304 would have said nothing changed
+    # in a page the crawl never got, in this recrawl and every later one.
+    assert served == [None, None]
+    assert (second["status"], second["error"], second["title"]) == (200, None, "Whole")
 
 
 async def test_a_304_to_a_request_without_validators_is_an_invalid_response(

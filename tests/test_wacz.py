@@ -39,6 +39,7 @@ from tests.browser import Chromium
 from tests.conftest import Site, Wayback, crawl, html
 from tests.test_cli import run_main
 from tests.test_state import Run, build_graph_site
+from tests.test_traps import raw
 from tests.test_warc import warc_files
 
 IMAGE = bytes(range(256)) * 8
@@ -106,6 +107,15 @@ def our_index(warc: Path) -> list[str]:
         assert lines == sorted(lines), f"{path.name}'s index is not sorted"
         per_file.append(lines)
     return list(heapq.merge(*per_file))
+
+
+def listed_pages(wacz: Path, tmp_path: Path) -> Path:
+    """The pages `wacz` lists, less its header line, as the crawl listed them, in a file."""
+    with zipfile.ZipFile(wacz) as package:
+        _, *lines = package.read("pages/pages.jsonl").splitlines(keepends=True)
+    path = tmp_path / "listed.jsonl"
+    path.write_bytes(b"".join(lines))
+    return path
 
 
 def assert_index_is_cdxj_indexers(warc: Path) -> list[str]:
@@ -311,7 +321,7 @@ async def test_replaywebpage_finds_every_capture_and_page_through_the_idx(
     )
     # The same crawl in index blocks of 2 lines, so that a lookup has blocks to choose from,
     # and as ZIP64, as a crawl past 4 GiB is written (the limit lowered to 1,000 bytes).
-    pages = next(warc.glob("*.pages.jsonl"))
+    pages = listed_pages(wacz, tmp_path)
     small_blocks = tmp_path / "blocks.wacz"
     write_wacz(small_blocks, warc_files(warc), pages, lines_per_block=2)
     zip64 = tmp_path / "zip64.wacz"
@@ -565,3 +575,96 @@ async def test_a_warc_file_that_holds_no_capture_has_an_empty_index(tmp_path: Pa
     assert [r["error"] for r in records] == ["connection_error"]
     (warc_file,) = (tmp_path / "warc").glob("*.warc.gz")
     assert index_path(tmp_path / "warc", warc_file.name).read_bytes() == b""
+
+
+async def test_pages_jsonl_lists_no_page_that_failed_nor_the_redirect_that_led_to_it(
+    site: Site, tmp_path: Path
+) -> None:
+    site.page("/", "Home", ["/moved", "/cut", "/ok"])
+    site.redirect("/moved", "/broken")
+    site.page("/broken", body=b"no gzip at all", headers={"Content-Encoding": "gzip"})
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\n\r\n"
+    site.handle("/cut", raw(head + b"<title>cut</title>"))  # then the connection closes
+    site.page("/ok", "OK")
+    warc, wacz = archive_paths(tmp_path)
+
+    records = await crawl(tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz))
+
+    errors = {r["url"]: r["error"] for r in records}
+    assert errors[site.url + "/moved"] == "decoding_error"
+    assert errors[site.url + "/cut"] == "connection_error"
+    with zipfile.ZipFile(wacz) as package:
+        _, *lines = package.read("pages/pages.jsonl").decode().splitlines()
+    # A page that failed is no page to open; /moved's capture is a redirect to nothing.
+    assert sorted(json.loads(line)["url"] for line in lines) == [site.url + "/", site.url + "/ok"]
+
+
+async def test_an_index_block_whose_first_key_holds_a_brace_is_found_by_its_key(
+    site: Site, tmp_path: Path
+) -> None:
+    # A query keeps { and } as they are (the URL Standard's query percent-encode set),
+    # and so does the index key: the .idx line's key and timestamp are cut at " {".
+    queries = ["/q?a={x}", "/q?a={x}&b=1", "/q?a=b", "/q?a={y}"]
+    site.page("/", "Home", queries)
+    for query in queries:
+        site.page(query, "Q")
+    warc, wacz = archive_paths(tmp_path)
+    await crawl(tmp_path, [site.url + "/"], warc=str(warc), wacz=str(wacz))
+    one_a_block = tmp_path / "blocks.wacz"
+    write_wacz(one_a_block, warc_files(warc), listed_pages(wacz, tmp_path), lines_per_block=1)
+
+    reader = ReplayWebPageReader(one_a_block)
+
+    lines = gzip.decompress(reader.zip.read("indexes/index.cdx.gz")).decode().splitlines()
+    assert [prefix for prefix, _ in reader.blocks] == [line.split(" {", 1)[0] for line in lines]
+    for query in queries:
+        (capture,) = reader.lookup(site.url + query)
+        assert capture["url"] == site.url + query
+
+
+async def test_each_crawl_lists_its_own_pages_though_another_wrote_into_its_directory(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = build_graph_site(site, delay_s=0)
+    other = Site()  # another site, crawled into the same DIR under the same prefix
+    other.page("/", "Other", ["/more"])
+    other.page("/more", "More")
+    await other.start()
+    warc = tmp_path / "warc"
+    (tmp_path / "b").mkdir()
+    first = Run(site, tmp_path, "--warc", str(warc), "--wacz", str(tmp_path / "first.wacz"))
+    try:
+        assert await first.interrupted_after(5, signal.SIGINT) == 130  # stopped, to resume
+        second = tmp_path / "second.wacz"
+        await crawl(tmp_path / "b", [other.url + "/"], warc=str(warc), wacz=str(second))
+    finally:
+        await other.stop()
+
+    code, err = await first.until_done()
+
+    assert code == 0, err
+    for wacz, expected in (
+        (tmp_path / "first.wacz", pages),
+        (second, [other.url + "/", other.url + "/more"]),
+    ):
+        with zipfile.ZipFile(wacz) as package:
+            _, *lines = package.read("pages/pages.jsonl").splitlines()
+        listed = [json.loads(line)["url"] for line in lines]
+        assert sorted(listed) == sorted(expected), wacz.name
+
+
+async def test_a_crawl_begun_by_a_version_that_listed_pages_in_dir_goes_on_there(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = build_graph_site(site, delay_s=0)
+    warc, wacz = archive_paths(tmp_path)
+    run = Run(site, tmp_path, "--warc", str(warc), "--wacz", str(wacz))
+    assert await run.interrupted_after(5, signal.SIGINT) == 130
+    (run.state / "wacz-pages.jsonl").rename(warc / "crawl.pages.jsonl")  # as it was kept
+
+    code, err = await run.until_done()
+
+    assert code == 0, err
+    with zipfile.ZipFile(wacz) as package:
+        _, *lines = package.read("pages/pages.jsonl").splitlines()
+    assert sorted(json.loads(line)["url"] for line in lines) == sorted(pages)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
 import io
@@ -30,7 +31,7 @@ from crawler.parse import collapse_whitespace, visible_text
 from crawler.sinks.warc import REVISIT_PROFILE
 from tests.archive_tools import run_tool
 from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, html, read_records
-from tests.test_state import Run, build_graph_site
+from tests.test_state import Run, assert_each_page_once, build_graph_site
 from tests.test_traps import raw
 
 REVISIT = REVISIT_PROFILE.decode()
@@ -118,6 +119,9 @@ async def test_every_exchange_has_a_request_and_a_response_and_offsets_open_them
     assert len(revisits) == 1
     revisit = revisits[0]["headers"]
     assert revisit.get_header("WARC-Profile") == REVISIT
+    # WARC 1.1, 6.7.2: "A WARC-Truncated header with reason 'length' shall be used for
+    # any identical-digest truncation" (the block is the head alone), as Heritrix writes.
+    assert revisit.get_header("WARC-Truncated") == "length"
     original = by_id[revisit.get_header("WARC-Refers-To")]
     assert original["type"] == "response"
     assert revisit.get_header("WARC-Refers-To-Target-URI") == original["uri"]
@@ -242,6 +246,55 @@ async def test_a_body_cut_before_its_length_is_archived_as_received_marked_disco
     assert cut["payload"] == b"<title>cut</title>"
     assert cut["http"].get_header("Content-Length") == "18"
     assert cut["http"].get_header("X-Crawler-Content-Length") == "5000"
+
+
+async def test_a_body_cut_off_by_the_timeout_is_archived_as_received_marked_time(
+    site: Site, tmp_path: Path
+) -> None:
+    async def trickle(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/html"})
+        response.content_length = 5000
+        await response.prepare(request)
+        await response.write(b"<title>slow</title>")
+        for _ in range(100):  # until the crawler hangs up
+            await asyncio.sleep(0.05)
+            await response.write(b".")
+        return response
+
+    site.handle("/", trickle)
+    warc = tmp_path / "warc"
+
+    [record] = await crawl(tmp_path, [site.url + "/"], warc=str(warc), timeout=0.5)
+
+    assert (record["status"], record["error"]) == (200, "timeout")
+    [cut] = [r for r in read_archive(warc) if r["type"] == "response"]
+    # WARC 1.1 5.13: "time" (exceeds configured max time); the head says what came.
+    assert cut["headers"].get_header("WARC-Truncated") == "time"
+    assert cut["payload"].startswith(b"<title>slow</title>.")
+    assert cut["http"].get_header("Content-Length") == str(len(cut["payload"]))
+    assert cut["http"].get_header("X-Crawler-Content-Length") == "5000"
+
+
+async def test_a_body_that_cannot_be_decoded_is_archived_as_received(
+    site: Site, tmp_path: Path
+) -> None:
+    corrupt = b"no gzip at all " * 5000  # past the first read, to be read on after it failed
+    unknown = bytes(range(256)) * 4  # a coding the crawler cannot undo
+    site.page("/", "Home", ["/corrupt", "/zstd"])
+    site.page("/corrupt", body=corrupt, headers={"Content-Encoding": "gzip"})
+    site.page("/zstd", body=unknown, headers={"Content-Encoding": "zstd"})
+    warc = tmp_path / "warc"
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], warc=str(warc)))
+
+    assert records[site.url + "/corrupt"]["error"] == "decoding_error"
+    assert records[site.url + "/zstd"]["error"] == "decoding_error"
+    archive = {r["uri"]: r for r in read_archive(warc) if r["type"] == "response"}
+    for path, sent in (("/corrupt", corrupt), ("/zstd", unknown)):
+        response = archive[site.url + path]
+        assert response["payload"] == sent
+        assert response["headers"].get_header("WARC-Truncated") is None
+        assert response["http"].get_header("Content-Length") == str(len(sent))
 
 
 async def test_gzip_payload_stays_gzip_and_chunked_and_truncated_bodies_are_marked(
@@ -440,6 +493,32 @@ async def test_kill_9_then_resume_leaves_no_torn_record_and_no_page_twice(
     pages = {u: n for u, n in responses.items() if "/p/" in u}
     assert set(pages) == set(urls)
     assert max(pages.values()) == 1, "a page was archived twice"
+
+
+async def test_a_resumed_crawl_leaves_another_crawls_files_in_its_directory_alone(
+    site: Site, tmp_path: Path
+) -> None:
+    pages = build_graph_site(site, delay_s=0)
+    warc = tmp_path / "warc"
+    options = ("--warc", str(warc), "--warc-max-size", "4096")  # a file or two a page
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = Run(site, tmp_path / "a", *options), Run(site, tmp_path / "b", *options)
+    assert await first.interrupted_after(3, signal.SIGINT) == 130  # stopped, to resume
+    first_files = {path.name for path in warc_files(warc)}
+    code, err = await second.until_done()  # the same DIR and prefix, files of later serials
+    assert code == 0, err
+    second_files = {path.name for path in warc_files(warc)} - first_files
+    assert len(second_files) > len(first_files)
+
+    code, err = await first.until_done()
+
+    assert code == 0, err
+    assert second_files <= {path.name for path in warc_files(warc)}, "the other crawl's files"
+    for record in read_records(second.output):
+        opened = record_at(warc, record["warc_file"], record["warc_offset"], record["warc_length"])
+        assert opened.rec_headers.get_header("WARC-Target-URI") == record["url"]
+    assert_each_page_once(read_records(first.output), pages)
 
 
 async def test_revisits_point_to_a_capture_made_before_a_resume(site: Site, tmp_path: Path) -> None:

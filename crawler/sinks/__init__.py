@@ -99,7 +99,9 @@ def open_sinks(
 
             # A recrawl's revisits refer to captures in the previous crawl's WARC files.
             earlier = [settings.since_warc] if settings.since_warc else []
-            sinks["wacz"] = WaczSink(settings.wacz, warc, positions.get("wacz"), earlier)
+            sinks["wacz"] = WaczSink(
+                settings.wacz, warc, positions.get("wacz"), earlier, settings.state
+            )
     if settings.output:
         sinks["jsonl"] = JsonlSink(settings.output, resume_at=positions.get("jsonl"))
     return Sinks(sinks, archive)

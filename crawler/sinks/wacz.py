@@ -13,9 +13,10 @@ the ZIP that ReplayWeb.page opens and pywb imports (`wb-manager add --unpack-wac
     datapackage.json         every file's path, size and sha256, and the WACZ version
     datapackage-digest.json  the sha256 of datapackage.json
 
-The pages are kept as the crawl goes in DIR/PREFIX.pages.jsonl beside the WARC
-files, appended and committed as -o is (its length is the sink's position), so that a
-crawl resumed from --state lists each page once. The package is made when the crawl
+The pages are kept as the crawl goes in STATE/wacz-pages.jsonl with --state,
+appended and committed as -o is (its length is the sink's position), so that a
+crawl resumed from --state lists each page once; without --state, in a file of the
+crawl's own in DIR, deleted once the crawl is packaged. The package is made when the crawl
 closes, from what is committed: written to FILE.partial, flushed to disk, then renamed
 to FILE. A crawl killed while packaging leaves FILE.partial, never a FILE that looks
 whole; resuming it makes the package again.
@@ -48,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler import __version__
+from crawler.errors import AFTER_THE_FETCH
 from crawler.fetch import HTML_TYPES, media_type
 from crawler.files import check_writable
 from crawler.page import Page
@@ -60,6 +62,7 @@ log = logging.getLogger(__name__)
 
 WACZ_VERSION = "1.1.1"
 PAGES_SUFFIX = ".pages.jsonl"
+STATE_PAGES = "wacz-pages.jsonl"  # in the --state directory
 LINES_PER_BLOCK = 1024  # as py-wacz and ArchiveWeb.page write them
 _COPY_BYTES = 1 << 20
 _GZIP_WBITS = 31
@@ -68,9 +71,15 @@ _MODE = 0o644 << 16  # rw-r--r-- for unzip
 
 def page_entry(page: Page) -> dict[str, Any] | None:
     """The pages.jsonl entry of an HTML page archived with a 2xx status, or as a 304's
-    revisit of such a capture (a recrawl's unchanged page); None for others."""
+    revisit of such a capture (a recrawl's unchanged page); None for others.
+
+    A page whose fetch failed is none: its body did not come whole (cut off,
+    undecodable), or its last exchange is a redirect to what failed, which would be
+    listed. One whose fetch went well and what came after failed (a hook) is one."""
     response = page.response
     if page.kind != "page" or response is None or not response.exchanges:
+        return None
+    if page.error is not None and page.error not in AFTER_THE_FETCH:
         return None
     if not_modified_revisit(page):  # a 304 has no type: its capture's is carried over
         # Without the capture (a previous crawl with no archive), it replays as a 304.
@@ -102,12 +111,13 @@ class WaczSink:
         warc: WarcSink,
         resume_at: int | None = None,
         earlier_dirs: Sequence[str] = (),
+        state: str | None = None,
     ) -> None:
         self.path = Path(path)
         check_writable(str(self.path), replaced=True)  # now, not when the crawl is over
         self._warc = warc
         self._earlier_dirs = [warc.directory, *map(Path, earlier_dirs)]
-        self.pages_path = warc.directory / f"{warc.prefix}{PAGES_SUFFIX}"
+        self.pages_path, self._scratch = _pages_path(warc, resume_at, state)
         self._pages = JsonlSink(str(self.pages_path), resume_at)
         self._closed = False
 
@@ -128,7 +138,27 @@ class WaczSink:
         warc = self._warc
         own = [warc.directory / name for name in warc.files]
         write_wacz(self.path, with_referred_files(own, self._earlier_dirs), self.pages_path)
+        if self._scratch:  # no crawl will resume to list more
+            self.pages_path.unlink(missing_ok=True)
         log.info("packaged the crawl as %s (%s bytes)", self.path, f"{self.path.stat().st_size:,}")
+
+
+def _pages_path(warc: WarcSink, resume_at: int | None, state: str | None) -> tuple[Path, bool]:
+    """Where the crawl's pages are listed as it goes, and whether only until it is
+    packaged (a crawl without --state is never resumed).
+
+    Its own file: another crawl may write into the same --warc DIR under the same
+    prefix (a crawl resumed after it would have cut the other's list at its own
+    length, and listed it). In the --state directory, which goes with the crawl, or
+    in DIR named after the crawl's run; a crawl begun by a version that listed them
+    in DIR/PREFIX.pages.jsonl goes on there."""
+    legacy = warc.directory / f"{warc.prefix}{PAGES_SUFFIX}"
+    if state is None:
+        return warc.directory / f"{warc.prefix}-{warc.run}{PAGES_SUFFIX}", True
+    path = Path(state) / STATE_PAGES
+    if resume_at is not None and not path.exists() and legacy.exists():
+        return legacy, False
+    return path, False
 
 
 def with_referred_files(files: Sequence[Path], directories: Sequence[Path]) -> list[Path]:
@@ -295,7 +325,9 @@ def _compressed(
     offset = 0
     while block := list(islice(lines, lines_per_block)):
         member = zlib.compress(b"".join(block), 6, wbits=_GZIP_WBITS)
-        prefix = block[0].split(b"{", 1)[0].strip()
+        # The key and timestamp, as wabac.js reads them (up to " {"): a key may hold a
+        # "{" (a query keeps it), where cdxj-indexer's cut at the first "{" would fall.
+        prefix = b" ".join(block[0].split(b" ", 2)[:2])
         entry = {"offset": offset, "length": len(member), "digest": _sha256(member)}
         blocks.append(prefix + b" " + json.dumps(entry).encode() + b"\n")
         offset += len(member)

@@ -71,6 +71,9 @@ try:
 except ImportError:  # isal has wheels for the common platforms; zlib is 5x slower
     import zlib as _deflate  # type: ignore[no-redef]  # the same functions, slower
 
+# isal's stub types its error class as an instance of it.
+_INFLATE_ERROR: type[Exception] = _deflate.error  # type: ignore[assignment]
+
 WARC_VERSION = b"WARC/1.1"
 REVISIT_PROFILE = b"http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 NOT_MODIFIED_PROFILE = b"http://netpreserve.org/warc/1.1/revisit/server-not-modified"
@@ -81,7 +84,11 @@ _GZIP_WBITS = 31
 _CRLF = b"\r\n"
 _READ_BYTES = 1 << 20
 _MAX_HEAD_BYTES = 1 << 16  # a WARC header and an HTTP status line fit
+_WARCINFO_START_BYTES = 4096  # a warcinfo record's header and first field, deflated
 FILE_NAME = re.compile(r"(?P<prefix>.+)-(?P<time>\d{17})-(?P<serial>\d{5,})\.warc\.gz")
+# The warcinfo field naming the crawl that wrote a file, the same across its resumes:
+# another crawl may write into the same DIR under the same prefix.
+RUN_FIELD = "crawler-run"
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +231,7 @@ class WarcSink:
         self.directory = Path(directory)
         self.prefix = prefix
         self.max_size_bytes = max_size_bytes
-        self._info = dict(info)
+        self._info = {RUN_FIELD: os.urandom(16).hex(), **info}
         self._serial = serial
         self._fd = -1
         self.file = ""
@@ -236,6 +243,11 @@ class WarcSink:
         self._first_captures: dict[str, Capture] = {}
         self.files: list[str] = []  # the crawl's files so far, in order, the current one last
         self.on_record: OnRecord | None = None  # (exchange, is_revisit, location)
+
+    @property
+    def run(self) -> str:
+        """The id of the crawl run writing these files, as each file's warcinfo names it."""
+        return self._info[RUN_FIELD]
 
     @property
     def position(self) -> list[str | int]:
@@ -282,19 +294,28 @@ class WarcSink:
     def resume(self, file: str, offset: int) -> None:
         """Go on from a committed position: cut `file` back to `offset`, drop later files.
 
-        The crawl's files are the run from its first (serial 0) file to `file`, in
-        the order of their names' timestamps; other crawls' files in DIR are left alone.
+        The crawl's files are those its warcinfo records name as the same run as
+        `file`'s, from its first (serial 0) file to `file`, in the order of their
+        names' timestamps; other crawls' files in DIR are left alone, whatever their
+        names. (A file of an older version, which names no run, is taken for this
+        crawl's by its name alone, when `file` names none either.)
         """
         match = FILE_NAME.fullmatch(file)
         path = self.directory / file
         if match is None or not path.exists():
             raise FileNotFoundError(path)
         serial, stamp = int(match["serial"]), match["time"]
+        run = _run_of(path)
+        if run is not None:
+            self._info[RUN_FIELD] = run
         kept: list[Path] = []
         for other, other_stamp, other_serial in sorted(self._own_files(), key=lambda f: f[1:]):
             if other_stamp > stamp and other_serial > serial:
-                other.unlink()  # begun after the last commit: holds nothing committed
-            elif other_stamp <= stamp:
+                # Begun after the last commit, and holding nothing committed, if ours;
+                # empty, it was cut before its warcinfo was written.
+                if other.stat().st_size == 0 or _run_of(other) == run:
+                    other.unlink()
+            elif other_stamp <= stamp and (other == path or _run_of(other) == run):
                 kept = [] if other_serial == 0 else kept
                 kept.append(other)
         for kept_path in kept:
@@ -340,9 +361,15 @@ class WarcSink:
             fields[:0] = [b"WARC-Type: revisit"]
             fields += [b"WARC-Profile: " + NOT_MODIFIED_PROFILE, *_lines(first.refers_to())]
         elif first is not None:
+            # The head alone: "A WARC-Truncated header with reason 'length' shall be
+            # used for any identical-digest truncation" (WARC 1.1, 6.7.2).
             block = head
             fields[:0] = [b"WARC-Type: revisit"]
-            fields += [b"WARC-Profile: " + REVISIT_PROFILE, *_lines(first.refers_to())]
+            fields += [
+                b"WARC-Profile: " + REVISIT_PROFILE,
+                b"WARC-Truncated: length",
+                *_lines(first.refers_to()),
+            ]
         else:
             block = head + exchange.payload
             block_digest.update(exchange.payload)
@@ -444,6 +471,22 @@ class WarcSink:
                 self._first_captures[digest] = Capture(
                     fields[b"WARC-Record-ID"], fields[b"WARC-Target-URI"], fields[b"WARC-Date"]
                 )
+
+
+def _run_of(path: Path) -> str | None:
+    """The crawl run that wrote the file at `path`, as its warcinfo record names it."""
+    with open(path, "rb") as f:
+        deflated = f.read(_WARCINFO_START_BYTES)
+    try:
+        warcinfo = _deflate.decompressobj(_GZIP_WBITS).decompress(deflated)
+    except _INFLATE_ERROR:  # not gzip: no file of ours
+        return None
+    field = RUN_FIELD.encode("ascii") + b": "
+    start = warcinfo.find(_CRLF + field)
+    if start < 0:
+        return None
+    start += len(_CRLF + field)
+    return warcinfo[start : warcinfo.find(_CRLF, start)].decode("ascii", "replace")
 
 
 @dataclass(frozen=True, slots=True)
