@@ -37,7 +37,12 @@ _OTHER_WHITESPACE = "\t\n\r\f"  # HTML's whitespace but the space
 _SPACE_RUN = re.compile("   *")
 # meta[content]: its name (description, robots), or its http-equiv (refresh); one
 # selector for both, as each more costs every element of every page a match.
-_WANTED = "title, base[href], meta[content], link[rel][href], a[href], area[href]"
+_WANTED = (
+    "title, base[href], meta[content], link[rel][href], a[href], area[href], frame[src], "
+    "iframe[src]"
+)
+# <link rel> values that name another page of the same document: pagination.
+_PAGE_RELS = frozenset(["next", "prev"])
 # HTML's "parse a refresh value": a time, then ";", "," or whitespace, then the URL, maybe
 # after "url=" and in quotes. A time alone reloads the page itself: no link.
 _HTML_SPACE = "[\\t\\n\\f\\r ]"
@@ -79,7 +84,10 @@ def parse_html(tree: LexborHTMLParser) -> ParsedPage:
     for node in tree.css(_WANTED):
         tag = node.tag
         if tag == "a" or tag == "area":
-            hrefs.append(node.attrs.get("href") or "")
+            href = node.attrs.get("href")
+            if href is None:  # no value (the page itself), or SVG's <a xlink:href>
+                href = node.attrs.get("xlink:href") or ""
+            hrefs.append(href)
             continue
         attributes = node.attrs
         if tag == "title":
@@ -88,9 +96,17 @@ def parse_html(tree: LexborHTMLParser) -> ParsedPage:
         elif tag == "base":
             if page.base_href is None:
                 page.base_href = attributes.get("href")
+        elif tag == "frame" or tag == "iframe":
+            # A browser loads a frame's page as part of this one: a frameset's pages are
+            # reached only so. An empty src is about:blank, not this page.
+            if src := (attributes.get("src") or "").strip():
+                hrefs.append(src)
         elif tag == "link":
-            if page.canonical_href is None and "canonical" in (attributes.get("rel") or "").lower():
+            rel = (attributes.get("rel") or "").lower()
+            if page.canonical_href is None and "canonical" in rel:
                 page.canonical_href = (attributes.get("href") or "").strip() or None
+            elif not _PAGE_RELS.isdisjoint(rel.split()) and (href := attributes.get("href")):
+                hrefs.append(href)
         elif (name := attributes.get("name")) is None:
             # <meta http-equiv=refresh content="0; url=/new">: where browsers go next, a link
             if (attributes.get("http-equiv") or "").strip().lower() == "refresh":

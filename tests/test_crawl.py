@@ -632,6 +632,39 @@ async def test_a_meta_refresh_is_a_link_as_browsers_go_there(site: Site, tmp_pat
     assert records[site.url + "/other2"]["title"] == "other2"
 
 
+async def test_frames_iframes_svg_links_and_pagination_are_links_as_browsers_load_them(
+    site: Site, tmp_path
+):
+    # A frameset's pages are reached only through its frames; an <iframe>'s page is part
+    # of the page (a web archive replays it); <link rel=next> is the next page of a list.
+    site.page(
+        "/",
+        body=(
+            '<html><head><title>frames</title><link rel="stylesheet" href="/style.css">'
+            '<link rel="Next" href="/list?page=2"><link rel=prev href></head>'
+            '<frameset cols="20%,80%"><frame src="/menu"><frame src=" /main ">'
+            "<frame src></frameset></html>"
+        ),
+    )
+    site.page(
+        "/main",
+        body=(
+            '<p><iframe src="/comments"></iframe><iframe src=""></iframe>'
+            '<svg><a xlink:href="/figure">figure</a></svg><img src="/image.png"></p>'
+        ),
+    )
+    for path in ("/menu", "/list?page=2", "/comments", "/figure"):
+        site.page(path, path)
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"]))
+
+    assert records[site.url + "/"]["links"] == [
+        site.url + path for path in ("/list?page=2", "/menu", "/main")
+    ]
+    assert records[site.url + "/main"]["links"] == [site.url + "/comments", site.url + "/figure"]
+    assert set(site.paths()) == {"/", "/menu", "/main", "/list?page=2", "/comments", "/figure"}
+
+
 async def test_a_refresh_header_is_a_link_as_a_meta_refresh_is(site: Site, tmp_path):
     async def refreshing(_request: web.Request) -> web.Response:
         headers = {"Refresh": "0;url=/next"}
