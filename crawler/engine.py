@@ -40,8 +40,8 @@ from crawler.parse import (
     NOINDEX,
     language,
     refresh_url,
-    robots_directives,
     visible_text,
+    x_robots_directives,
 )
 from crawler.politeness import (
     ROBOTS_MAX_BYTES,
@@ -51,6 +51,7 @@ from crawler.politeness import (
     Robots,
     RobotsFetch,
     backoff_s,
+    product_token,
 )
 from crawler.session import Client
 from crawler.sinks import WriteFailed
@@ -281,6 +282,7 @@ class Crawl:
         )
         self._is_trap = trap_check(settings, self.stats)
         self._html = HtmlParser()
+        self._robots_agent = product_token(settings.user_agent).lower()  # for X-Robots-Tag
         self._extract = _main_content(settings)
         # The fields of an HTML page's record that only its body gives (a 304 has none)
         self._from_body = ("text",) * settings.text + ("main_text",) * settings.extract
@@ -675,7 +677,7 @@ class Crawl:
                 fields = previous.fields()
                 if self._carries(fields, page):
                     return page, self._carry(request, page, previous, fields)
-        said = _x_robots_tag(response)
+        said = _x_robots_tag(response, self._robots_agent)
         if not NOINDEX.isdisjoint(said):
             page.fields["noindex"] = True  # a PDF's too: the header is how one says it
         if response.error is not None or 300 <= status < 400 or not response.is_html:
@@ -968,12 +970,12 @@ class Crawl:
 _NO_DIRECTIVES: frozenset[str] = frozenset()
 
 
-def _x_robots_tag(response: Response) -> frozenset[str]:
-    """The directives of the response's X-Robots-Tag headers (those for every crawler:
-    one that names a user agent, "googlebot: noindex", is not ours)."""
+def _x_robots_tag(response: Response, agent: str) -> frozenset[str]:
+    """The directives of the response's X-Robots-Tag headers for every crawler and for
+    `agent`: "googlebot: noindex" is not ours."""
     headers = response.headers
     values = headers.getall("X-Robots-Tag", ()) if isinstance(headers, CIMultiDictProxy) else ()
-    return frozenset().union(*map(robots_directives, values)) if values else _NO_DIRECTIVES
+    return x_robots_directives(values, agent) if values else _NO_DIRECTIVES
 
 
 def revisit_schedule(settings: Settings) -> AdaptiveSchedule | None:

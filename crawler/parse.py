@@ -70,8 +70,32 @@ NOINDEX = frozenset({"noindex", "none"})
 
 
 def robots_directives(content: str) -> frozenset[str]:
-    """The directives of a meta robots or X-Robots-Tag value, lowercased."""
+    """The directives of a meta robots value, lowercased."""
     return frozenset(d.strip().lower() for d in content.replace(";", ",").split(","))
+
+
+# The directives that take a value after a colon, which a crawler's name before a colon
+# ("googlebot: noindex") must not be taken for.
+_VALUED_DIRECTIVES = frozenset(
+    ["unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"]
+)
+
+
+def x_robots_directives(values: list[str], agent: str) -> frozenset[str]:
+    """The directives of X-Robots-Tag header `values` that apply to the crawler whose
+    robots.txt name is `agent` (lowercase): those for every crawler, and those after its
+    own name. A name and a colon ("otherbot: noindex, nofollow") make the directives after
+    it, to the next name, that crawler's only, as Google's documentation has it."""
+    directives = set()
+    for value in values:
+        named = None  # the crawler the directives are for; None: every one
+        for directive in value.replace(";", ",").split(","):
+            name, colon, rest = directive.partition(":")
+            if colon and (name := name.strip().lower()) not in _VALUED_DIRECTIVES:
+                named, directive = name, rest
+            if named is None or named == agent:
+                directives.add(directive.strip().lower())
+    return frozenset(directives)
 
 
 def parse_html(tree: LexborHTMLParser) -> ParsedPage:

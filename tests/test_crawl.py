@@ -738,6 +738,47 @@ async def test_a_page_that_asks_not_to_be_indexed_says_so_in_its_record(site: Si
     assert records[site.url + "/none"]["nofollow"] is True
 
 
+async def test_an_x_robots_tag_for_another_crawler_is_not_obeyed_and_one_for_ours_is(
+    site: Site, tmp_path
+):
+    # A crawler's name and a colon make the directives after it, to the next name, its own.
+    headers = {
+        "/theirs": ["otherbot: noindex, nofollow"],
+        "/ours": ["noarchive, Crawler: NOFOLLOW"],
+        "/mixed": ["googlebot: nofollow", "unavailable_after: 25 Jun 2010 15:00:00 PST, noindex"],
+        "/named-last": ["noindex, otherbot: nofollow"],
+    }
+    site.page("/", "index", headers)
+    for path, values in headers.items():
+
+        async def handler(_request: web.Request, values=values, path=path) -> web.Response:
+            response = web.Response(text=html(path, [path + "/next"]), content_type="text/html")
+            for value in values:
+                response.headers.add("X-Robots-Tag", value)
+            return response
+
+        site.handle(path, handler)
+        site.page(path + "/next", "next")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"]))
+
+    said = {
+        path: (records[site.url + path].get("noindex"), records[site.url + path].get("nofollow"))
+        for path in headers
+    }
+    assert said == {
+        "/theirs": (None, None),
+        "/ours": (None, True),
+        "/mixed": (True, None),
+        "/named-last": (True, None),
+    }
+    assert {path for path in headers if site.count(path + "/next")} == {
+        "/theirs",
+        "/mixed",
+        "/named-last",
+    }
+
+
 async def test_base_href_is_the_base_of_relative_links(site: Site, tmp_path):
     site.page("/", "index", ["page"], head='<base href="/docs/">')
     site.page("/docs/page", "page")
