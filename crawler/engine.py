@@ -30,7 +30,7 @@ from crawler.bloom import BloomFilter
 from crawler.config import Settings
 from crawler.errors import ErrorKind
 from crawler.fetch import NOT_MODIFIED, Fetcher, Hop, Response
-from crawler.frontier import PAGE, ROBOTS, UNLINKED, Request
+from crawler.frontier import PAGE, ROBOTS, SITEMAP, UNLINKED, Request
 from crawler.held import Held, HeldPages
 from crawler.hooks import Hooks
 from crawler.htmlguard import HtmlParser
@@ -553,9 +553,8 @@ class Crawl:
         validated = None
         if previous is not None:  # for the URL that gave them: where its redirects ended
             validators, validated = previous.validators(self._from_body), previous.final_url
-        response = await fetcher.fetch(
-            url, self._admit_hop, request.redirects, validators, validated
-        )
+        admit = self._admit_sitemap_hop if request.kind == SITEMAP else self._admit_hop
+        response = await fetcher.fetch(url, admit, request.redirects, validators, validated)
         if response.unreachable or self.scheduler.failing:
             self.scheduler.reached(request, response.error if response.unreachable else None)
         if (
@@ -875,8 +874,12 @@ class Crawl:
 
     async def _followed(self, page: Page | None, listed: list[Request]) -> list[Request]:
         """What a sitemap or robots.txt lists, in scope and let through by the hooks."""
-        in_scope = set(self.scope.allowed([r.url for r in listed]))
-        listed = [r for r in listed if r.url in in_scope]
+        in_scope = set(self.scope.allowed([r.url for r in listed if r.kind == PAGE]))
+        listed = [
+            r
+            for r in listed
+            if (r.url in in_scope if r.kind == PAGE else self.scope.allows_sitemap(r.url))
+        ]
         if self.hooks is not None and page is not None:
             pages = [r.url for r in listed if r.kind == PAGE]
             followed = set(await self.hooks.apply(page, pages))
@@ -957,7 +960,15 @@ class Crawl:
         """May a redirect go on to `target`? Same checks as a link, plus robots.txt. On
         another host, it is fetched from that host's slot, after its delay: followed at
         once, it was sent at the pace of `source`'s host, whatever its own Crawl-delay."""
-        if not self.scope.allows(target) or (self._is_trap and self._is_trap(target)):
+        return await self._admit(source, target, self.scope.allows(target))
+
+    async def _admit_sitemap_hop(self, source: str, target: str) -> Hop:
+        """`_admit_hop` for a sitemap's redirect, which --include (for pages) does not
+        stop: WordPress sends /sitemap.xml on to /sitemap_index.xml."""
+        return await self._admit(source, target, self.scope.allows_sitemap(target))
+
+    async def _admit(self, source: str, target: str, in_scope: bool) -> Hop:
+        if not in_scope or (self._is_trap and self._is_trap(target)):
             return Hop(follow=False)
         refusal = await self._robots.check(target)
         if refusal is not None:

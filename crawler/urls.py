@@ -587,6 +587,13 @@ class Scope:
     def allows(self, url: str) -> bool:
         return bool(self.allowed((url,)))
 
+    def allows_sitemap(self, url: str) -> bool:
+        """Whether the crawl fetches a sitemap file at `url`: on a host it follows, and not
+        --exclude'd. --include picks pages: the sitemaps that list them need not match it."""
+        if not (self._any_host or self.allows_host(host_of(url))):
+            return False
+        return not any(p.search(url) for p in self._exclude)
+
     def allowed(self, urls: Iterable[str]) -> list[str]:
         """Those of `urls` the crawl follows, in order: `allows` for a page's links."""
         if self._any_host:

@@ -286,6 +286,31 @@ async def test_a_sitemap_whose_gzip_stream_is_cut_short_is_invalid_not_too_large
     assert 0 < sitemap["sitemap_urls"] < 2000  # the entries read before the cut are kept
 
 
+async def test_include_picks_pages_not_the_sitemaps_that_list_them_and_exclude_holds(
+    site: Site, tmp_path
+):
+    # As WordPress serves them: /sitemap.xml redirects to an index of sitemaps by kind.
+    site.redirect("/sitemap.xml", "/sitemap_index.xml", 301)
+    serve_xml(site, "/sitemap_index.xml", index("/post-sitemap.xml", "/shop-sitemap.xml"))
+    serve_xml(site, "/post-sitemap.xml", urlset(url("/blog/1"), url("/about")))
+    serve_xml(site, "/shop-sitemap.xml", urlset(url("/blog/from-shop")))
+    site.page("/", "home")
+    site.page("/blog/1", "post")
+
+    options = {"include": ("/blog/",), "exclude": ("shop-sitemap",)}
+    records = by_url(await crawl(tmp_path, [site.url + "/"], sitemaps=True, **options))
+
+    assert set(site.paths()) == {
+        "/",
+        "/sitemap.xml",
+        "/sitemap_index.xml",
+        "/post-sitemap.xml",
+        "/blog/1",
+    }
+    assert records[f"{site.url}/sitemap.xml"]["final_url"] == f"{site.url}/sitemap_index.xml"
+    assert records[f"{site.url}/blog/1"]["referrer"] == f"{site.url}/post-sitemap.xml"
+
+
 async def test_sitemap_xml_is_tried_when_robots_txt_lists_none(site: Site, tmp_path):
     site.page("/robots.txt", body="User-agent: *\nDisallow: /private\n", content_type="text/plain")
     site.page("/", "home")
