@@ -537,7 +537,7 @@ class Crawl:
         except Exception:  # a bug must cost one sitemap, not the crawl
             page, listed = self._internal_error(request), []
         try:
-            await self._commit(request, page, [], await self._followed(page, listed))
+            await self._commit(request, page, [], await self._followed(request, page, listed))
             await self._complete_held()
             self._page_done()
         finally:
@@ -872,13 +872,25 @@ class Crawl:
         page.fields["sitemap_urls"] = sitemap.entries
         return page, listed_in(request, sitemap, pages_too=self.settings.max_depth > 0)
 
-    async def _followed(self, page: Page | None, listed: list[Request]) -> list[Request]:
-        """What a sitemap or robots.txt lists, in scope and let through by the hooks."""
+    async def _followed(
+        self, lister: Request, page: Page | None, listed: list[Request]
+    ) -> list[Request]:
+        """What a sitemap or robots.txt (`lister`) lists, in scope and let through by the
+        hooks. A site may keep its sitemaps on a host of their own (sitemaps.org's
+        cross-submission: a CDN, a bucket): robots.txt's are fetched wherever they are, an
+        index's on its own host too. The pages they list must be in scope."""
         in_scope = set(self.scope.allowed([r.url for r in listed if r.kind == PAGE]))
+        lister_host = host_of(lister.url)
         listed = [
             r
             for r in listed
-            if (r.url in in_scope if r.kind == PAGE else self.scope.allows_sitemap(r.url))
+            if r.url in in_scope
+            or (
+                r.kind == SITEMAP
+                and self.scope.allows_sitemap(
+                    r.url, lister.kind == ROBOTS or host_of(r.url) == lister_host
+                )
+            )
         ]
         if self.hooks is not None and page is not None:
             pages = [r.url for r in listed if r.kind == PAGE]
@@ -964,8 +976,9 @@ class Crawl:
 
     async def _admit_sitemap_hop(self, source: str, target: str) -> Hop:
         """`_admit_hop` for a sitemap's redirect, which --include (for pages) does not
-        stop: WordPress sends /sitemap.xml on to /sitemap_index.xml."""
-        return await self._admit(source, target, self.scope.allows_sitemap(target))
+        stop (WordPress sends /sitemap.xml on to /sitemap_index.xml), nor another host:
+        the site sends there, as its robots.txt may."""
+        return await self._admit(source, target, self.scope.allows_sitemap(target, anywhere=True))
 
     async def _admit(self, source: str, target: str, in_scope: bool) -> Hop:
         if not in_scope or (self._is_trap and self._is_trap(target)):

@@ -587,10 +587,11 @@ class Scope:
     def allows(self, url: str) -> bool:
         return bool(self.allowed((url,)))
 
-    def allows_sitemap(self, url: str) -> bool:
-        """Whether the crawl fetches a sitemap file at `url`: on a host it follows, and not
-        --exclude'd. --include picks pages: the sitemaps that list them need not match it."""
-        if not (self._any_host or self.allows_host(host_of(url))):
+    def allows_sitemap(self, url: str, anywhere: bool = False) -> bool:
+        """Whether the crawl fetches a sitemap file at `url`: on a host it follows (or, if
+        the site itself sent there, `anywhere`), and not --exclude'd. --include picks pages:
+        the sitemaps that list them need not match it."""
+        if not (anywhere or self._any_host or self.allows_host(host_of(url))):
             return False
         return not any(p.search(url) for p in self._exclude)
 

@@ -311,6 +311,37 @@ async def test_include_picks_pages_not_the_sitemaps_that_list_them_and_exclude_h
     assert records[f"{site.url}/blog/1"]["referrer"] == f"{site.url}/post-sitemap.xml"
 
 
+async def test_sitemaps_robots_txt_puts_on_another_host_are_read_for_the_pages_in_scope(
+    site: Site, site2: Site, tmp_path
+):
+    # sitemaps.org's cross-submission: a site's robots.txt names sitemaps kept elsewhere (a
+    # CDN, a bucket), and an index there lists more on its own host. An index of the site
+    # does not send the crawl to a third party's sitemaps, but a redirect of the site does.
+    robots = f"Sitemap: {site2.url}/maps/index.xml\nSitemap: /moved.xml\nSitemap: /local.xml\n"
+    site.page("/robots.txt", body=robots, content_type="text/plain")
+    site.page("/", "home")
+    serve_xml(site2, "/maps/index.xml", index("/maps/pages.xml"))
+    serve_xml(site2, "/maps/pages.xml", urlset(url(f"{site.url}/a"), url("/out-of-scope")))
+    site.redirect("/moved.xml", f"{site2.url}/maps/moved.xml")
+    serve_xml(site2, "/maps/moved.xml", urlset(url(f"{site.url}/b")))
+    serve_xml(site, "/local.xml", index(f"{site2.url}/maps/elsewhere.xml"))
+    site.page("/a", "a")
+    site.page("/b", "b")
+
+    options = {"ignore_robots": False, "allow_private_addresses": True}  # site2: 127.0.0.2
+    records = by_url(await crawl(tmp_path, [site.url + "/"], sitemaps=True, **options))
+
+    assert site2.paths() == {
+        "/robots.txt": 1,
+        "/maps/index.xml": 1,
+        "/maps/pages.xml": 1,
+        "/maps/moved.xml": 1,
+    }
+    assert (records[f"{site.url}/a"]["title"], records[f"{site.url}/b"]["title"]) == ("a", "b")
+    assert records[f"{site.url}/a"]["referrer"] == f"{site2.url}/maps/pages.xml"
+    assert f"{site2.url}/out-of-scope" not in records
+
+
 async def test_sitemap_xml_is_tried_when_robots_txt_lists_none(site: Site, tmp_path):
     site.page("/robots.txt", body="User-agent: *\nDisallow: /private\n", content_type="text/plain")
     site.page("/", "home")
