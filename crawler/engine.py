@@ -281,8 +281,8 @@ class Crawl:
             settings.exclude,
         )
         self._is_trap = trap_check(settings, self.stats)
-        self._html = HtmlParser()
         self._robots_agent = product_token(settings.user_agent).lower()  # for X-Robots-Tag
+        self._html = HtmlParser(self._robots_agent)
         self._extract = _main_content(settings)
         # The fields of an HTML page's record that only its body gives (a 304 has none)
         self._from_body = ("text",) * settings.text + ("main_text",) * settings.extract

@@ -98,7 +98,10 @@ def x_robots_directives(values: list[str], agent: str) -> frozenset[str]:
     return frozenset(directives)
 
 
-def parse_html(tree: LexborHTMLParser) -> ParsedPage:
+def parse_html(tree: LexborHTMLParser, agent: str = "robots") -> ParsedPage:
+    """What the crawl reads in a page's `tree`; the robots directives of <meta name=robots>
+    and of a <meta> named for the crawler, `agent` (its robots.txt name, lowercase), as
+    Google reads <meta name=googlebot>."""
     page = ParsedPage(title=None, hrefs=[], base_href=None, nofollow=False)
     hrefs = page.hrefs
     title_node = None
@@ -139,7 +142,7 @@ def parse_html(tree: LexborHTMLParser) -> ParsedPage:
                     hrefs.append(url)
         else:
             name = name.strip().lower()
-            if name == "robots":
+            if name == "robots" or name == agent:
                 directives = robots_directives(attributes.get("content") or "")
                 page.nofollow = page.nofollow or not NOFOLLOW.isdisjoint(directives)
                 page.noindex = page.noindex or not NOINDEX.isdisjoint(directives)

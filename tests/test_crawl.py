@@ -717,6 +717,24 @@ async def test_meta_robots_nofollow_lists_links_without_following(site: Site, tm
     assert site.count("/a") == 0
 
 
+async def test_a_meta_robots_tag_named_for_our_crawler_is_obeyed_and_anothers_is_not(
+    site: Site, tmp_path
+):
+    # As Google reads <meta name=googlebot>: a <meta> named for a crawler is its own.
+    site.page("/", "index", ["/ours", "/theirs"])
+    site.page("/ours", "ours", ["/ours/next"], head='<meta name=MyBot content="noindex,nofollow">')
+    site.page("/theirs", "theirs", ["/theirs/next"], head='<meta name=googlebot content="none">')
+    site.page("/theirs/next", "next")
+    user_agent = "Mozilla/5.0 (compatible; MyBot/1.0; +https://example.com/bot)"
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], user_agent=user_agent))
+
+    ours, theirs = records[site.url + "/ours"], records[site.url + "/theirs"]
+    assert (ours.get("noindex"), ours.get("nofollow")) == (True, True)
+    assert (theirs.get("noindex"), theirs.get("nofollow")) == (None, None)
+    assert (site.count("/ours/next"), site.count("/theirs/next")) == (0, 1)
+
+
 async def test_a_page_that_asks_not_to_be_indexed_says_so_in_its_record(site: Site, tmp_path):
     # For a search index: the page is fetched, its links followed, and it is marked.
     site.page("/", "index", ["/meta", "/none", "/header", "/pdf", "/theirs", "/plain"])
