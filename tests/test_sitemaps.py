@@ -81,6 +81,36 @@ async def test_an_image_sitemaps_own_loc_is_not_a_page():
     assert sitemap.pages == [("http://h/page", None)]
 
 
+async def test_an_rss_or_atom_feed_is_a_sitemap_of_its_items_links():
+    # sitemaps.org: "You can provide an RSS 2.0 or Atom 0.3 or 1.0 feed" as a sitemap.
+    rss = (
+        '<?xml version="1.0"?><rss version="2.0"><channel><link>http://h/</link>'
+        "<item><title>One</title><link>http://h/2024/one</link><pubDate>Wed, 01 May 2024"
+        " 10:00:00 GMT</pubDate></item><item><link> /two </link></item></channel></rss>"
+    )
+    atom = (
+        '<feed xmlns="http://www.w3.org/2005/Atom"><link href="http://h/"/><entry>'
+        '<link rel="edit" href="/edit/1"/><link rel="alternate" href="http://h/a1"/>'
+        "<updated>2024-05-01T10:00:00Z</updated></entry>"
+        '<entry><link href="/a2"/><link rel="enclosure" href="/a2.mp3"/></entry></feed>'
+    )
+
+    from_rss = await parse_sitemap(SM, rss.encode())
+    from_atom = await parse_sitemap(SM, atom.encode())
+
+    assert from_rss.pages == [("http://h/2024/one", None), ("http://127.0.0.1:8000/two", None)]
+    assert from_atom.pages == [
+        ("http://h/a1", "2024-05-01T10:00:00Z"),
+        ("http://127.0.0.1:8000/a2", None),
+    ]
+    assert (from_rss.entries, from_rss.error, from_atom.entries, from_atom.error) == (
+        2,
+        None,
+        2,
+        None,
+    )
+
+
 async def test_an_index_gives_sitemaps_not_pages():
     body = (
         f'<sitemapindex xmlns="{NS}"><sitemap><loc>/s1.xml</loc><lastmod>2024</lastmod>'
