@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 from xml.parsers import expat
 
+from crawler.charset import decoder_for
 from crawler.errors import ErrorKind
 from crawler.frontier import SITEMAP, Request
 from crawler.urls import canonicalize, origin_of
@@ -210,8 +211,11 @@ def _decoder_for(first_chunk: bytes) -> codecs.IncrementalDecoder | None:
     match = _XML_ENCODING.match(first_chunk[:1024])
     if match is None:
         return None
+    label = match.group(1).decode("ascii")
     try:
-        name = codecs.lookup(match.group(1).decode("ascii")).name
+        # A label as the Encoding Standard reads it, as browsers do: "GB2312", which Chinese
+        # sites declare and write in GBK, is GBK (Python's gb2312 codec lacks 镕 and more).
+        name = codecs.lookup(decoder_for(label) or label).name
         b" ".decode(name, "replace")  # base64, zlib, rot13, hex: codecs, but not for text
     except LookupError:
         raise _Invalid(f"unknown encoding {match.group(1)!r}") from None

@@ -139,6 +139,14 @@ async def test_a_sitemap_declared_in_gbk_is_read_in_gbk():
     assert sitemap.pages == [("http://h/%E6%96%B0%E9%97%BB/%E5%8C%97%E4%BA%AC", "2024-01-02")]
 
 
+async def test_a_sitemap_declared_gb2312_is_read_as_gbk_as_browsers_read_that_label():
+    body = urlset(url("http://h/朱镕基")).replace("UTF-8", "GB2312").encode("gbk")
+
+    sitemap = await parse_sitemap(SM, body)
+
+    assert sitemap.pages == [("http://h/%E6%9C%B1%E9%95%95%E5%9F%BA", None)]
+
+
 async def test_an_unknown_encoding_is_an_invalid_sitemap():
     sitemap = await parse_sitemap(SM, urlset().replace("UTF-8", "no-such-codec").encode())
 
