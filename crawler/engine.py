@@ -30,7 +30,7 @@ from crawler.bloom import BloomFilter
 from crawler.config import Settings
 from crawler.errors import ErrorKind
 from crawler.fetch import NOT_MODIFIED, Fetcher, Hop, Response
-from crawler.frontier import PAGE, ROBOTS, UNLINKED, Request
+from crawler.frontier import PAGE, ROBOTS, SITEMAP, UNLINKED, Request
 from crawler.held import Held, HeldPages
 from crawler.hooks import Hooks
 from crawler.htmlguard import HtmlParser
@@ -40,8 +40,8 @@ from crawler.parse import (
     NOINDEX,
     language,
     refresh_url,
-    robots_directives,
     visible_text,
+    x_robots_directives,
 )
 from crawler.politeness import (
     ROBOTS_MAX_BYTES,
@@ -51,6 +51,7 @@ from crawler.politeness import (
     Robots,
     RobotsFetch,
     backoff_s,
+    product_token,
 )
 from crawler.session import Client
 from crawler.sinks import WriteFailed
@@ -280,7 +281,8 @@ class Crawl:
             settings.exclude,
         )
         self._is_trap = trap_check(settings, self.stats)
-        self._html = HtmlParser()
+        self._robots_agent = product_token(settings.user_agent).lower()  # for X-Robots-Tag
+        self._html = HtmlParser(self._robots_agent)
         self._extract = _main_content(settings)
         # The fields of an HTML page's record that only its body gives (a 304 has none)
         self._from_body = ("text",) * settings.text + ("main_text",) * settings.extract
@@ -535,7 +537,7 @@ class Crawl:
         except Exception:  # a bug must cost one sitemap, not the crawl
             page, listed = self._internal_error(request), []
         try:
-            await self._commit(request, page, [], await self._followed(page, listed))
+            await self._commit(request, page, [], await self._followed(request, page, listed))
             await self._complete_held()
             self._page_done()
         finally:
@@ -551,9 +553,8 @@ class Crawl:
         validated = None
         if previous is not None:  # for the URL that gave them: where its redirects ended
             validators, validated = previous.validators(self._from_body), previous.final_url
-        response = await fetcher.fetch(
-            url, self._admit_hop, request.redirects, validators, validated
-        )
+        admit = self._admit_sitemap_hop if request.kind == SITEMAP else self._admit_hop
+        response = await fetcher.fetch(url, admit, request.redirects, validators, validated)
         if response.unreachable or self.scheduler.failing:
             self.scheduler.reached(request, response.error if response.unreachable else None)
         if (
@@ -675,7 +676,7 @@ class Crawl:
                 fields = previous.fields()
                 if self._carries(fields, page):
                     return page, self._carry(request, page, previous, fields)
-        said = _x_robots_tag(response)
+        said = _x_robots_tag(response, self._robots_agent)
         if not NOINDEX.isdisjoint(said):
             page.fields["noindex"] = True  # a PDF's too: the header is how one says it
         if response.error is not None or 300 <= status < 400 or not response.is_html:
@@ -871,10 +872,26 @@ class Crawl:
         page.fields["sitemap_urls"] = sitemap.entries
         return page, listed_in(request, sitemap, pages_too=self.settings.max_depth > 0)
 
-    async def _followed(self, page: Page | None, listed: list[Request]) -> list[Request]:
-        """What a sitemap or robots.txt lists, in scope and let through by the hooks."""
-        in_scope = set(self.scope.allowed([r.url for r in listed]))
-        listed = [r for r in listed if r.url in in_scope]
+    async def _followed(
+        self, lister: Request, page: Page | None, listed: list[Request]
+    ) -> list[Request]:
+        """What a sitemap or robots.txt (`lister`) lists, in scope and let through by the
+        hooks. A site may keep its sitemaps on a host of their own (sitemaps.org's
+        cross-submission: a CDN, a bucket): robots.txt's are fetched wherever they are, an
+        index's on its own host too. The pages they list must be in scope."""
+        in_scope = set(self.scope.allowed([r.url for r in listed if r.kind == PAGE]))
+        lister_host = host_of(lister.url)
+        listed = [
+            r
+            for r in listed
+            if r.url in in_scope
+            or (
+                r.kind == SITEMAP
+                and self.scope.allows_sitemap(
+                    r.url, lister.kind == ROBOTS or host_of(r.url) == lister_host
+                )
+            )
+        ]
         if self.hooks is not None and page is not None:
             pages = [r.url for r in listed if r.kind == PAGE]
             followed = set(await self.hooks.apply(page, pages))
@@ -955,7 +972,16 @@ class Crawl:
         """May a redirect go on to `target`? Same checks as a link, plus robots.txt. On
         another host, it is fetched from that host's slot, after its delay: followed at
         once, it was sent at the pace of `source`'s host, whatever its own Crawl-delay."""
-        if not self.scope.allows(target) or (self._is_trap and self._is_trap(target)):
+        return await self._admit(source, target, self.scope.allows(target))
+
+    async def _admit_sitemap_hop(self, source: str, target: str) -> Hop:
+        """`_admit_hop` for a sitemap's redirect, which --include (for pages) does not
+        stop (WordPress sends /sitemap.xml on to /sitemap_index.xml), nor another host:
+        the site sends there, as its robots.txt may."""
+        return await self._admit(source, target, self.scope.allows_sitemap(target, anywhere=True))
+
+    async def _admit(self, source: str, target: str, in_scope: bool) -> Hop:
+        if not in_scope or (self._is_trap and self._is_trap(target)):
             return Hop(follow=False)
         refusal = await self._robots.check(target)
         if refusal is not None:
@@ -968,12 +994,12 @@ class Crawl:
 _NO_DIRECTIVES: frozenset[str] = frozenset()
 
 
-def _x_robots_tag(response: Response) -> frozenset[str]:
-    """The directives of the response's X-Robots-Tag headers (those for every crawler:
-    one that names a user agent, "googlebot: noindex", is not ours)."""
+def _x_robots_tag(response: Response, agent: str) -> frozenset[str]:
+    """The directives of the response's X-Robots-Tag headers for every crawler and for
+    `agent`: "googlebot: noindex" is not ours."""
     headers = response.headers
     values = headers.getall("X-Robots-Tag", ()) if isinstance(headers, CIMultiDictProxy) else ()
-    return frozenset().union(*map(robots_directives, values)) if values else _NO_DIRECTIVES
+    return x_robots_directives(values, agent) if values else _NO_DIRECTIVES
 
 
 def revisit_schedule(settings: Settings) -> AdaptiveSchedule | None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import os
 import random
@@ -347,9 +348,9 @@ def _net_opens(window: str) -> int:
 _Parsed = tuple[LexborHTMLParser, ParsedPage, bool]
 
 
-def _parsed(html: str, edited: bool = False) -> _Parsed:
+def _parsed(html: str, agent: str, edited: bool = False) -> _Parsed:
     tree = LexborHTMLParser(html)
-    return tree, parse_html(tree), edited
+    return tree, parse_html(tree, agent), edited
 
 
 def usable_cpus() -> int:
@@ -367,9 +368,9 @@ def _timed_tree(html: str) -> tuple[LexborHTMLParser, float]:
     return tree, time.thread_time() - started_s
 
 
-def _bounded_parsed(html: str) -> _Parsed:
+def _bounded_parsed(html: str, agent: str) -> _Parsed:
     markup = bounded(html)
-    return _parsed(markup, markup is not html)
+    return _parsed(markup, agent, markup is not html)
 
 
 _T = TypeVar("_T")
@@ -418,9 +419,11 @@ class _Job(Generic[_T]):
 
 class HtmlParser:
     """Parses a crawl's pages so that none holds the event loop longer than a plain page of
-    its size would: see the module docstring."""
+    its size would: see the module docstring. `agent`: the crawler's robots.txt name, whose
+    <meta name> robots directives are obeyed beside those of <meta name=robots>."""
 
-    def __init__(self) -> None:
+    def __init__(self, agent: str = "robots") -> None:
+        self._agent = agent.lower()
         self._runaways = 0  # parses given up on that still run
         self._random = random.Random()
         # As many pages parse at once as there are cores: a tree takes some 25 times its page's
@@ -440,7 +443,7 @@ class HtmlParser:
         bounded. A large page's are read in a thread too: a page of 500,000 links took 1.2 s."""
         size = len(html)
         if size <= INLINE_MAX_CHARS:
-            return _parsed(html)
+            return _parsed(html, self._agent)
         suspect = bool(self._runaways) or may_be_slow(html, self._random)
         if not suspect and size <= LOOKED_INLINE_MAX_CHARS and not self._inline_overran:
             return await self._plain(html)
@@ -459,15 +462,16 @@ class HtmlParser:
         else:
             tree, spent_s = _timed_tree(html)
         started_s = time.thread_time()
-        parsed = tree, parse_html(tree), False
+        parsed = tree, parse_html(tree, self._agent), False
         if spent_s + time.thread_time() - started_s > len(html) / _BUDGET_CHARS_PER_S:
             self._inline_overran = True
         return parsed
 
     async def _parse_in_threads(self, html: str, suspect: bool) -> _Parsed:
+        bounded_parsed = functools.partial(_bounded_parsed, agent=self._agent)
         if suspect or self._runaways:
-            return await _Job(_bounded_parsed, html).future
-        first = _Job(_parsed, html)
+            return await _Job(bounded_parsed, html).future
+        first = _Job(functools.partial(_parsed, agent=self._agent), html)
         budget_s = _BUDGET_BASE_S + len(html) / _BUDGET_CHARS_PER_S
         # CPU time, not the clock's: on a busy machine a plain page may take long to parse.
         while (left_s := budget_s - first.cpu_s()) > 0:
@@ -476,7 +480,7 @@ class HtmlParser:
                 return first.future.result()
         self._runaways += 1
         first.future.add_done_callback(self._runaway_ended)
-        bounded_parse = await _Job(_bounded_parsed, html).future
+        bounded_parse = await _Job(bounded_parsed, html).future
         if not bounded_parse[2]:  # none of the known shapes: only slow, so the first will do
             return await first.future
         return bounded_parse

@@ -37,7 +37,12 @@ _OTHER_WHITESPACE = "\t\n\r\f"  # HTML's whitespace but the space
 _SPACE_RUN = re.compile("   *")
 # meta[content]: its name (description, robots), or its http-equiv (refresh); one
 # selector for both, as each more costs every element of every page a match.
-_WANTED = "title, base[href], meta[content], link[rel][href], a[href], area[href]"
+_WANTED = (
+    "title, base[href], meta[content], link[rel][href], a[href], area[href], frame[src], "
+    "iframe[src]"
+)
+# <link rel> values that name another page of the same document: pagination.
+_PAGE_RELS = frozenset(["next", "prev"])
 # HTML's "parse a refresh value": a time, then ";", "," or whitespace, then the URL, maybe
 # after "url=" and in quotes. A time alone reloads the page itself: no link.
 _HTML_SPACE = "[\\t\\n\\f\\r ]"
@@ -65,11 +70,38 @@ NOINDEX = frozenset({"noindex", "none"})
 
 
 def robots_directives(content: str) -> frozenset[str]:
-    """The directives of a meta robots or X-Robots-Tag value, lowercased."""
+    """The directives of a meta robots value, lowercased."""
     return frozenset(d.strip().lower() for d in content.replace(";", ",").split(","))
 
 
-def parse_html(tree: LexborHTMLParser) -> ParsedPage:
+# The directives that take a value after a colon, which a crawler's name before a colon
+# ("googlebot: noindex") must not be taken for.
+_VALUED_DIRECTIVES = frozenset(
+    ["unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"]
+)
+
+
+def x_robots_directives(values: list[str], agent: str) -> frozenset[str]:
+    """The directives of X-Robots-Tag header `values` that apply to the crawler whose
+    robots.txt name is `agent` (lowercase): those for every crawler, and those after its
+    own name. A name and a colon ("otherbot: noindex, nofollow") make the directives after
+    it, to the next name, that crawler's only, as Google's documentation has it."""
+    directives = set()
+    for value in values:
+        named = None  # the crawler the directives are for; None: every one
+        for directive in value.replace(";", ",").split(","):
+            name, colon, rest = directive.partition(":")
+            if colon and (name := name.strip().lower()) not in _VALUED_DIRECTIVES:
+                named, directive = name, rest
+            if named is None or named == agent:
+                directives.add(directive.strip().lower())
+    return frozenset(directives)
+
+
+def parse_html(tree: LexborHTMLParser, agent: str = "robots") -> ParsedPage:
+    """What the crawl reads in a page's `tree`; the robots directives of <meta name=robots>
+    and of a <meta> named for the crawler, `agent` (its robots.txt name, lowercase), as
+    Google reads <meta name=googlebot>."""
     page = ParsedPage(title=None, hrefs=[], base_href=None, nofollow=False)
     hrefs = page.hrefs
     title_node = None
@@ -79,7 +111,10 @@ def parse_html(tree: LexborHTMLParser) -> ParsedPage:
     for node in tree.css(_WANTED):
         tag = node.tag
         if tag == "a" or tag == "area":
-            hrefs.append(node.attrs.get("href") or "")
+            href = node.attrs.get("href")
+            if href is None:  # no value (the page itself), or SVG's <a xlink:href>
+                href = node.attrs.get("xlink:href") or ""
+            hrefs.append(href)
             continue
         attributes = node.attrs
         if tag == "title":
@@ -88,9 +123,17 @@ def parse_html(tree: LexborHTMLParser) -> ParsedPage:
         elif tag == "base":
             if page.base_href is None:
                 page.base_href = attributes.get("href")
+        elif tag == "frame" or tag == "iframe":
+            # A browser loads a frame's page as part of this one: a frameset's pages are
+            # reached only so. An empty src is about:blank, not this page.
+            if src := (attributes.get("src") or "").strip():
+                hrefs.append(src)
         elif tag == "link":
-            if page.canonical_href is None and "canonical" in (attributes.get("rel") or "").lower():
+            rel = (attributes.get("rel") or "").lower()
+            if page.canonical_href is None and "canonical" in rel:
                 page.canonical_href = (attributes.get("href") or "").strip() or None
+            elif not _PAGE_RELS.isdisjoint(rel.split()) and (href := attributes.get("href")):
+                hrefs.append(href)
         elif (name := attributes.get("name")) is None:
             # <meta http-equiv=refresh content="0; url=/new">: where browsers go next, a link
             if (attributes.get("http-equiv") or "").strip().lower() == "refresh":
@@ -99,7 +142,7 @@ def parse_html(tree: LexborHTMLParser) -> ParsedPage:
                     hrefs.append(url)
         else:
             name = name.strip().lower()
-            if name == "robots":
+            if name == "robots" or name == agent:
                 directives = robots_directives(attributes.get("content") or "")
                 page.nofollow = page.nofollow or not NOFOLLOW.isdisjoint(directives)
                 page.noindex = page.noindex or not NOINDEX.isdisjoint(directives)

@@ -98,9 +98,21 @@ class Refused:
     error: ErrorKind
 
 
+_PRODUCT = re.compile(r"[A-Za-z0-9_-]+")
+# A crawler that calls itself Mozilla compatible names itself in a comment after
+# "compatible;": "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)".
+_COMPATIBLE = re.compile(r"Mozilla/.*?\([^)]*?\bcompatible\s*;\s*([A-Za-z0-9_-]+)", re.I)
+
+
 def product_token(user_agent: str) -> str:
-    """The part of a User-Agent that robots.txt groups are matched against."""
-    match = re.match(r"[A-Za-z0-9_-]+", user_agent.strip())
+    """The name robots.txt groups (and X-Robots-Tag) are matched against (RFC 9309 2.2.1:
+    the crawler's product token): the User-Agent's first product, or the crawler that a
+    "Mozilla/5.0 (compatible; MyBot/1.0; ...)" names after "compatible;"."""
+    user_agent = user_agent.strip()
+    compatible = _COMPATIBLE.match(user_agent)
+    if compatible is not None:
+        return compatible.group(1)
+    match = _PRODUCT.match(user_agent)
     return match.group(0) if match else user_agent
 
 

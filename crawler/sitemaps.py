@@ -17,6 +17,7 @@ inflated, and no tree built for a document of which we keep two fields per entry
 Element names are matched by local name (`loc`, `sm:loc`, `{ns}loc` alike), since
 many sitemaps use another namespace or none, and `loc` counts only as a direct
 child of `url` or `sitemap`, so image and video sitemaps' own `loc`s are not pages.
+An RSS 2.0 or Atom feed, which sitemaps.org accepts as a sitemap, lists its items' links.
 Expat knows UTF-8, UTF-16, ISO-8859-1 and ASCII; a sitemap declared in another
 encoding (GBK, Shift_JIS...) is decoded by Python's codec and handed over as UTF-8.
 A body that does not start with "<" is a text sitemap: one URL per line.
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 from xml.parsers import expat
 
+from crawler.charset import decoder_for
 from crawler.errors import ErrorKind
 from crawler.frontier import SITEMAP, Request
 from crawler.urls import canonicalize, origin_of
@@ -106,6 +108,26 @@ class _Entries:
         sitemap.pages.append((url, lastmod))
 
 
+@dataclass(frozen=True, slots=True)
+class _Format:
+    """Where a kind of XML sitemap keeps its entries, by the local names of its elements."""
+
+    entry_depth: int  # of an entry's element, the root being 1
+    entries: dict[str, str]  # an entry's element -> "url" (a page) or "sitemap"
+    fields: dict[str, str]  # an entry's child element -> "loc" or "lastmod", by its text
+    link_href: bool = False  # the loc is the href of a <link rel=alternate> (Atom)
+
+
+_SITEMAP_FORMAT = _Format(
+    2, {"url": "url", "sitemap": "sitemap"}, {"loc": "loc", "lastmod": "lastmod"}
+)
+# sitemaps.org takes an RSS 2.0 or Atom feed as a sitemap too: each item's link is a page.
+_FEED_FORMATS = {
+    "rss": _Format(3, {"item": "url"}, {"link": "loc"}),
+    "feed": _Format(2, {"entry": "url"}, {"updated": "lastmod"}, link_href=True),
+}
+
+
 class _XmlReader:
     """An expat parser that refuses entity declarations and keeps `loc` and `lastmod`."""
 
@@ -122,8 +144,9 @@ class _XmlReader:
         parser.CharacterDataHandler = self._text
         parser.buffer_text = True
         self._depth = 0
-        self._entry: str | None = None  # "url" or "sitemap", while inside one (depth 2)
-        self._field: str | None = None  # "loc" or "lastmod", while inside one (depth 3)
+        self._format = _SITEMAP_FORMAT  # or a feed's, by the root element
+        self._entry: str | None = None  # "url" or "sitemap", while inside one
+        self._field: str | None = None  # "loc" or "lastmod", while inside one
         self._text_parts: list[str] = []
         self._loc: str | None = None
         self._lastmod: str | None = None
@@ -137,24 +160,36 @@ class _XmlReader:
         except expat.ExpatError as exc:
             raise _Invalid(str(exc)) from None
 
-    def _start(self, name: str, _attributes: dict[str, str]) -> None:
-        self._depth += 1
+    def _start(self, name: str, attributes: dict[str, str]) -> None:
+        depth = self._depth = self._depth + 1
         local = name.rpartition(":")[2]
-        if self._depth == 2 and local in ("url", "sitemap"):
-            self._entry, self._loc, self._lastmod = local, None, None
-        elif self._depth == 3 and self._entry is not None and local in ("loc", "lastmod"):
-            self._field = local
-            self._text_parts = []
+        form = self._format
+        if depth == 1:
+            self._format = _FEED_FORMATS.get(local, _SITEMAP_FORMAT)
+        elif depth == form.entry_depth and local in form.entries:
+            self._entry, self._loc, self._lastmod = form.entries[local], None, None
+        elif depth == form.entry_depth + 1 and self._entry is not None:
+            if local in form.fields:
+                self._field = form.fields[local]
+                self._text_parts = []
+            elif (
+                form.link_href
+                and local == "link"
+                and self._loc is None
+                and attributes.get("rel", "alternate") == "alternate"
+            ):
+                self._loc = attributes.get("href")
 
     def _end(self, _name: str) -> None:
-        if self._depth == 3 and self._field is not None:
+        depth, entry_depth = self._depth, self._format.entry_depth
+        if depth == entry_depth + 1 and self._field is not None:
             text = "".join(self._text_parts)
             if self._field == "loc":
                 self._loc = text
             else:
                 self._lastmod = text
             self._field = None
-        elif self._depth == 2 and self._entry is not None:
+        elif depth == entry_depth and self._entry is not None:
             if self._loc is not None:
                 self._entries.add(self._loc, self._lastmod, self._entry == "sitemap")
             self._entry = None
@@ -176,8 +211,11 @@ def _decoder_for(first_chunk: bytes) -> codecs.IncrementalDecoder | None:
     match = _XML_ENCODING.match(first_chunk[:1024])
     if match is None:
         return None
+    label = match.group(1).decode("ascii")
     try:
-        name = codecs.lookup(match.group(1).decode("ascii")).name
+        # A label as the Encoding Standard reads it, as browsers do: "GB2312", which Chinese
+        # sites declare and write in GBK, is GBK (Python's gb2312 codec lacks 镕 and more).
+        name = codecs.lookup(decoder_for(label) or label).name
         b" ".decode(name, "replace")  # base64, zlib, rot13, hex: codecs, but not for text
     except LookupError:
         raise _Invalid(f"unknown encoding {match.group(1)!r}") from None

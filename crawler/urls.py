@@ -122,6 +122,11 @@ def _percent_encode(match: re.Match[str]) -> str:
 # The encodings whose query is UTF-8: WHATWG URL's "get an output encoding".
 _UTF8_QUERY = frozenset(["utf-8", "utf-16-le", "utf-16-be"])
 _NON_ASCII = re.compile("[^\x00-\x7f]+")
+# ISO-2022-JP's encoder has no bytes for SO, SI and ESC either, which would switch a
+# decoder's state: each is an error, written as U+FFFD's character reference.
+_ISO_2022_JP = "iso2022-jp"
+_ISO_2022_JP_SHIFTS = frozenset("\x0e\x0f\x1b")
+_NOT_ISO_2022_JP_ASCII = re.compile("[^\x00-\x0d\x10-\x1a\x1c-\x7f]+")
 # A query byte a browser leaves as it is: ASCII, not a control, nor in the special-query
 # percent-encode set. Any other is escaped.
 _QUERY_BYTES_KEPT = frozenset(b for b in range(0x21, 0x7F) if chr(b) not in "\"#<>'")
@@ -132,23 +137,34 @@ def _query_in(reference: str, encoding: str) -> str:
     page's `encoding`, as a browser encodes a link's query (HTML's "encoding-parse a
     URL"; the path is UTF-8 whatever the page's encoding). Any other character is left
     for canonicalization."""
-    if encoding in _UTF8_QUERY or reference.isascii():
+    if encoding in _UTF8_QUERY:
         return reference
+    if encoding == _ISO_2022_JP:
+        encoded = _NOT_ISO_2022_JP_ASCII
+    elif reference.isascii():
+        return reference
+    else:
+        encoded = _NON_ASCII
     head, question, query = reference.partition("#")[0].partition("?")
-    if not question or query.isascii():
+    if not question or encoded.search(query) is None:
         return reference
-    return f"{head}?{_NON_ASCII.sub(lambda run: _escaped_in(run.group(0), encoding), query)}"
+    return f"{head}?{encoded.sub(lambda run: _escaped_in(run.group(0), encoding), query)}"
 
 
 def _escaped_in(run: str, encoding: str) -> str:
     """A run of non-ASCII characters of a query, in `encoding` and percent-encoded; one
     the encoding lacks is "%26%23<code point>%3B" (an HTML character reference, escaped)."""
     try:
+        if encoding == _ISO_2022_JP and not _ISO_2022_JP_SHIFTS.isdisjoint(run):
+            raise UnicodeEncodeError(encoding, run, 0, len(run), "SO, SI or ESC")
         # the run at once, for ISO-2022-JP's escape sequences
         raw = encode_as_browsers(run, encoding)
     except UnicodeEncodeError:
         if len(run) == 1:
-            return f"%26%23{ord(run) if not 0xD800 <= ord(run) < 0xE000 else 0xFFFD}%3B"
+            code = ord(run)
+            if 0xD800 <= code < 0xE000 or run in _ISO_2022_JP_SHIFTS:
+                code = 0xFFFD
+            return f"%26%23{code}%3B"
         return "".join(_escaped_in(character, encoding) for character in run)
     kept = _QUERY_BYTES_KEPT
     return "".join(chr(byte) if byte in kept else f"%{byte:02X}" for byte in raw)
@@ -586,6 +602,14 @@ class Scope:
 
     def allows(self, url: str) -> bool:
         return bool(self.allowed((url,)))
+
+    def allows_sitemap(self, url: str, anywhere: bool = False) -> bool:
+        """Whether the crawl fetches a sitemap file at `url`: on a host it follows (or, if
+        the site itself sent there, `anywhere`), and not --exclude'd. --include picks pages:
+        the sitemaps that list them need not match it."""
+        if not (anywhere or self._any_host or self.allows_host(host_of(url))):
+            return False
+        return not any(p.search(url) for p in self._exclude)
 
     def allowed(self, urls: Iterable[str]) -> list[str]:
         """Those of `urls` the crawl follows, in order: `allows` for a page's links."""

@@ -632,6 +632,39 @@ async def test_a_meta_refresh_is_a_link_as_browsers_go_there(site: Site, tmp_pat
     assert records[site.url + "/other2"]["title"] == "other2"
 
 
+async def test_frames_iframes_svg_links_and_pagination_are_links_as_browsers_load_them(
+    site: Site, tmp_path
+):
+    # A frameset's pages are reached only through its frames; an <iframe>'s page is part
+    # of the page (a web archive replays it); <link rel=next> is the next page of a list.
+    site.page(
+        "/",
+        body=(
+            '<html><head><title>frames</title><link rel="stylesheet" href="/style.css">'
+            '<link rel="Next" href="/list?page=2"><link rel=prev href></head>'
+            '<frameset cols="20%,80%"><frame src="/menu"><frame src=" /main ">'
+            "<frame src></frameset></html>"
+        ),
+    )
+    site.page(
+        "/main",
+        body=(
+            '<p><iframe src="/comments"></iframe><iframe src=""></iframe>'
+            '<svg><a xlink:href="/figure">figure</a></svg><img src="/image.png"></p>'
+        ),
+    )
+    for path in ("/menu", "/list?page=2", "/comments", "/figure"):
+        site.page(path, path)
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"]))
+
+    assert records[site.url + "/"]["links"] == [
+        site.url + path for path in ("/list?page=2", "/menu", "/main")
+    ]
+    assert records[site.url + "/main"]["links"] == [site.url + "/comments", site.url + "/figure"]
+    assert set(site.paths()) == {"/", "/menu", "/main", "/list?page=2", "/comments", "/figure"}
+
+
 async def test_a_refresh_header_is_a_link_as_a_meta_refresh_is(site: Site, tmp_path):
     async def refreshing(_request: web.Request) -> web.Response:
         headers = {"Refresh": "0;url=/next"}
@@ -684,6 +717,24 @@ async def test_meta_robots_nofollow_lists_links_without_following(site: Site, tm
     assert site.count("/a") == 0
 
 
+async def test_a_meta_robots_tag_named_for_our_crawler_is_obeyed_and_anothers_is_not(
+    site: Site, tmp_path
+):
+    # As Google reads <meta name=googlebot>: a <meta> named for a crawler is its own.
+    site.page("/", "index", ["/ours", "/theirs"])
+    site.page("/ours", "ours", ["/ours/next"], head='<meta name=MyBot content="noindex,nofollow">')
+    site.page("/theirs", "theirs", ["/theirs/next"], head='<meta name=googlebot content="none">')
+    site.page("/theirs/next", "next")
+    user_agent = "Mozilla/5.0 (compatible; MyBot/1.0; +https://example.com/bot)"
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], user_agent=user_agent))
+
+    ours, theirs = records[site.url + "/ours"], records[site.url + "/theirs"]
+    assert (ours.get("noindex"), ours.get("nofollow")) == (True, True)
+    assert (theirs.get("noindex"), theirs.get("nofollow")) == (None, None)
+    assert (site.count("/ours/next"), site.count("/theirs/next")) == (0, 1)
+
+
 async def test_a_page_that_asks_not_to_be_indexed_says_so_in_its_record(site: Site, tmp_path):
     # For a search index: the page is fetched, its links followed, and it is marked.
     site.page("/", "index", ["/meta", "/none", "/header", "/pdf", "/theirs", "/plain"])
@@ -703,6 +754,47 @@ async def test_a_page_that_asks_not_to_be_indexed_says_so_in_its_record(site: Si
     assert all(r["noindex"] is True for r in records.values() if "noindex" in r)
     assert records[site.url + "/after"]["title"] == "after"  # noindex alone follows links
     assert records[site.url + "/none"]["nofollow"] is True
+
+
+async def test_an_x_robots_tag_for_another_crawler_is_not_obeyed_and_one_for_ours_is(
+    site: Site, tmp_path
+):
+    # A crawler's name and a colon make the directives after it, to the next name, its own.
+    headers = {
+        "/theirs": ["otherbot: noindex, nofollow"],
+        "/ours": ["noarchive, Crawler: NOFOLLOW"],
+        "/mixed": ["googlebot: nofollow", "unavailable_after: 25 Jun 2010 15:00:00 PST, noindex"],
+        "/named-last": ["noindex, otherbot: nofollow"],
+    }
+    site.page("/", "index", headers)
+    for path, values in headers.items():
+
+        async def handler(_request: web.Request, values=values, path=path) -> web.Response:
+            response = web.Response(text=html(path, [path + "/next"]), content_type="text/html")
+            for value in values:
+                response.headers.add("X-Robots-Tag", value)
+            return response
+
+        site.handle(path, handler)
+        site.page(path + "/next", "next")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"]))
+
+    said = {
+        path: (records[site.url + path].get("noindex"), records[site.url + path].get("nofollow"))
+        for path in headers
+    }
+    assert said == {
+        "/theirs": (None, None),
+        "/ours": (None, True),
+        "/mixed": (True, None),
+        "/named-last": (True, None),
+    }
+    assert {path for path in headers if site.count(path + "/next")} == {
+        "/theirs",
+        "/mixed",
+        "/named-last",
+    }
 
 
 async def test_base_href_is_the_base_of_relative_links(site: Site, tmp_path):

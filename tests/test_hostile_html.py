@@ -189,7 +189,7 @@ def test_the_look_sees_nesting_behind_bogus_end_tags_and_clears_a_plain_page():
 async def test_a_page_the_look_clears_is_parsed_as_plain_until_one_overruns(monkeypatch, cpus):
     jobs = []
     job = htmlguard._Job
-    monkeypatch.setattr(htmlguard, "_Job", lambda f, markup: jobs.append(f) or job(f, markup))
+    monkeypatch.setattr(htmlguard, "_Job", lambda f, markup: jobs.append(f.func) or job(f, markup))
     trees_built_in = []
     timed_tree = htmlguard._timed_tree
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from crawler import Crawler
@@ -137,6 +138,30 @@ async def test_max_pages_per_host_counts_each_host_on_its_own(site: Site, site2:
     assert len(site.hits) == len(site2.hits) == 4
     assert len(records) == 8
     assert stats["dropped"] == {"max_pages_per_host": 14}
+
+
+async def assert_a_sitemaps_pages_meet_the_per_host_cap(
+    site: Site, tmp_path: Path, **where: Any
+) -> None:
+    """A sitemap of 50 pages, with --max-pages-per-host 10: its pages count as links do."""
+    site.page("/", "index", ["/linked"])
+    entries = "".join(f"<url><loc>/p{n}</loc></url>" for n in range(50))
+    site.page("/sitemap.xml", body=f"<urlset>{entries}</urlset>", content_type="application/xml")
+
+    records, stats = await crawl_with_stats(
+        tmp_path, [site.url + "/"], max_pages_per_host=10, sitemaps=True, **where
+    )
+
+    pages = [r for r in records if r["kind"] == "page"]
+    assert len(pages) == 10  # the seed, its link and 8 of the sitemap's: the sitemap is none
+    assert len(site.hits) == 11
+    assert stats["dropped"] == {"max_pages_per_host": 42}  # of the 52 pages known
+
+
+@pytest.mark.parametrize("state", [False, True])
+async def test_max_pages_per_host_holds_for_the_pages_a_sitemap_lists(site: Site, tmp_path, state):
+    where = {"state": str(tmp_path / "state")} if state else {}
+    await assert_a_sitemaps_pages_meet_the_per_host_cap(site, tmp_path, **where)
 
 
 async def test_many_spellings_still_cost_one_request_and_one_claim(site: Site, tmp_path):

@@ -78,6 +78,30 @@ async def test_robots_groups_match_our_product_token(site: Site, tmp_path):
     assert site.count("/open") == 1
 
 
+async def test_a_bot_that_says_mozilla_compatible_is_matched_by_the_name_it_gives(
+    site: Site, tmp_path
+):
+    # As Googlebot and bingbot name themselves; the group for MyBot is ours, not '*'.
+    robots(site, "User-agent: *\nDisallow: /\n\nUser-agent: mybot\nDisallow: /secret\n")
+    site.page("/", "index", ["/secret", "/open"], headers={"X-Robots-Tag": "MyBot: nofollow"})
+    site.page("/open", "open")
+    user_agent = "Mozilla/5.0 (compatible; MyBot/1.0; +https://example.com/bot)"
+
+    [record] = await crawl(tmp_path, [site.url + "/"], ignore_robots=False, user_agent=user_agent)
+
+    assert record["nofollow"] is True
+    assert site.paths() == {"/robots.txt": 1, "/": 1}
+    assert {hit.user_agent for hit in site.hits} == {user_agent}
+
+    site.page("/", "index", ["/secret", "/open"])
+    records = by_url(
+        await crawl(tmp_path, [site.url + "/"], ignore_robots=False, user_agent=user_agent)
+    )
+
+    assert (site.count("/open"), site.count("/secret")) == (1, 0)
+    assert records[site.url + "/secret"]["error"] == "robots_disallowed"
+
+
 async def test_missing_robots_txt_allows_everything(site: Site, tmp_path):
     fan_out(site, 3)
 

@@ -23,7 +23,7 @@ from crawler.partition import owner
 from crawler.state.redis_bloom import CLAIM_ONLY_LUA, SharedBloomLayout
 from tests.conftest import Site
 from tests.redis_server import RedisServer
-from tests.test_limits import crawl_with_stats
+from tests.test_limits import assert_a_sitemaps_pages_meet_the_per_host_cap, crawl_with_stats
 from tests.test_politeness import fan_out, start_gaps
 from tests.test_recrawl import crawl_again, crawl_to, tree_site
 from tests.test_sitemaps import index, urlset
@@ -644,6 +644,13 @@ async def test_a_trap_linked_from_many_pages_is_counted_once_as_in_memory(
 
     assert sorted(r["url"] for r in records) == [site.url + p for p in ("/", "/x", "/y")]
     assert stats["dropped"] == {"repeating_path": 1}
+
+
+async def test_max_pages_per_host_holds_for_a_sitemaps_pages_in_a_shared_crawl(
+    tmp_path, site: Site, redis_server
+):
+    redis = {"redis": redis_server.url, "crawl_id": crawl_id()}
+    await assert_a_sitemaps_pages_meet_the_per_host_cap(site, tmp_path, **redis)
 
 
 async def test_a_recrawl_shared_by_two_processes_checks_each_page_once(tmp_path, redis_server):

@@ -81,6 +81,36 @@ async def test_an_image_sitemaps_own_loc_is_not_a_page():
     assert sitemap.pages == [("http://h/page", None)]
 
 
+async def test_an_rss_or_atom_feed_is_a_sitemap_of_its_items_links():
+    # sitemaps.org: "You can provide an RSS 2.0 or Atom 0.3 or 1.0 feed" as a sitemap.
+    rss = (
+        '<?xml version="1.0"?><rss version="2.0"><channel><link>http://h/</link>'
+        "<item><title>One</title><link>http://h/2024/one</link><pubDate>Wed, 01 May 2024"
+        " 10:00:00 GMT</pubDate></item><item><link> /two </link></item></channel></rss>"
+    )
+    atom = (
+        '<feed xmlns="http://www.w3.org/2005/Atom"><link href="http://h/"/><entry>'
+        '<link rel="edit" href="/edit/1"/><link rel="alternate" href="http://h/a1"/>'
+        "<updated>2024-05-01T10:00:00Z</updated></entry>"
+        '<entry><link href="/a2"/><link rel="enclosure" href="/a2.mp3"/></entry></feed>'
+    )
+
+    from_rss = await parse_sitemap(SM, rss.encode())
+    from_atom = await parse_sitemap(SM, atom.encode())
+
+    assert from_rss.pages == [("http://h/2024/one", None), ("http://127.0.0.1:8000/two", None)]
+    assert from_atom.pages == [
+        ("http://h/a1", "2024-05-01T10:00:00Z"),
+        ("http://127.0.0.1:8000/a2", None),
+    ]
+    assert (from_rss.entries, from_rss.error, from_atom.entries, from_atom.error) == (
+        2,
+        None,
+        2,
+        None,
+    )
+
+
 async def test_an_index_gives_sitemaps_not_pages():
     body = (
         f'<sitemapindex xmlns="{NS}"><sitemap><loc>/s1.xml</loc><lastmod>2024</lastmod>'
@@ -107,6 +137,14 @@ async def test_a_sitemap_declared_in_gbk_is_read_in_gbk():
     sitemap = await parse_sitemap(SM, body)
 
     assert sitemap.pages == [("http://h/%E6%96%B0%E9%97%BB/%E5%8C%97%E4%BA%AC", "2024-01-02")]
+
+
+async def test_a_sitemap_declared_gb2312_is_read_as_gbk_as_browsers_read_that_label():
+    body = urlset(url("http://h/朱镕基")).replace("UTF-8", "GB2312").encode("gbk")
+
+    sitemap = await parse_sitemap(SM, body)
+
+    assert sitemap.pages == [("http://h/%E6%9C%B1%E9%95%95%E5%9F%BA", None)]
 
 
 async def test_an_unknown_encoding_is_an_invalid_sitemap():
@@ -284,6 +322,62 @@ async def test_a_sitemap_whose_gzip_stream_is_cut_short_is_invalid_not_too_large
     sitemap = records[f"{site.url}/sitemap.xml"]
     assert (sitemap["error"], sitemap["truncated"]) == ("sitemap_invalid", True)
     assert 0 < sitemap["sitemap_urls"] < 2000  # the entries read before the cut are kept
+
+
+async def test_include_picks_pages_not_the_sitemaps_that_list_them_and_exclude_holds(
+    site: Site, tmp_path
+):
+    # As WordPress serves them: /sitemap.xml redirects to an index of sitemaps by kind.
+    site.redirect("/sitemap.xml", "/sitemap_index.xml", 301)
+    serve_xml(site, "/sitemap_index.xml", index("/post-sitemap.xml", "/shop-sitemap.xml"))
+    serve_xml(site, "/post-sitemap.xml", urlset(url("/blog/1"), url("/about")))
+    serve_xml(site, "/shop-sitemap.xml", urlset(url("/blog/from-shop")))
+    site.page("/", "home")
+    site.page("/blog/1", "post")
+
+    options = {"include": ("/blog/",), "exclude": ("shop-sitemap",)}
+    records = by_url(await crawl(tmp_path, [site.url + "/"], sitemaps=True, **options))
+
+    assert set(site.paths()) == {
+        "/",
+        "/sitemap.xml",
+        "/sitemap_index.xml",
+        "/post-sitemap.xml",
+        "/blog/1",
+    }
+    assert records[f"{site.url}/sitemap.xml"]["final_url"] == f"{site.url}/sitemap_index.xml"
+    assert records[f"{site.url}/blog/1"]["referrer"] == f"{site.url}/post-sitemap.xml"
+
+
+async def test_sitemaps_robots_txt_puts_on_another_host_are_read_for_the_pages_in_scope(
+    site: Site, site2: Site, tmp_path
+):
+    # sitemaps.org's cross-submission: a site's robots.txt names sitemaps kept elsewhere (a
+    # CDN, a bucket), and an index there lists more on its own host. An index of the site
+    # does not send the crawl to a third party's sitemaps, but a redirect of the site does.
+    robots = f"Sitemap: {site2.url}/maps/index.xml\nSitemap: /moved.xml\nSitemap: /local.xml\n"
+    site.page("/robots.txt", body=robots, content_type="text/plain")
+    site.page("/", "home")
+    serve_xml(site2, "/maps/index.xml", index("/maps/pages.xml"))
+    serve_xml(site2, "/maps/pages.xml", urlset(url(f"{site.url}/a"), url("/out-of-scope")))
+    site.redirect("/moved.xml", f"{site2.url}/maps/moved.xml")
+    serve_xml(site2, "/maps/moved.xml", urlset(url(f"{site.url}/b")))
+    serve_xml(site, "/local.xml", index(f"{site2.url}/maps/elsewhere.xml"))
+    site.page("/a", "a")
+    site.page("/b", "b")
+
+    options = {"ignore_robots": False, "allow_private_addresses": True}  # site2: 127.0.0.2
+    records = by_url(await crawl(tmp_path, [site.url + "/"], sitemaps=True, **options))
+
+    assert site2.paths() == {
+        "/robots.txt": 1,
+        "/maps/index.xml": 1,
+        "/maps/pages.xml": 1,
+        "/maps/moved.xml": 1,
+    }
+    assert (records[f"{site.url}/a"]["title"], records[f"{site.url}/b"]["title"]) == ("a", "b")
+    assert records[f"{site.url}/a"]["referrer"] == f"{site2.url}/maps/pages.xml"
+    assert f"{site2.url}/out-of-scope" not in records
 
 
 async def test_sitemap_xml_is_tried_when_robots_txt_lists_none(site: Site, tmp_path):

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from crawler.charset import decoder_for
 from crawler.urls import (
     URL_TOO_LONG,
     Scope,
@@ -543,6 +544,31 @@ def test_a_lone_surrogate_is_encoded_as_the_replacement_character():
     assert canonicalize("http://a.com/x\ud83dy?q=\udc00") == "http://a.com/x%EF%BF%BDy?q=%EF%BF%BD"
     # A pair that Python kept as two code units is still one character.
     assert canonicalize("http://a.com/\ud83d\ude00") == "http://a.com/%F0%9F%98%80"
+
+
+# web-platform-tests' url/resources/percent-encoding.json, its query column: a link's query
+# on a page in each encoding, as url/percent-encoding.window.js checks it in a browser.
+PERCENT_ENCODING = [
+    ("big5", "\u2020", "%26%238224%3B"),
+    ("euc-kr", "\u2020", "%A2%D3"),
+    ("windows-1252", "\u2020", "%86"),
+    ("iso-2022-jp", "\x0eA", "%26%2365533%3BA"),  # SO, SI and ESC are errors
+    ("iso-2022-jp", "\u203e\\", "%1B(J~%1B(B\\"),
+    ("gb18030", "\ue5e5", "%26%2358853%3B"),
+    ("shift_jis", "\u2212", "%81|"),
+    ("iso-8859-2", "\xa2", "%26%23162%3B"),
+]
+
+
+@pytest.mark.parametrize(("label", "query", "expected"), PERCENT_ENCODING)
+def test_a_query_is_encoded_as_web_platform_tests_percent_encoding_json_says(
+    label, query, expected
+):
+    encoding = decoder_for(label)
+    assert canonical_links([f"/p?{query}"], "http://h.com/", encoding) == [
+        f"http://h.com/p?{expected}"
+    ]
+    assert canonicalize(f"?{query}", "http://h.com/p", encoding) == f"http://h.com/p?{expected}"
 
 
 @pytest.mark.parametrize(

@@ -94,10 +94,10 @@ async def test_a_bug_in_parsing_costs_its_page(bug_site, tmp_path, monkeypatch, 
 
     parse = crawler.htmlguard.parse_html
 
-    def broken(tree: Any) -> Any:
+    def broken(tree: Any, agent: str) -> Any:
         if tree.css_first("title").text() == "/bug":
             raise IndexError("parse bug")
-        return parse(tree)
+        return parse(tree, agent)
 
     monkeypatch.setattr(crawler.htmlguard, "parse_html", broken)
     with caplog.at_level(logging.ERROR, logger="crawler"):

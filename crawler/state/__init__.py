@@ -255,8 +255,12 @@ class LocalStore:
         fresh = self.visited.add_many([visit_key(r.url) for r in listed])
         new = [r for r, is_new in zip(listed, fresh, strict=True) if is_new]
         is_trap = self._is_trap
-        if is_trap is not None:  # a sitemap's URLs are its links
-            new = [r for r in new if r.kind != PAGE or not is_trap(r.url)]
+        if is_trap is not None or self._max_pages_per_host:  # a sitemap's URLs are its links
+            new = [
+                r
+                for r in new
+                if r.kind != PAGE or (not (is_trap and is_trap(r.url)) and self._room(r.url))
+            ]
         sitemaps = [r for r in new if r.kind == SITEMAP]
         if sitemaps:
             stats = self.stats

@@ -784,8 +784,9 @@ class RedisStore:
             keys = [visit_key(r.url) + ("#robots" if r.kind == ROBOTS else "") for r in listed]
             maybe_new = self.bloom.add_many(keys)
             is_trap = self._is_trap  # a sitemap's URLs are its links
+            limits = {SITEMAP: "s", PAGE: "h"}  # robots.txt has none
             ask += (
-                (r, key, "s" if r.kind == SITEMAP else "-")
+                (r, key, limits.get(r.kind, "-"))
                 for r, key, new in zip(listed, keys, maybe_new, strict=True)
                 if new and not (r.kind == PAGE and is_trap and is_trap(r.url))
             )
