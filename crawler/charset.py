@@ -17,7 +17,7 @@ import codecs
 import functools
 import re
 
-_BOMS = (
+BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
     (codecs.BOM_UTF16_LE, "utf-16-le"),
     (codecs.BOM_UTF16_BE, "utf-16-be"),
@@ -555,7 +555,7 @@ def decode_html(body: bytes, content_type: str | None) -> str:
 def decode_html_as(body: bytes, content_type: str | None) -> tuple[str, str]:
     """The body's text, and its encoding (the name decoder_for gives), which a link's
     query is encoded in."""
-    for bom, codec in _BOMS:
+    for bom, codec in BOMS:
         if body.startswith(bom):
             return body[len(bom) :].decode(codec, "replace"), codec
     encoding = declared_encoding(body, content_type)

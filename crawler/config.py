@@ -14,7 +14,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, NoReturn
@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from yarl import URL
 
 from crawler import __version__
+from crawler.charset import BOMS
 from crawler.urls import canonicalize, is_host_pattern
 
 
@@ -1138,15 +1139,12 @@ def read_seeds(path: str, max_url_length: int) -> list[str]:
     except OSError as exc:
         raise ConfigError(f"cannot read seeds file {path}: {exc.strerror}") from None
     seeds = []
-    lines = data.splitlines()
-    for number, raw in enumerate(lines, 1):
-        if raw.lstrip().startswith(b"#"):  # a comment, in whatever encoding it was typed
-            continue
-        try:
-            line = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
-        except UnicodeDecodeError:
+    lines = list(_seed_lines(data))
+    for number, text in enumerate(lines, 1):
+        if text is None:
             _warn(f"{name}:{number}: skipped, not UTF-8 text")
             continue
+        line = text.strip()
         if not line or line.startswith("#"):
             continue
         url = canonicalize(line)
@@ -1159,10 +1157,27 @@ def read_seeds(path: str, max_url_length: int) -> list[str]:
         else:
             seeds.append(url)
     if not seeds:
-        if not any(raw.strip() for raw in lines):
+        if not any(text is None or text.strip() for text in lines):
             raise ConfigError(f"seeds file {name} is empty")
         raise ConfigError(f"seeds file {name} has no valid http(s) URL")
     return seeds
+
+
+def _seed_lines(data: bytes) -> Iterator[str | None]:
+    """A seeds file's lines as text (None for a line that is not UTF-8). A byte order
+    mark says the encoding of the whole file (PowerShell's `>` writes UTF-16)."""
+    for bom, encoding in BOMS:
+        if data.startswith(bom):
+            yield from _LINE_BREAK.split(data[len(bom) :].decode(encoding, "replace"))
+            return
+    for raw in data.splitlines():
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:  # a comment, in whatever encoding it was typed, is one
+            yield "#" if raw.lstrip().startswith(b"#") else None
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as bytes.splitlines breaks lines
 
 
 def seed_too_long(url: str, max_url_length: int) -> str:

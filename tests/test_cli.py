@@ -131,6 +131,19 @@ def test_a_comment_in_another_encoding_is_skipped_without_a_warning(tmp_path):
     assert (result.returncode, result.stderr) == (0, "")
 
 
+async def test_a_seeds_file_in_utf16_with_a_byte_order_mark_is_read(site: Site, tmp_path):
+    # What PowerShell 5's `>` and Notepad's "Unicode" write.
+    site.page("/", "home")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes(f"# seeds\r\n{site.url}/\r\n".encode("utf-16"))
+    output = tmp_path / "out.jsonl"
+
+    code, _, err = await run_cli_async(str(seeds), "-o", str(output), "--quiet")
+
+    assert (code, err) == (0, "")
+    assert [r["title"] for r in read_records(output)] == ["home"]
+
+
 def test_a_seed_with_another_scheme_is_not_said_to_have_none(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("mailto:a@example.com\nexample.com:8080/a\n")
