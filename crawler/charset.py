@@ -559,6 +559,12 @@ def decode_html_as(body: bytes, content_type: str | None) -> tuple[str, str]:
         if body.startswith(bom):
             return body[len(bom) :].decode(codec, "replace"), codec
     encoding = declared_encoding(body, content_type)
+    return decode_as(body, encoding), encoding
+
+
+def decode_as(body: bytes, encoding: str) -> str:
+    """`body` in `encoding` (a name decoder_for or guessed_encoding gives) as the
+    Encoding Standard's decoder reads it."""
     codec = _DECODED_AS.get(encoding, encoding)
     errors = _ERRORS.get(encoding, "replace")
     text = body.decode(codec, errors)
@@ -578,4 +584,4 @@ def decode_html_as(body: bytes, content_type: str | None) -> tuple[str, str]:
             text = text.translate(_EUC_JP_WHATWG)
     elif codec == "koi8-u" and ("\u255d" in text or "\u256c" in text):
         text = text.translate(_KOI8_U_WHATWG)
-    return text, encoding
+    return text

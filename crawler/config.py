@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 from yarl import URL
 
 from crawler import __version__
-from crawler.charset import BOMS
+from crawler.charset import BOMS, decode_as, guessed_encoding
 from crawler.urls import canonicalize, is_host_pattern
 
 
@@ -1139,14 +1139,21 @@ def read_seeds(path: str, max_url_length: int) -> list[str]:
     except OSError as exc:
         raise ConfigError(f"cannot read seeds file {path}: {exc.strerror}") from None
     seeds = []
+    told_encoding = False
     lines = list(_seed_lines(data))
-    for number, text in enumerate(lines, 1):
+    for number, (text, guessed) in enumerate(lines, 1):
         if text is None:
             _warn(f"{name}:{number}: skipped, not UTF-8 text")
             continue
         line = text.strip()
         if not line or line.startswith("#"):
             continue
+        if guessed is not None and not told_encoding:
+            told_encoding = True
+            _warn(
+                f"{name}:{number}: not UTF-8; read as {guessed}, as its bytes suggest "
+                "(save the file as UTF-8 to be sure)"
+            )
         url = canonicalize(line)
         if url is None and (meant := meant_url(line)) is not None:
             _warn(f"{name}:{number}: skipped, {line[:200]!r} has no scheme; did you mean {meant}?")
@@ -1157,24 +1164,35 @@ def read_seeds(path: str, max_url_length: int) -> list[str]:
         else:
             seeds.append(url)
     if not seeds:
-        if not any(text is None or text.strip() for text in lines):
+        if not any(text is None or text.strip() for text, _ in lines):
             raise ConfigError(f"seeds file {name} is empty")
         raise ConfigError(f"seeds file {name} has no valid http(s) URL")
     return seeds
 
 
-def _seed_lines(data: bytes) -> Iterator[str | None]:
-    """A seeds file's lines as text (None for a line that is not UTF-8). A byte order
-    mark says the encoding of the whole file (PowerShell's `>` writes UTF-16)."""
+def _seed_lines(data: bytes) -> Iterator[tuple[str | None, str | None]]:
+    """A seeds file's lines as text (None for a line that is none), each with the encoding
+    it was guessed to be in, if it was not UTF-8. A byte order mark says the encoding of
+    the whole file (PowerShell's `>` writes UTF-16). Other lines that are not UTF-8 are
+    read in the legacy encoding their bytes suggest, as browsers read a page that says
+    none: a file saved by Notepad on a Chinese Windows is in GBK."""
     for bom, encoding in BOMS:
         if data.startswith(bom):
-            yield from _LINE_BREAK.split(data[len(bom) :].decode(encoding, "replace"))
+            for line in _LINE_BREAK.split(data[len(bom) :].decode(encoding, "replace")):
+                yield line, None
             return
+    legacy: str | None = None
     for raw in data.splitlines():
         try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError:  # a comment, in whatever encoding it was typed, is one
-            yield "#" if raw.lstrip().startswith(b"#") else None
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            legacy = legacy or guessed_encoding(data)
+            if legacy == "utf-8":  # a stray line in a UTF-8 file
+                yield None, None
+            else:
+                yield decode_as(raw, legacy), legacy
+        else:
+            yield text, None
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as bytes.splitlines breaks lines

@@ -144,6 +144,24 @@ async def test_a_seeds_file_in_utf16_with_a_byte_order_mark_is_read(site: Site, 
     assert [r["title"] for r in read_records(output)] == ["home"]
 
 
+async def test_a_seeds_file_in_gbk_is_read_as_gbk_with_a_warning(site: Site, tmp_path):
+    # What Notepad on a Chinese Windows saves by default.
+    site.page("/搜索", "search")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes(f"# 种子\n{site.url}/搜索\n".encode("gbk"))
+    output = tmp_path / "out.jsonl"
+
+    code, _, err = await run_cli_async(str(seeds), "-o", str(output), "--quiet")
+
+    assert code == 0
+    assert err.splitlines() == [
+        f"crawler: warning: {seeds}:2: not UTF-8; read as gbk, as its bytes suggest "
+        "(save the file as UTF-8 to be sure)"
+    ]
+    assert [r["url"] for r in read_records(output)] == [f"{site.url}/%E6%90%9C%E7%B4%A2"]
+    assert site.count("/%E6%90%9C%E7%B4%A2") == 1, site.paths()
+
+
 def test_a_seed_with_another_scheme_is_not_said_to_have_none(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("mailto:a@example.com\nexample.com:8080/a\n")
