@@ -558,6 +558,18 @@ async def test_the_readmes_python_examples_run_as_written(site, tmp_path):
     assert out.startswith("b'<!doctype html>")
 
 
+def test_the_readmes_api_example_passes_mypy_strict(tmp_path):
+    # The package ships py.typed: a user who pastes the example checks it with their own
+    # mypy --strict, which refused its bare `dict` (Missing type arguments).
+    from mypy import api as mypy
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    example = tmp_path / "example.py"
+    example.write_text(re.findall(r"```python\n(.*?)```", readme, re.DOTALL)[1])
+    out, err, code = mypy.run(["--strict", "--python-version", "3.11", str(example)])
+    assert (code, err) == (0, ""), out
+
+
 def test_uvloop_asked_for_but_not_installed_is_said_not_ignored(monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "uvloop", None)  # as if not installed: import fails
     ran = []
