@@ -113,8 +113,7 @@ class Settings:
         # Before the dataclass's __init__, whose TypeError would name no option.
         for key in kwargs:
             if key not in _SETTINGS_FIELDS:
-                close = difflib.get_close_matches(key, _SETTINGS_FIELDS, n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                hint = _did_you_mean(key, _SETTINGS_FIELDS, "'{}'")
                 raise ConfigError(f"Settings has no option '{key}'{hint}")
         return super().__new__(cls)
 
@@ -1064,9 +1063,7 @@ def read_config_file(path: str) -> dict[str, Any]:
     values = {}
     for key, raw in data.items():
         if key not in _BY_NAME and key not in _TOML_ONLY:
-            known = [*_BY_NAME, *_TOML_ONLY]
-            close = difflib.get_close_matches(key.replace("-", "_"), known, n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            hint = _did_you_mean(key.replace("-", "_"), [*_BY_NAME, *_TOML_ONLY], "'{}'")
             raise ConfigError(f"{path}: unknown key '{key}'{hint}")
         values[key] = _validated(key, raw, f"{path}: key '{key}'", strict=True)
     return values
@@ -1074,7 +1071,10 @@ def read_config_file(path: str) -> dict[str, Any]:
 
 def load_settings(argv: Sequence[str] | None = None) -> Settings:
     """Defaults, then the --config file, then the flags; raise ConfigError on bad input."""
-    args = vars(build_parser().parse_args(argv))
+    namespace, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        raise ConfigError(f"unrecognized arguments: {' '.join(unknown)}{_meant_flag(unknown)}")
+    args = vars(namespace)
     config_path = args.pop("config", None)
     values: dict[str, Any] = read_config_file(config_path) if config_path else {}
     for name, raw in args.items():
@@ -1091,6 +1091,22 @@ def load_settings(argv: Sequence[str] | None = None) -> Settings:
     if settings.state is not None and settings.output in (None, STDOUT):
         raise ConfigError("--state needs -o FILE: stdout cannot be reconciled after a crash")
     return settings if settings.output else replace(settings, output=STDOUT)
+
+
+def _meant_flag(unknown: Sequence[str]) -> str:
+    """' (did you mean --max-depth?)' for a mistyped --max-dpeth among `unknown`, as a
+    config file's mistyped key is told its name; else ''."""
+    flags = ["--config", *(option.flag for option in OPTIONS)]
+    flags += [f"--no-{option.flag[2:]}" for option in OPTIONS if option.kind in ("bool", "cookies")]
+    mistyped = [argument.partition("=")[0] for argument in unknown if argument.startswith("--")]
+    return _did_you_mean(mistyped[0], flags, "{}") if mistyped else ""
+
+
+def _did_you_mean(name: str, known: Sequence[str], spelled: str) -> str:
+    """' (did you mean X?)', X the name of `known` closest to the mistyped `name`, as
+    `spelled` writes it; '' if none is close."""
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean {spelled.format(close[0])}?)" if close else ""
 
 
 # --revisit with --redis: round N is the shared crawl "ID.rNNNNN" (crawler/state/redis_rounds.py)

@@ -213,6 +213,10 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--include", "("], "--include"),
         (["--allow-host", "http://x/"], "--allow-host"),
         (["--no-such-flag"], "--no-such-flag"),
+        # As a config file's mistyped key is told its name
+        (["--max-dpeth", "3"], "unrecognized arguments: --max-dpeth 3 (did you mean --max-depth?)"),
+        (["--exlude", "/cart"], "(did you mean --exclude?)"),
+        (["--ouptut=x.jsonl"], "(did you mean --output?)"),
         (["--state", "dir"], "-o"),
         (["--expected-urls", "100000000000000"], "--expected-urls"),
         (["--user-agent", "bot\r\nX-Injected: 1"], "--user-agent has a control character"),
