@@ -904,6 +904,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="crawler",
         usage="%(prog)s [options] [SEEDS]",  # the sections below list the options
         description="Crawl from the seed URLs in a file; print one JSON record per page.",
+        epilog="crawler report PAGES.jsonl [--stats FILE] [-o FILE] makes an HTML report of "
+        "a crawl's records (crawler report --help).",
         argument_default=argparse.SUPPRESS,
     )
     parser.add_argument(

@@ -458,6 +458,7 @@ def test_help_lists_every_flag_in_the_section_of_what_it_is_for():
         ), option.name
     assert result.stdout.startswith("usage: crawler [options] [SEEDS]\n")
     assert "measured" not in result.stdout  # help speaks of the user's choice, not our tests
+    assert "crawler report PAGES.jsonl" in result.stdout  # the subcommand is told of too
 
 
 async def test_bad_seed_lines_are_skipped_and_the_rest_crawled(site: Site, tmp_path):
