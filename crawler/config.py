@@ -879,7 +879,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "proxy",
         "str",
-        "send every request through this http://, https:// or socks5:// proxy "
+        "send every request through this http://, https://, socks5:// or socks5h:// proxy "
         "(default: HTTP_PROXY, HTTPS_PROXY and NO_PROXY)",
         proxy_problem,
         metavar="URL",
