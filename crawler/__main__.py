@@ -22,11 +22,13 @@ from crawler.config import (
     load_settings,
     make_directory,
     print_error,
+    print_stderr,
     read_seeds,
+    silence,
 )
 from crawler.files import check_outputs
 from crawler.malloc import keep_freed_memory
-from crawler.observe.progress import Reporter, silence
+from crawler.observe.progress import Reporter
 from crawler.sinks import OutputClosed
 
 if TYPE_CHECKING:
@@ -57,7 +59,7 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
     def handleError(self, record: logging.LogRecord) -> None:
-        if isinstance(sys.exc_info()[1], BrokenPipeError):  # stderr's reader went away
+        if isinstance(sys.exc_info()[1], OSError):  # its reader went away, or its disk is full
             silence(sys.stderr)
         else:
             super().handleError(record)
@@ -125,10 +127,9 @@ def _crawl(arguments: list[str]) -> int:
         print_error(f"cannot open {exc.filename}: {exc.strerror}")
         return EXIT_BAD_INPUT
     if crawler.complete:
-        print(
+        print_stderr(
             f"crawler: crawl in {settings.state} is complete "
-            f"({crawler.figures()['records']:,} records); --fresh starts over",
-            file=sys.stderr,
+            f"({crawler.figures()['records']:,} records); --fresh starts over"
         )
         asyncio.run(crawler.close())
         return EXIT_OK

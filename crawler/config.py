@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
 from yarl import URL
 
@@ -1145,7 +1145,25 @@ def make_directory(path: str, flag: str) -> Path:
 
 
 def print_error(message: str) -> None:
-    print(f"crawler: error: {message}", file=sys.stderr)
+    print_stderr(f"crawler: error: {message}")
+
+
+def print_stderr(text: str) -> None:
+    """`text` on stderr, if it can be written there; if not, see silence."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        silence(sys.stderr)
+
+
+def silence(stream: IO[str]) -> None:
+    """`stream` cannot be written: its reader went away (`2>&1 | head`), or its disk is
+    full (`2>>crawl.log`). What is still written to it, and Python's flush at exit, go to
+    /dev/null, so that the command goes on and ends with its own exit code, not with a
+    traceback (exit 1) that could not be shown either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
 
 
 def read_seeds(path: str, max_url_length: int) -> list[str]:

@@ -671,6 +671,38 @@ async def test_a_crawl_whose_stderr_reader_went_away_goes_on_and_exits_0(site: S
     assert [record["title"] for record in read_records(output)] == ["home", "a"]
 
 
+async def test_a_crawl_whose_stderr_is_on_a_full_disk_goes_on_and_exits_0(site: Site, tmp_path):
+    # `2>>crawl.log` on a disk that filled: the summary's write failed, and the crawl
+    # that had written every record exited 1 with a traceback no one could read.
+    site.page("/", "home", ["/a"])
+    site.page("/a", "a")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"not a url\n{site.url}/\n")  # a warning, then the summary
+    output = tmp_path / "out.jsonl"
+    with open("/dev/full", "w") as full:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "crawler", str(seeds), "-o", str(output), stderr=full
+        )
+
+    assert await process.wait() == 0
+    assert [record["title"] for record in read_records(output)] == ["home", "a"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [(["nope.txt"], 2), (["report", "nope.jsonl"], 2), (["report", "out.jsonl"], 0)],
+)
+def test_exit_codes_hold_when_stderr_cannot_be_written(tmp_path, arguments, code):
+    # The error's line cannot be written: the exit code still says what happened (it
+    # was 1, from the traceback of the failed write).
+    (tmp_path / "out.jsonl").write_text('{"url": "http://a.test/", "status": 200}\n')
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "crawler", *arguments], cwd=tmp_path, stderr=full, timeout=60
+        )
+    assert result.returncode == code
+
+
 def test_records_for_a_closed_stdout_are_refused_not_written_into_the_warc_file(tmp_path):
     # Started without fd 1 (`>&-`), the crawl's first file took its number: the JSON
     # lines went into the WARC file, and the command exited 0.

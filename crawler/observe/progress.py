@@ -12,12 +12,11 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import sys
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Protocol, Self
 
-from crawler.config import Settings
+from crawler.config import Settings, silence
 from crawler.files import write_whole
 from crawler.stats import CrawlStats, RecrawlFigures
 
@@ -232,14 +231,6 @@ def write_json_atomically(path: str, figures: CrawlStats) -> None:
     write_whole(path, json.dumps(figures, indent=2, ensure_ascii=False).encode("utf-8"))
 
 
-def silence(stream: IO[str]) -> None:
-    """`stream`'s reader went away (`2>&1 | head`): what is still written to it, and
-    Python's flush at exit, go to /dev/null, so that the crawl goes on and ends as it would."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, stream.fileno())
-    os.close(devnull)
-
-
 class _BesideTheCrawl:
     """A task that runs beside the crawl for as long as the `async with` lasts."""
 
@@ -332,7 +323,7 @@ class Reporter(_BesideTheCrawl):
     def _say(self, text: str) -> None:
         try:
             print(text, file=self._stream, flush=True)
-        except BrokenPipeError:
+        except OSError:  # its reader went away, or its disk is full
             silence(self._stream)
 
 

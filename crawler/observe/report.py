@@ -31,9 +31,16 @@ from typing import Any
 import orjson
 
 from crawler.bloom import BloomFilter
-from crawler.config import STDOUT, ConfigError, OneLineParser, mistyped_field, print_error
+from crawler.config import (
+    STDOUT,
+    ConfigError,
+    OneLineParser,
+    mistyped_field,
+    print_error,
+    print_stderr,
+    silence,
+)
 from crawler.files import check_writable, same_file, write_whole
-from crawler.observe.progress import silence
 from crawler.stats import LATENCY_BUCKETS_MS
 
 STATIC = Path(__file__).parent / "static"
@@ -625,7 +632,7 @@ def main(argv: Sequence[str]) -> int:
         print_error(f"cannot {verb} {exc.filename}: {exc.strerror}")
         return 2
     where = "on stdout" if arguments.output == STDOUT else f"in {arguments.output}"
-    print(f"crawler: report of {_records(figures.records)} {where}", file=sys.stderr)
+    print_stderr(f"crawler: report of {_records(figures.records)} {where}")
     return 0
 
 
