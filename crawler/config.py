@@ -212,7 +212,7 @@ def _check_wacz(settings: Settings) -> None:
 @dataclass(frozen=True)
 class Option:
     name: str
-    kind: str  # "int", "float", "bool", "str", "path", "list", "headers", "cookies"
+    kind: str  # "int", "float", "bool", "str", "path", "list", "headers", "cookies", "address"
     help: str
     check: Callable[[Any], str | None] | None = None
     short: str | None = None
@@ -797,7 +797,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "dashboard",
-        "str",
+        "address",
         "serve a live dashboard and Prometheus /metrics on this [HOST:]PORT "
         "(HOST 127.0.0.1 if left out)",
         _dashboard_problem,
@@ -969,7 +969,9 @@ def _convert(kind: str, raw: Any, strict: bool) -> Any:
         if isinstance(raw, bool) or (isinstance(raw, str) and raw):
             return raw
         raise ValueError("must be true, false or the path of a cookies.txt file")
-    if kind in ("str", "path"):
+    if kind == "address" and isinstance(raw, int) and not isinstance(raw, bool):
+        return str(raw)  # a port, as a config file writes one: dashboard = 8080
+    if kind in ("str", "path", "address"):
         if not isinstance(raw, str):
             raise ValueError("must be a string")
         if kind == "path" and not raw:

@@ -269,6 +269,7 @@ BAD_FLAG_VALUES = {
     "path": [""],
     "headers": ["no colon", "Bad Name: v", "X-A: a\x01b", "Host: h"],
     "cookies": [""],
+    "address": ["", "x", "70000", "host:"],
 }
 BAD_TOML_VALUES = {
     "int": ['"5"', "1.5", "true", "[1]", "1979-05-27"],
@@ -279,6 +280,7 @@ BAD_TOML_VALUES = {
     "list": ["5", "[1]", '["ok", 2]'],
     "headers": ["5", "{A = 5}", '{"Bad Name" = "v"}', "[1]"],
     "cookies": ["5", '""', "[]"],
+    "address": ['"x"', "70000", "-1", "true", "[]"],
 }
 
 
@@ -501,6 +503,14 @@ async def test_seeds_from_stdin_and_records_on_stdout(site: Site):
 
     assert code == 0
     assert [json.loads(line)["title"] for line in out.splitlines()] == ["home", "A"]
+
+
+def test_a_config_file_may_give_the_dashboards_port_as_a_number(tmp_path):
+    # As a TOML file writes a port; it was refused ("must be a string").
+    config = tmp_path / "crawl.toml"
+    config.write_text("dashboard = 8080\n")
+    assert load_settings(["seeds.txt", "--config", str(config)]).dashboard == "8080"
+    assert Settings(dashboard="127.0.0.1:0").dashboard == "127.0.0.1:0"
 
 
 async def test_flags_override_the_config_file(site: Site, tmp_path):
