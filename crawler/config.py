@@ -1200,6 +1200,11 @@ def read_seeds(path: str, max_url_length: int) -> list[str]:
         elif len(url) > max_url_length:
             _warn(f"{name}:{number}: skipped, {seed_too_long(url, max_url_length)}")
         else:
+            if _INNER_WHITESPACE.search(line):  # `URL  # the home page` meant as a comment
+                _warn(
+                    f"{name}:{number}: {line[:200]!r} has whitespace in it, read as {url} "
+                    "(as a browser reads it; a comment needs a line of its own)"
+                )
             seeds.append(url)
     if not seeds:
         if not any(text is None or text.strip() for text, _ in lines):
@@ -1234,6 +1239,7 @@ def _seed_lines(data: bytes) -> Iterator[tuple[str | None, str | None]]:
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as bytes.splitlines breaks lines
+_INNER_WHITESPACE = re.compile(r"\s")  # in a line stripped of it at both ends
 
 
 def seed_too_long(url: str, max_url_length: int) -> str:

@@ -22,7 +22,7 @@ import pytest
 
 from crawler import Crawler
 from crawler.__main__ import log, main
-from crawler.config import GROUPS, OPTIONS, ConfigError, Settings, load_settings
+from crawler.config import GROUPS, OPTIONS, ConfigError, Settings, load_settings, read_seeds
 from tests.conftest import Site, link_and_fifo, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,6 +160,24 @@ async def test_a_seeds_file_in_gbk_is_read_as_gbk_with_a_warning(site: Site, tmp
     ]
     assert [r["url"] for r in read_records(output)] == [f"{site.url}/%E6%90%9C%E7%B4%A2"]
     assert site.count("/%E6%90%9C%E7%B4%A2") == 1, site.paths()
+
+
+def test_a_seed_with_a_comment_after_it_is_read_as_a_browser_reads_it_and_warned_of(
+    tmp_path, caplog
+):
+    # Silently, `http://host/  # home` was http://host/%20%20, and a tab vanished from a path.
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/  # home\nhttp://127.0.0.1:9/a\tb\nhttp://127.0.0.1:9/c\n")
+
+    urls = read_seeds(str(seeds), 2083)
+
+    assert urls == ["http://127.0.0.1:9/%20%20", "http://127.0.0.1:9/ab", "http://127.0.0.1:9/c"]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"{seeds}:1: 'http://127.0.0.1:9/  # home' has whitespace in it, read as "
+        "http://127.0.0.1:9/%20%20 (as a browser reads it; a comment needs a line of its own)",
+        f"{seeds}:2: 'http://127.0.0.1:9/a\\tb' has whitespace in it, read as "
+        "http://127.0.0.1:9/ab (as a browser reads it; a comment needs a line of its own)",
+    ]
 
 
 def test_a_seed_with_another_scheme_is_not_said_to_have_none(tmp_path):
