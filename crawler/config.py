@@ -17,13 +17,16 @@ import sys
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypedDict
 
 from yarl import URL
 
 from crawler import __version__
 from crawler.charset import BOMS, decode_as, guessed_encoding
 from crawler.urls import canonicalize, is_host_pattern
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's, for **kwargs, is Python 3.12's
 
 
 class ConfigError(Exception):
@@ -35,6 +38,80 @@ STDOUT = "-"  # as -o: the JSON lines go to standard output
 # request: a million took 1.6 GB and 16 s, a hundred million had the process killed.
 MAX_CONCURRENCY = 100_000
 DEFAULT_USER_AGENT = f"crawler/{__version__} (+https://github.com/crawler-project/crawler#readme)"
+
+
+_Path = str | os.PathLike[str]
+_Strings = str | Sequence[str]  # one string, or several
+
+
+class SettingsOptions(TypedDict, total=False):
+    """What `Settings(...)` takes for each option, as a type checker reads it: more than
+    its attribute's type, which is the value checked (a `pathlib.Path` is kept as its
+    string, a list as a tuple, a header table as (name, value) pairs)."""
+
+    seeds: _Path | None
+    output: _Path | None
+    max_depth: int
+    max_pages: int
+    concurrency: int
+    per_host: int
+    delay: float
+    max_crawl_delay: float
+    max_retry_after: float
+    timeout: float
+    gate_timeout: float
+    max_bytes: int
+    max_redirects: int
+    retries: int
+    allow_host: _Strings
+    any_host: bool
+    include: _Strings
+    exclude: _Strings
+    max_url_length: int
+    max_pages_per_host: int
+    max_path_depth: int
+    max_query_params: int
+    drop_repeating_paths: bool
+    allow_private_addresses: bool
+    resolve: _Strings
+    ignore_certificate_errors: bool
+    expected_urls: int
+    fp_rate: float
+    user_agent: str
+    ignore_robots: bool
+    sitemaps: bool
+    max_sitemaps: int
+    since: _Path | None
+    since_warc: _Path | None
+    fetch_gone: bool
+    revisit: _Path | None
+    revisit_interval: float
+    revisit_min_interval: float
+    revisit_max_interval: float
+    revisit_inc_rate: float
+    revisit_dec_rate: float
+    state: _Path | None
+    fresh: bool
+    force_resume: bool
+    redis: str | None
+    crawl_id: str | None
+    lease_s: float
+    drain_timeout: float
+    stats: _Path | None
+    dashboard: str | int | None
+    dashboard_public: bool
+    warc: _Path | None
+    warc_prefix: str
+    warc_max_size: int
+    wacz: _Path | None
+    text: bool
+    extract: bool
+    quiet: bool
+    uvloop: bool
+    header: str | Mapping[str, str] | Sequence[str | tuple[str, str]]
+    cookies: bool | _Path
+    proxy: str | None
+    config: _Path | None
 
 
 @dataclass(frozen=True)
@@ -108,6 +185,10 @@ class Settings:
     cookies: bool | str = True  # False: no jar; a path: a cookies.txt to start from
     proxy: str | None = field(default=None, repr=False)  # may hold a password
     config: str | None = field(default=None, compare=False)
+
+    if TYPE_CHECKING:  # at run time, the dataclass's; it checks and converts each value
+
+        def __init__(self, **options: Unpack[SettingsOptions]) -> None: ...
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Settings:
         # Before the dataclass's __init__, whose TypeError would name no option.

@@ -9,7 +9,7 @@ import platform
 import re
 import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -568,6 +568,40 @@ def test_the_readmes_api_example_passes_mypy_strict(tmp_path):
     example.write_text(re.findall(r"```python\n(.*?)```", readme, re.DOTALL)[1])
     out, err, code = mypy.run(["--strict", "--python-version", "3.11", str(example)])
     assert (code, err) == (0, ""), out
+
+
+SETTINGS_AS_USERS_WRITE_THEM = """
+from pathlib import Path
+
+from crawler import Settings
+
+settings = Settings(
+    allow_host=["docs.example.com"],
+    include=r"/docs/",
+    header={"Accept-Language": "zh-CN"},
+    output=Path("pages.jsonl"),
+    cookies=Path("cookies.txt"),
+    dashboard=8080,
+    timeout=5,
+)
+output: str | None = settings.output
+hosts: tuple[str, ...] = settings.allow_host
+"""
+
+
+def test_settings_take_for_a_type_checker_what_they_take_at_run_time(tmp_path):
+    # A list, a Path, a header table, a port number: taken at run time, and refused by
+    # a user's mypy --strict, which read only the attributes' types (tuple, str).
+    from mypy import api as mypy
+
+    from crawler.config import SettingsOptions
+
+    assert set(SettingsOptions.__annotations__) == {f.name for f in fields(Settings)}
+    example = tmp_path / "example.py"
+    example.write_text(SETTINGS_AS_USERS_WRITE_THEM)
+    out, err, code = mypy.run(["--strict", "--python-version", "3.11", str(example)])
+    assert (code, err) == (0, ""), out
+    exec(compile(SETTINGS_AS_USERS_WRITE_THEM, str(example), "exec"), {})
 
 
 def test_uvloop_asked_for_but_not_installed_is_said_not_ignored(monkeypatch, caplog):
