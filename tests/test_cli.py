@@ -17,6 +17,7 @@ import tempfile
 import threading
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,34 +132,41 @@ def test_a_comment_in_another_encoding_is_skipped_without_a_warning(tmp_path):
     assert (result.returncode, result.stderr) == (0, "")
 
 
+async def crawl_seeds_file(data: bytes, tmp_path: Path) -> tuple[int, str, list[dict[str, Any]]]:
+    """The CLI's exit code, stderr and records for a seeds file of these bytes."""
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes(data)
+    output = tmp_path / "out.jsonl"
+    code, _, err = await run_cli_async(str(seeds), "-o", str(output), "--quiet")
+    return code, err, read_records(output)
+
+
 async def test_a_seeds_file_in_utf16_with_a_byte_order_mark_is_read(site: Site, tmp_path):
     # What PowerShell 5's `>` and Notepad's "Unicode" write.
     site.page("/", "home")
-    seeds = tmp_path / "seeds.txt"
-    seeds.write_bytes(f"# seeds\r\n{site.url}/\r\n".encode("utf-16"))
-    output = tmp_path / "out.jsonl"
 
-    code, _, err = await run_cli_async(str(seeds), "-o", str(output), "--quiet")
+    code, err, records = await crawl_seeds_file(
+        f"# seeds\r\n{site.url}/\r\n".encode("utf-16"), tmp_path
+    )
 
     assert (code, err) == (0, "")
-    assert [r["title"] for r in read_records(output)] == ["home"]
+    assert [r["title"] for r in records] == ["home"]
 
 
 async def test_a_seeds_file_in_gbk_is_read_as_gbk_with_a_warning(site: Site, tmp_path):
-    # What Notepad on a Chinese Windows saves by default.
+    # What older Notepads save on a Chinese Windows.
     site.page("/搜索", "search")
-    seeds = tmp_path / "seeds.txt"
-    seeds.write_bytes(f"# 种子\n{site.url}/搜索\n".encode("gbk"))
-    output = tmp_path / "out.jsonl"
 
-    code, _, err = await run_cli_async(str(seeds), "-o", str(output), "--quiet")
+    code, err, records = await crawl_seeds_file(
+        f"# 种子\n{site.url}/搜索\n".encode("gbk"), tmp_path
+    )
 
     assert code == 0
     assert err.splitlines() == [
-        f"crawler: warning: {seeds}:2: not UTF-8; read as gbk, as its bytes suggest "
-        "(save the file as UTF-8 to be sure)"
+        f"crawler: warning: {tmp_path / 'seeds.txt'}:2: not UTF-8; read as gbk, as its bytes "
+        "suggest (save the file as UTF-8 to be sure)"
     ]
-    assert [r["url"] for r in read_records(output)] == [f"{site.url}/%E6%90%9C%E7%B4%A2"]
+    assert [r["url"] for r in records] == [f"{site.url}/%E6%90%9C%E7%B4%A2"]
     assert site.count("/%E6%90%9C%E7%B4%A2") == 1, site.paths()
 
 
@@ -682,35 +690,27 @@ async def test_quiet_silences_the_summary(site: Site, tmp_path):
     assert err == ""
 
 
-async def test_a_crawl_whose_stderr_reader_went_away_goes_on_and_exits_0(site: Site, tmp_path):
+@pytest.mark.parametrize("stderr", ["a pipe whose reader went away", "a full disk"])
+async def test_a_crawl_whose_stderr_cannot_be_written_goes_on_and_exits_0(
+    site: Site, tmp_path, stderr
+):
+    # `2>&1 | head -1`, and `2>>crawl.log` on a disk that filled: the summary's write
+    # failed there, and the crawl that had written every record exited 1 with a
+    # traceback no one could read.
     site.page("/", "home", ["/a"])
     site.page("/a", "a")
     seeds = tmp_path / "seeds.txt"
     seeds.write_text(f"not a url\n{site.url}/\n")  # a warning, then the summary
     output = tmp_path / "out.jsonl"
-    read_end, write_end = os.pipe()
+    if stderr == "a full disk":
+        target = os.open("/dev/full", os.O_WRONLY)
+    else:
+        read_end, target = os.pipe()
+        os.close(read_end)  # every write to stderr now fails
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "crawler", str(seeds), "-o", str(output), stderr=write_end
+        sys.executable, "-m", "crawler", str(seeds), "-o", str(output), stderr=target
     )
-    os.close(write_end)
-    os.close(read_end)  # as `2>&1 | head -1` does: every write to stderr now fails
-
-    assert await process.wait() == 0
-    assert [record["title"] for record in read_records(output)] == ["home", "a"]
-
-
-async def test_a_crawl_whose_stderr_is_on_a_full_disk_goes_on_and_exits_0(site: Site, tmp_path):
-    # `2>>crawl.log` on a disk that filled: the summary's write failed, and the crawl
-    # that had written every record exited 1 with a traceback no one could read.
-    site.page("/", "home", ["/a"])
-    site.page("/a", "a")
-    seeds = tmp_path / "seeds.txt"
-    seeds.write_text(f"not a url\n{site.url}/\n")  # a warning, then the summary
-    output = tmp_path / "out.jsonl"
-    with open("/dev/full", "w") as full:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "crawler", str(seeds), "-o", str(output), stderr=full
-        )
+    os.close(target)
 
     assert await process.wait() == 0
     assert [record["title"] for record in read_records(output)] == ["home", "a"]
