@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import resource
 import shlex
 import shutil
 import signal
@@ -793,3 +794,36 @@ async def test_a_reader_that_stops_reading_ends_the_crawl_quietly(site: Site, tm
 
     assert json.loads(out)["title"] == "home"
     assert err.decode() == "crawler exit 0\n"
+
+
+async def test_an_output_that_fills_its_disk_keeps_only_whole_records(site: Site, tmp_path):
+    # A file size limit fails the write as a full disk does. The record being written
+    # was left torn at the end of -o, and a JSON-lines reader failed on the file.
+    site.page("/", "home", [f"/{n}" for n in range(100)])
+    for n in range(100):
+        site.page(f"/{n}", f"page {n}")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    output = tmp_path / "out.jsonl"
+
+    def limit_file_size() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (5000, 5000))
+
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "crawler",
+        str(seeds),
+        "-o",
+        str(output),
+        "--quiet",
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=limit_file_size,
+    )
+    _, err = await process.communicate()
+
+    assert process.returncode == 1
+    assert err.decode() == f"crawler: error: cannot write {output}: File too large\n"
+    records = read_records(output)  # each line whole JSON
+    assert 0 < len(records) < 101
+    assert output.read_bytes().endswith(b"}\n")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
+import stat
 from typing import Any
 
 import orjson
@@ -75,7 +77,8 @@ class JsonlSink:
 
     def write_record(self, record: dict[str, Any]) -> None:
         """Write `record` as one line."""
-        view = memoryview(encode(record))
+        line = encode(record)
+        view = memoryview(line)
         try:
             while view:
                 written = os.write(self._fd, view)
@@ -84,8 +87,18 @@ class JsonlSink:
         except BrokenPipeError:
             raise OutputClosed("the output was closed") from None
         except OSError as exc:
+            self._drop_torn(self.offset - (len(line) - len(view)))
             name = "stdout" if self.path == STDOUT else self.path
             raise WriteFailed(f"cannot write {name}: {exc.strerror}") from None
+
+    def _drop_torn(self, line_start: int) -> None:
+        """Cut off the part of a line a write failed in (a full disk), so that the file
+        ends with a whole record; a pipe or a device keeps what it got."""
+        if self._owned and stat.S_ISREG(os.fstat(self._fd).st_mode):
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, line_start)
+                os.lseek(self._fd, line_start, os.SEEK_SET)
+                self.offset = line_start
 
     def close(self) -> None:
         if self._owned:
