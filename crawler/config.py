@@ -256,9 +256,9 @@ class Settings:
             object.__setattr__(self, "per_host", self.concurrency)
 
     @classmethod
-    def from_toml(cls, path: str) -> Settings:
+    def from_toml(cls, path: _Path) -> Settings:
         """The settings of a TOML config file (its keys are the flags' long names)."""
-        return cls(config=path, **read_config_file(path))
+        return cls(config=path, **read_config_file(os.fspath(path)))
 
     def redacted(self) -> Settings:
         """These settings fit to write down: no proxy or Redis password, no secret header

@@ -575,6 +575,7 @@ from pathlib import Path
 
 from crawler import Settings
 
+Settings.from_toml(Path("config.example.toml"))
 settings = Settings(
     allow_host=["docs.example.com"],
     include=r"/docs/",
@@ -589,7 +590,7 @@ hosts: tuple[str, ...] = settings.allow_host
 """
 
 
-def test_settings_take_for_a_type_checker_what_they_take_at_run_time(tmp_path):
+def test_settings_take_for_a_type_checker_what_they_take_at_run_time(tmp_path, monkeypatch):
     # A list, a Path, a header table, a port number: taken at run time, and refused by
     # a user's mypy --strict, which read only the attributes' types (tuple, str).
     from mypy import api as mypy
@@ -601,6 +602,7 @@ def test_settings_take_for_a_type_checker_what_they_take_at_run_time(tmp_path):
     example.write_text(SETTINGS_AS_USERS_WRITE_THEM)
     out, err, code = mypy.run(["--strict", "--python-version", "3.11", str(example)])
     assert (code, err) == (0, ""), out
+    monkeypatch.chdir(Path(__file__).parent.parent)  # where config.example.toml is
     exec(compile(SETTINGS_AS_USERS_WRITE_THEM, str(example), "exec"), {})
 
 
