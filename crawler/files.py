@@ -28,7 +28,8 @@ def check_writable(path: str, replaced: bool = False) -> None:
 
 def check_outputs(settings: Settings) -> None:
     """What the crawl writes (-o, --stats, --wacz, --warc DIR) can be written, and no file
-    of it is one the crawl reads or another of them: the crawl would write over it.
+    of it is one the crawl reads, another of them, or a directory it makes (--warc,
+    --state, --revisit): the crawl would write over it.
     Checked before anything is opened, so that a bad one leaves a --state to resume
     (--fresh empties it only once the crawl can run) and no file begun."""
     cookies = settings.cookies if isinstance(settings.cookies, str) else None
@@ -38,6 +39,7 @@ def check_outputs(settings: Settings) -> None:
         ("--cookies file", cookies),
         ("--since file", settings.since),
     ]
+    made = (("--warc", settings.warc), ("--state", settings.state), ("--revisit", settings.revisit))
     output = settings.output if settings.output != STDOUT else None
     written = (
         ("-o", output, False),
@@ -51,6 +53,9 @@ def check_outputs(settings: Settings) -> None:
         for label, other in taken:
             if other is not None and other != "-" and same_file(path, other):
                 raise ConfigError(f"{flag} {path} is the {label}; refusing to overwrite it")
+        for directory_flag, directory in made:
+            if directory is not None and os.path.abspath(path) == os.path.abspath(directory):
+                raise ConfigError(f"{flag} {path} is the {directory_flag} directory")
         check_writable(path, replaced)
         taken.append((f"{flag} file", path))
     if settings.warc is not None:

@@ -365,6 +365,14 @@ PREVIOUS_RECORD = {
         (["-o", "previous.jsonl", "--stats", "previous.jsonl"], "is the -o file"),
         (["-o", "previous.jsonl", "--stats", "./previous.jsonl"], "is the -o file"),
         (["-o", "x.wacz", "--warc", "warc", "--wacz", "x.wacz"], "is the -o file"),
+        # A file where the crawl makes a directory: the stats were never written (a
+        # warning, exit 0), and a state directory or a WARC file was left by a refusal.
+        (["--stats", "warc", "--warc", "warc"], "--stats warc is the --warc directory"),
+        (["-o", "warc", "--warc", "warc"], "-o warc is the --warc directory"),
+        (["--warc", "warc.wacz", "--wacz", "warc.wacz"], "--wacz warc.wacz is the --warc"),
+        (["-o", "warc", "--state", "warc"], "-o warc is the --state directory"),
+        (["-o", "out.jsonl", "--stats", "warc/", "--state", "warc"], "the --state directory"),
+        (["--stats", "warc", "--revisit", "warc"], "--stats warc is the --revisit directory"),
     ],
 )
 def test_no_output_overwrites_a_file_the_crawl_reads_or_another_output(tmp_path, flags, named):
@@ -381,6 +389,7 @@ def test_no_output_overwrites_a_file_the_crawl_reads_or_another_output(tmp_path,
     assert_one_line_error(run_main("seeds.txt", *flags, cwd=tmp_path), named)
     assert {name: (tmp_path / name).read_text() for name in files} == files
     assert not (tmp_path / "warc").exists()
+    assert not (tmp_path / "warc.wacz").exists()
 
 
 async def test_fresh_with_a_bad_warc_dir_leaves_the_state_to_resume(site: Site, tmp_path):
@@ -746,6 +755,7 @@ def test_records_for_a_closed_stdout_are_refused_not_written_into_the_warc_file(
     )
     assert_one_line_error(result, "stdout is closed", "-o FILE")
     assert not (tmp_path / "warc").exists()
+    assert not (tmp_path / "warc.wacz").exists()
 
 
 def test_a_closed_stdin_is_an_empty_seeds_file(tmp_path):
