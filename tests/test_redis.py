@@ -21,7 +21,7 @@ from bitarray import bitarray
 from crawler.bloom import _hash, _Slice
 from crawler.partition import owner
 from crawler.state.redis_bloom import CLAIM_ONLY_LUA, SharedBloomLayout
-from tests.conftest import Site
+from tests.conftest import Site, link_and_fifo
 from tests.redis_server import RedisServer
 from tests.test_limits import assert_a_sitemaps_pages_meet_the_per_host_cap, crawl_with_stats
 from tests.test_politeness import fan_out, start_gaps
@@ -773,3 +773,30 @@ async def test_the_figures_describe_the_shared_visited_set_that_decides(
     assert visited["urls"] == len(records)  # every URL the shared filter took as new
     assert visited["slices"] > 1
     assert missed / 3 <= visited["expected_missed_urls"] <= 3 * missed + 3
+
+
+@pytest.mark.parametrize("output", ["/dev/null", "a FIFO"])
+async def test_records_into_a_device_or_a_fifo_are_written_not_appended_to(
+    tmp_path, redis_server, output
+):
+    # A process's -o is appended to, after its last whole line: /dev/null could not be
+    # cut back to it ("cannot open None: Invalid argument", exit 2), and a FIFO was
+    # opened for reading to find it, which waited for a writer forever.
+    site = await Site().start()
+    site.page("/", "home", ["/a"])
+    site.page("/a", "a")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    fifo = link_and_fifo(tmp_path, "out.jsonl")
+    path = Path("/dev/null") if output == "/dev/null" else fifo.fifo
+    try:
+        crawler = await Crawler.start(seeds, path, redis_server.url, crawl_id())
+        code, err = await crawler.finish()
+    finally:
+        await site.stop()
+
+    assert (code, err) == (0, "")
+    assert site.count("/a") == 1
+    if output == "a FIFO":
+        lines = fifo.read_fifo().decode().splitlines()
+        assert [json.loads(line)["title"] for line in lines] == ["home", "a"]

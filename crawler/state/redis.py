@@ -484,8 +484,9 @@ def _differences(saved: str, shape: str) -> list[str]:
 
 
 def _end_of_last_line(path: str) -> int | None:
-    """Where to append to `path`: after its last whole line (None: a new file)."""
-    if not os.path.exists(path):
+    """Where to append to `path`: after its last whole line (None: a new file, or one
+    that is no regular file, such as /dev/null or a FIFO, which is written as a stream)."""
+    if not os.path.isfile(path):
         return None
     with open(path, "rb") as f:
         size = f.seek(0, os.SEEK_END)
