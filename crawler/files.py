@@ -58,6 +58,12 @@ def check_outputs(settings: Settings) -> None:
                 raise ConfigError(f"{flag} {path} is the {directory_flag} directory")
         check_writable(path, replaced)
         taken.append((f"{flag} file", path))
+    if settings.state is not None and output is not None and _not_a_file(output):
+        # The first run went well, and every resume was refused: a device cannot be cut
+        # back to what the crawl committed, nor its records read back.
+        raise ConfigError(
+            f"--state needs -o FILE, a regular file a resume can cut back: {output} is not one"
+        )
     if settings.warc is not None:
         _check_directory(settings.warc, "--warc")
 
@@ -75,10 +81,14 @@ def _check_directory(path: str, flag: str) -> None:
         raise ConfigError(f"cannot use {flag} {path}: not writable")
 
 
+def _not_a_file(path: str) -> bool:
+    return os.path.exists(path) and not os.path.isfile(path)
+
+
 def same_file(path: str, other: str) -> bool:
     """Would writing `path` overwrite the regular file `other` (or the one it will be)?
     Devices such as /dev/null may be written by two outputs."""
-    if os.path.exists(path) and not os.path.isfile(path):
+    if _not_a_file(path):
         return False
     if os.path.abspath(path) == os.path.abspath(other):
         return True
@@ -98,7 +108,7 @@ def replacing(path: str) -> Iterator[BinaryIO]:
     fails). A symbolic link is followed (its file is replaced, the link stays); what is
     not a regular file, such as /dev/null or a FIFO, is written in place, since a rename
     would put a plain file where the device was."""
-    if os.path.exists(path) and not os.path.isfile(path):
+    if _not_a_file(path):
         # Opened by its own name: /dev/stdout's real path is no path ("pipe:[123]").
         with open(path, "wb") as f:
             yield f

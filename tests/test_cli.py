@@ -245,6 +245,8 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--exlude", "/cart"], "(did you mean --exclude?)"),
         (["--ouptut=x.jsonl"], "(did you mean --output?)"),
         (["--state", "dir"], "-o"),
+        # It crawled, and every resume was refused ("shorter than the crawl wrote")
+        (["--state", "dir", "-o", "/dev/null"], "/dev/null is not one"),
         (["--expected-urls", "100000000000000"], "--expected-urls"),
         (["--user-agent", "bot\r\nX-Injected: 1"], "--user-agent has a control character"),
         (["--proxy", "http://user:secret@proxy:99999"], "--proxy has an invalid host or port"),
