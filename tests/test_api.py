@@ -558,18 +558,6 @@ async def test_the_readmes_python_examples_run_as_written(site, tmp_path):
     assert out.startswith("b'<!doctype html>")
 
 
-def test_the_readmes_api_example_passes_mypy_strict(tmp_path):
-    # The package ships py.typed: a user who pastes the example checks it with their own
-    # mypy --strict, which refused its bare `dict` (Missing type arguments).
-    from mypy import api as mypy
-
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    example = tmp_path / "example.py"
-    example.write_text(re.findall(r"```python\n(.*?)```", readme, re.DOTALL)[1])
-    out, err, code = mypy.run(["--strict", "--python-version", "3.11", str(example)])
-    assert (code, err) == (0, ""), out
-
-
 SETTINGS_AS_USERS_WRITE_THEM = """
 from pathlib import Path
 
@@ -590,20 +578,26 @@ hosts: tuple[str, ...] = settings.allow_host
 """
 
 
-def test_settings_take_for_a_type_checker_what_they_take_at_run_time(tmp_path, monkeypatch):
-    # A list, a Path, a header table, a port number: taken at run time, and refused by
-    # a user's mypy --strict, which read only the attributes' types (tuple, str).
+def test_a_users_mypy_strict_takes_the_readmes_example_and_settings_as_users_write_them(
+    tmp_path, monkeypatch
+):
+    # The package ships py.typed, so users check their code against its hints. Their
+    # mypy --strict refused the README's example (a bare `dict`), and a list, a Path, a
+    # header table or a port number given to Settings, which takes them at run time.
     from mypy import api as mypy
 
     from crawler.config import SettingsOptions
 
     assert set(SettingsOptions.__annotations__) == {f.name for f in fields(Settings)}
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     example = tmp_path / "example.py"
-    example.write_text(SETTINGS_AS_USERS_WRITE_THEM)
-    out, err, code = mypy.run(["--strict", "--python-version", "3.11", str(example)])
+    example.write_text(re.findall(r"```python\n(.*?)```", readme, re.DOTALL)[1])
+    settings = tmp_path / "settings.py"
+    settings.write_text(SETTINGS_AS_USERS_WRITE_THEM)
+    out, err, code = mypy.run(["--strict", "--python-version", "3.11", str(example), str(settings)])
     assert (code, err) == (0, ""), out
     monkeypatch.chdir(Path(__file__).parent.parent)  # where config.example.toml is
-    exec(compile(SETTINGS_AS_USERS_WRITE_THEM, str(example), "exec"), {})
+    exec(compile(SETTINGS_AS_USERS_WRITE_THEM, str(settings), "exec"), {})
 
 
 def test_uvloop_asked_for_but_not_installed_is_said_not_ignored(monkeypatch, caplog):
