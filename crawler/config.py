@@ -299,6 +299,7 @@ class Option:
     short: str | None = None
     metavar: str | None = None
     group: str = ""  # a key of GROUPS: where --help lists it
+    needs: tuple[str, ...] = ()  # options of which one must be set for this one to matter
 
     @property
     def flag(self) -> str:
@@ -744,6 +745,7 @@ OPTIONS: tuple[Option, ...] = (
         _at_least(0),
         metavar="N",
         group="limits",
+        needs=("sitemaps",),
     ),
     Option(
         "since",
@@ -791,6 +793,7 @@ OPTIONS: tuple[Option, ...] = (
         _interval,
         metavar="S",
         group="recrawl",
+        needs=("revisit",),
     ),
     Option(
         "revisit_min_interval",
@@ -799,6 +802,7 @@ OPTIONS: tuple[Option, ...] = (
         _interval,
         metavar="S",
         group="recrawl",
+        needs=("revisit",),
     ),
     Option(
         "revisit_max_interval",
@@ -807,6 +811,7 @@ OPTIONS: tuple[Option, ...] = (
         _interval,
         metavar="S",
         group="recrawl",
+        needs=("revisit",),
     ),
     Option(
         "revisit_inc_rate",
@@ -815,6 +820,7 @@ OPTIONS: tuple[Option, ...] = (
         _probability,
         metavar="R",
         group="recrawl",
+        needs=("revisit",),
     ),
     Option(
         "revisit_dec_rate",
@@ -823,6 +829,7 @@ OPTIONS: tuple[Option, ...] = (
         _probability,
         metavar="R",
         group="recrawl",
+        needs=("revisit",),
     ),
     Option(
         "state",
@@ -832,7 +839,13 @@ OPTIONS: tuple[Option, ...] = (
         group="state",
     ),
     Option("fresh", "bool", "discard the state in --state DIR and start over", group="state"),
-    Option("force_resume", "bool", "resume even if the crawl's settings changed", group="state"),
+    Option(
+        "force_resume",
+        "bool",
+        "resume even if the crawl's settings changed",
+        group="state",
+        needs=("state", "revisit"),
+    ),
     Option(
         "redis",
         "str",
@@ -856,6 +869,7 @@ OPTIONS: tuple[Option, ...] = (
         _at_least(0.5),
         metavar="S",
         group="state",
+        needs=("redis",),
     ),
     Option(
         "drain_timeout",
@@ -905,6 +919,7 @@ OPTIONS: tuple[Option, ...] = (
         _matching(r"[\w.-]+", "must be letters, digits, . _ or -"),
         metavar="PREFIX",
         group="output",
+        needs=("warc",),
     ),
     Option(
         "warc_max_size",
@@ -913,6 +928,7 @@ OPTIONS: tuple[Option, ...] = (
         _at_least(1024),
         metavar="BYTES",
         group="output",
+        needs=("warc",),
     ),
     Option(
         "text",
@@ -1171,11 +1187,26 @@ def load_settings(argv: Sequence[str] | None = None) -> Settings:
     settings = Settings(config=config_path, **values)
     if settings.seeds is None:
         raise ConfigError("no seeds file given (usage: crawler SEEDS [options])")
+    _check_needed(settings, args)
     if settings.revisit is not None:
         return _revisit_settings(settings)
     if settings.state is not None and settings.output in (None, STDOUT):
         raise ConfigError("--state needs -o FILE: stdout cannot be reconciled after a crash")
     return settings if settings.output else replace(settings, output=STDOUT)
+
+
+def _check_needed(settings: Settings, flags: Collection[str]) -> None:
+    """A flag given that does nothing without an option not set (--warc-prefix without
+    --warc: no archive at all, in silence) is refused. A config file's key is not: a file
+    may hold the settings of crawls with and without it."""
+    for name in flags:
+        needs = _BY_NAME[name].needs if name in _BY_NAME else ()
+        if needs and not any(getattr(settings, parent) for parent in needs):
+            wanted = " or ".join(
+                " ".join(filter(None, (_BY_NAME[parent].flag, _BY_NAME[parent].metavar)))
+                for parent in needs
+            )
+            raise ConfigError(f"{_BY_NAME[name].flag} only makes sense with {wanted}")
 
 
 def _meant_flag(unknown: Sequence[str]) -> str:

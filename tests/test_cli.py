@@ -245,6 +245,12 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--exlude", "/cart"], "(did you mean --exclude?)"),
         (["--ouptut=x.jsonl"], "(did you mean --output?)"),
         (["--state", "dir"], "-o"),
+        # Flags that do nothing without another: no archive, no revisits, in silence
+        (["--warc-prefix", "site"], "--warc-prefix only makes sense with --warc DIR"),
+        (["--max-sitemaps", "5"], "--max-sitemaps only makes sense with --sitemaps"),
+        (["--revisit-interval", "600"], "--revisit-interval only makes sense with --revisit"),
+        (["--lease-s", "5"], "--lease-s only makes sense with --redis URL"),
+        (["--force-resume"], "with --state DIR or --revisit DIR"),
         # It crawled, and every resume was refused ("shorter than the crawl wrote")
         (["--state", "dir", "-o", "/dev/null"], "/dev/null is not one"),
         (["--expected-urls", "100000000000000"], "--expected-urls"),
@@ -541,6 +547,15 @@ async def test_seeds_from_stdin_and_records_on_stdout(site: Site):
 
     assert code == 0
     assert [json.loads(line)["title"] for line in out.splitlines()] == ["home", "A"]
+
+
+def test_a_config_files_key_for_an_option_not_set_is_taken(tmp_path):
+    # A file may hold the settings of crawls with --warc and without; a flag may not.
+    config = tmp_path / "crawl.toml"
+    config.write_text('warc_prefix = "site"\nmax_sitemaps = 5\n')
+    settings = load_settings(["seeds.txt", "--config", str(config)])
+    assert (settings.warc_prefix, settings.max_sitemaps, settings.warc) == ("site", 5, None)
+    assert load_settings(["seeds.txt", "--sitemaps", "--max-sitemaps", "5"]).max_sitemaps == 5
 
 
 def test_a_config_file_may_give_the_dashboards_port_as_a_number(tmp_path):
