@@ -1153,13 +1153,17 @@ def read_config_file(path: str) -> dict[str, Any]:
 
     try:
         with open(path, "rb") as f:
-            # A byte order mark, as Windows editors write, is no TOML but means no harm.
-            data = tomllib.loads(f.read().decode("utf-8").removeprefix("\ufeff"))
+            data = tomllib.loads(_config_text(f.read()))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}: line {line} is not UTF-8, which TOML files are (save it as UTF-8)"
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     values = {}
     for key, raw in data.items():
@@ -1168,6 +1172,15 @@ def read_config_file(path: str) -> dict[str, Any]:
             raise ConfigError(f"{path}: unknown key '{key}'{hint}")
         values[key] = _validated(key, raw, f"{path}: key '{key}'", strict=True)
     return values
+
+
+def _config_text(data: bytes) -> str:
+    """A config file's text. A byte order mark, as Windows editors write one (Notepad's
+    "Unicode" is UTF-16), is no TOML but means no harm."""
+    for bom, encoding in BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(encoding)
+    return data.decode("utf-8")
 
 
 def load_settings(argv: Sequence[str] | None = None) -> Settings:

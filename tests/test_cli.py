@@ -558,6 +558,20 @@ def test_a_config_files_key_for_an_option_not_set_is_taken(tmp_path):
     assert load_settings(["seeds.txt", "--sitemaps", "--max-sitemaps", "5"]).max_sitemaps == 5
 
 
+def test_a_config_file_in_utf16_is_read_and_one_in_gbk_is_told_to_be_utf8(tmp_path):
+    # Notepad's "Unicode" is UTF-16 with a byte order mark; an older Notepad on a Chinese
+    # Windows saves GBK, which was "'utf-8' codec can't decode byte 0xd6 in position 2".
+    config = tmp_path / "crawl.toml"
+    config.write_bytes("# 中文注释\nmax_depth = 2\n".encode("utf-16"))
+    assert load_settings(["seeds.txt", "--config", str(config)]).max_depth == 2
+    config.write_bytes("max_depth = 2\n# 中文注释\n".encode("gbk"))
+    with pytest.raises(ConfigError) as refused:
+        load_settings(["seeds.txt", "--config", str(config)])
+    assert str(refused.value) == (
+        f"{config}: line 2 is not UTF-8, which TOML files are (save it as UTF-8)"
+    )
+
+
 def test_a_config_file_may_give_the_dashboards_port_as_a_number(tmp_path):
     # As a TOML file writes a port; it was refused ("must be a string").
     config = tmp_path / "crawl.toml"
