@@ -84,6 +84,7 @@ class SettingsOptions(TypedDict, total=False):
     since: _Path | None
     since_warc: _Path | None
     fetch_gone: bool
+    list_gone: _Path | None
     revisit: _Path | None
     revisit_interval: float
     revisit_min_interval: float
