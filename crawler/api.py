@@ -27,6 +27,7 @@ from crawler.files import check_outputs
 from crawler.hooks import FollowHook, Hooks, PageHook
 from crawler.page import Page
 from crawler.session import Client
+from crawler.sinks import WriteFailed
 from crawler.state import Store, open_store
 from crawler.stats import CrawlStats
 from crawler.urls import canonicalize
@@ -230,8 +231,15 @@ class Crawler:
         finally:
             self._close_dashboard_sockets()
             if self._store is not None:
-                self._store.close()
-                self._store = None
+                store, self._store = self._store, None
+                try:
+                    store.close()  # the sinks' last writes: an index sorted, a WACZ made
+                except WriteFailed as exc:
+                    # The crawl's failure, unless it already has one: a full disk that
+                    # stopped the crawl fails these writes too.
+                    if self._crawl is not None and self._crawl.failure is None:
+                        self._crawl.failure = exc
+                        raise
 
     async def aclose(self) -> None:
         """`close()`, by the name async iterators close by (`contextlib.aclosing`)."""

@@ -606,3 +606,28 @@ def pywb_cdxj(files: list[Path]) -> list[dict[str, Any]]:
     """pywb's own index of `files` (its cdx-indexer), each line's JSON."""
     lines = run_tool("cdx-indexer", "-j", *map(str, files)).splitlines()
     return [json.loads(line.split(" ", 2)[2]) for line in lines]
+
+
+async def test_an_index_that_cannot_be_finished_is_the_crawls_failure_and_the_rest_closes(
+    site: Site, tmp_path: Path
+) -> None:
+    # A disk that fills fails the sorting of the WARC file's index as the crawl closes:
+    # that error escaped close() (a traceback from the CLI), the JSONL file was left
+    # open, and the index's half-written copy stayed beside it.
+    site.page("/", "home", ["/a"])
+    site.page("/a", "a")
+    warc, output = tmp_path / "warc", tmp_path / "out.jsonl"
+
+    def block_the_index_rewrite(page: Any) -> None:
+        for index in warc.glob("*.cdxj"):  # robots.txt's line, then the pages': unsorted
+            index.with_name(f"{index.name}.tmp").mkdir(exist_ok=True)
+
+    settings = replace(TEST_SETTINGS, warc=str(warc), output=str(output), ignore_robots=False)
+    crawler = Crawler([f"{site.url}/"], settings, on_page=block_the_index_rewrite)
+    try:
+        async with crawler:
+            await crawler.crawl()
+    except Exception as exc:
+        assert exc is crawler.failure
+    assert "cannot write" in str(crawler.failure)
+    assert [r["title"] for r in read_records(output)] == ["home", "a"]

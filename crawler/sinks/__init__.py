@@ -67,8 +67,16 @@ class Sinks:
         return {name: sink.position for name, sink in self._sinks.items()}
 
     def close(self) -> None:
+        """Close every sink, even after one failed to (a full disk); then raise the first
+        failure."""
+        failures = []
         for sink in self._in_order:
-            sink.close()
+            try:
+                sink.close()
+            except WriteFailed as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
 
 def open_sinks(

@@ -25,6 +25,7 @@ dropped, with the indexes of the WARC files the resume dropped.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import json
@@ -142,6 +143,8 @@ def _replace(path: Path, lines: list[bytes]) -> None:
         aside.write_bytes(b"".join(lines))
         os.replace(aside, path)
     except OSError as exc:
+        with contextlib.suppress(OSError):  # a copy half written, on a full disk
+            aside.unlink(missing_ok=True)
         raise WriteFailed(f"cannot write {path}: {exc.strerror}") from None
 
 
