@@ -123,8 +123,8 @@ def _crawl(arguments: list[str]) -> int:
     except ConfigError as exc:
         print_error(str(exc))
         return EXIT_BAD_INPUT
-    except OSError as exc:
-        print_error(f"cannot open {exc.filename}: {exc.strerror}")
+    except OSError as exc:  # a file the crawl opens, or makes (a full disk, a size limit)
+        print_error(f"cannot open {exc.filename or 'the crawl files'}: {exc.strerror}")
         return EXIT_BAD_INPUT
     if crawler.complete:
         print_stderr(

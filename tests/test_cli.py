@@ -868,3 +868,19 @@ async def test_an_output_that_fills_its_disk_keeps_only_whole_records(site: Site
     records = read_records(output)  # each line whole JSON
     assert 0 < len(records) < 101
     assert output.read_bytes().endswith(b"}\n")
+
+
+def test_a_state_that_cannot_be_made_is_one_line_naming_the_problem(tmp_path):
+    # A file size limit (or a full disk) below the visited set's 3.4 MiB: "cannot open
+    # None: File too large".
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "crawler", str(seeds), "-o", "out.jsonl", "--state", "state"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000)),
+        timeout=60,
+    )
+    assert_one_line_error(result, "cannot open the crawl files: File too large")
