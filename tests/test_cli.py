@@ -850,16 +850,9 @@ async def test_an_output_that_fills_its_disk_keeps_only_whole_records(site: Site
     def limit_file_size() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (5000, 5000))
 
+    command = [sys.executable, "-m", "crawler", str(seeds), "-o", str(output), "--quiet"]
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "crawler",
-        str(seeds),
-        "-o",
-        str(output),
-        "--quiet",
-        stderr=asyncio.subprocess.PIPE,
-        preexec_fn=limit_file_size,
+        *command, stderr=asyncio.subprocess.PIPE, preexec_fn=limit_file_size
     )
     _, err = await process.communicate()
 
