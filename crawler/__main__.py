@@ -28,7 +28,7 @@ from crawler.config import (
 )
 from crawler.files import check_outputs
 from crawler.malloc import keep_freed_memory
-from crawler.observe.progress import Reporter
+from crawler.observe.progress import Reporter, count
 from crawler.sinks import OutputClosed
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def _crawl(arguments: list[str]) -> int:
     if crawler.complete:
         print_stderr(
             f"crawler: crawl in {settings.state} is complete "
-            f"({crawler.figures()['records']:,} records); --fresh starts over"
+            f"({count(crawler.figures()['records'], 'record')}); --fresh starts over"
         )
         asyncio.run(crawler.close())
         return EXIT_OK

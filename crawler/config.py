@@ -817,8 +817,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "revisit_inc_rate",
         "float",
-        "with --revisit: a page found unchanged waits this fraction longer next time",
-        _probability,
+        "with --revisit: a page found unchanged waits this fraction longer next time "
+        "(1: twice as long)",
+        _positive,
         metavar="R",
         group="recrawl",
         needs=("revisit",),

@@ -37,7 +37,8 @@ class Figures(Protocol):
     def __call__(self, exact: bool, per_host: bool | None = None) -> CrawlStats: ...
 
 
-def _count(n: int, noun: str) -> str:
+def count(n: int, noun: str) -> str:
+    """`n` `noun`s, in the singular for 1."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
@@ -60,7 +61,7 @@ def _toward_max_pages(figures: CrawlStats) -> tuple[int, float]:
 def _status_fields(figures: CrawlStats, max_pages: int) -> list[tuple[int, str]]:
     """The status line's fields in display order, each with its priority (0 is kept longest)."""
     records, rate = figures["records"], figures["pages_per_s"]
-    fields = [(0, _count(records, "page"))]
+    fields = [(0, count(records, "page"))]
     if max_pages:
         done, per_s = _toward_max_pages(figures)
         left = max_pages - done
@@ -74,11 +75,11 @@ def _status_fields(figures: CrawlStats, max_pages: int) -> list[tuple[int, str]]
         (7, f"{figures['in_flight']:,} in flight"),
     ]
     if figures["held"]:
-        slow = _count(figures["held_for"], "slow page")
+        slow = count(figures["held_for"], "slow page")
         fields.append((4, f"{figures['held']:,} held for {slow}"))
     fields += [
-        (6, _count(sum(figures["errors"].values()), "error")),
-        (8, _count(figures["host_count"], "host")),
+        (6, count(sum(figures["errors"].values()), "error")),
+        (8, count(figures["host_count"], "host")),
         (9, f"visited {figures['visited']['urls']:,} (FP {figures['visited']['fp_rate']:.1g})"),
     ]
     return fields
