@@ -350,6 +350,15 @@ class _Host:
         return delay_s + DELAY_MARGIN_S if delay_s else 0.0
 
 
+def _forget_at(host: _Host) -> float:
+    """When idle `host` may be forgotten: once its delay is over, a dead host's hold
+    (UNREACHABLE_HOLD_S) with it, and a throttled host's backoff has passed once more
+    after its wait (a host kept for each of those was kept for the crawl's life: 10^5
+    dead or once throttled hosts held 10^5 slots)."""
+    forget_at = host.next_start + host.backoff_s
+    return max(forget_at, host.down_until) if host.down is not None else forget_at
+
+
 class HostScheduler:
     """Decides which request starts next, honouring every per-host limit.
 
@@ -597,25 +606,27 @@ class HostScheduler:
             else:
                 self._make_ready(host, first)
         elif not host.active:
-            heapq.heappush(self._idle, (host.next_start, host.key))
+            heapq.heappush(self._idle, (_forget_at(host), host.key))
 
     def _forget_idle(self, now: float) -> None:
-        """Drop the hosts with nothing to do whose delay is over: a broad crawl would
-        otherwise keep every host it ever saw. One that gets work again starts afresh,
-        its Crawl-delay applied again from robots.txt; a throttled one is kept."""
+        """Drop the hosts with nothing to do once nothing they remember matters any more:
+        a broad crawl would otherwise keep every host it ever saw. One that gets work
+        again starts afresh, its Crawl-delay applied again from robots.txt."""
         idle = self._idle
         while idle and idle[0][0] <= now:
             _, key = heapq.heappop(idle)
             host = self._hosts.get(key)
-            if (
-                host is not None
-                and not (
-                    host.in_heap or host.active or host.retries or host.backoff_s or host.failures
-                )
-                and host.next_start <= now
-                and not self._frontier.queued_for(key)
-            ):
-                del self._hosts[key]
+            if host is None or host.in_heap or host.active or host.retries:
+                continue  # pushed again when it is idle again
+            if self._frontier.queued_for(key):
+                continue
+            forget_at = _forget_at(host)
+            if forget_at > now:  # its hold or its backoff grew since
+                heapq.heappush(idle, (forget_at, key))
+                continue
+            if host.failures:
+                self.failing -= 1
+            del self._hosts[key]
 
     def _make_ready(self, host: _Host, first: bool = False) -> None:
         head = self._head(host)

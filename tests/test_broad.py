@@ -12,17 +12,22 @@ import asyncio
 import itertools
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from aiohttp import web
 
 from benchmarks.broad_web import BroadWeb, raise_open_files_limit
+from crawler import Crawler, politeness
 from crawler.engine import MAX_HELD_PAGES
 from crawler.frontier import SITEMAP, MemoryFrontier, Request, SqliteFrontier
 from crawler.politeness import HostScheduler, Robots
@@ -30,7 +35,7 @@ from crawler.state.host_counts import SqliteHostCounts
 from crawler.state.redis import _record as redis_entry
 from crawler.state.redis import _request as redis_request
 from crawler.stats import MemoryHostCounts, Stats
-from tests.conftest import Site, read_records
+from tests.conftest import TEST_SETTINGS, Site, read_records
 from tests.conftest import crawl as crawl_in_process
 from tests.redis_server import RedisServer
 from tests.test_state import Run
@@ -497,3 +502,36 @@ def test_a_ready_host_held_back_meanwhile_waits_instead_of_spinning(monkeypatch)
     assert [host.key for _, _, host in scheduler._waiting] == ["a:80"]
     clock.now += 1
     assert scheduler._take() is request
+
+
+async def test_dead_and_throttled_hosts_are_forgotten_once_their_hold_and_backoff_pass(
+    site: Site, site2: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each host that refused connections, or answered 503, held its slot for the rest
+    of the crawl: at 10^5 hosts a broad crawl's dead and once-throttled hosts."""
+    monkeypatch.setattr(politeness, "UNREACHABLE_HOLD_S", 0.2)
+    dead = []
+    for _ in range(10):
+        with socket.socket() as unused:  # a port nothing listens on: connections are refused
+            unused.bind(("127.0.0.1", 0))
+            dead.append(f"http://127.0.0.1:{unused.getsockname()[1]}")
+    links = [f"{origin}/{n}" for origin in dead for n in range(politeness.UNREACHABLE_AFTER)]
+    site.page("/", "home", [*links, f"{site2.url}/busy", "/slow"])
+    site.page("/slow", "slow", delay_s=0.8)  # the crawl goes on past the hold and backoff
+    site2.page("/busy", status=503)
+    settings = replace(
+        TEST_SETTINGS,
+        any_host=True,
+        allow_private_addresses=True,
+        per_host=1,
+        max_retry_after=0.2,
+        output=str(tmp_path / "o"),
+    )
+    async with Crawler([site.url + "/"], settings) as crawler:
+        await crawler.crawl()
+        scheduler = crawler._opened().scheduler
+
+    errors = Counter(r.get("error") for r in read_records(tmp_path / "o"))
+    assert errors == {None: 3, "connection_error": len(links)}
+    assert scheduler._hosts == {}
+    assert scheduler.failing == 0
