@@ -142,6 +142,8 @@ class Robots:
         self._rules: OrderedDict[str, RobotsRules] = OrderedDict()
         self._parsed: OrderedDict[str, Protego] = OrderedDict()  # least recently used first
         self._pending: dict[str, asyncio.Future[RobotsRules | None]] = {}
+        # Of the origins whose robots.txt is being tried again, not of every one that
+        # failed: at 10^5 dead hosts that was 10^5 entries for the crawl's life.
         self._failures: dict[str, int] = {}
 
     def cached(self, origin: str) -> RobotsRules | None:
@@ -214,6 +216,7 @@ class Robots:
                     expires_at=time.monotonic() + UNREACHABLE_HOLD_S,
                 )
             if rules is not None:
+                self._failures.pop(origin, None)
                 self._cache(origin, rules)
                 if self._table is not None and rules.denied is None:
                     self._table.put(origin, self._agent, rules)
@@ -255,7 +258,6 @@ class Robots:
             self._archive(response.exchanges)
         status = response.status
         if response.error is None and status is not None and 200 <= status < 300:
-            self._failures.pop(origin, None)
             return replace(self._parse(origin, response.body), expires_at=_robots_expiry())
         answered = response.error is None or response.error in _REDIRECTS_ENDED
         if answered and status is not None and 300 <= status < 500 and status != 429:
@@ -265,12 +267,17 @@ class Robots:
         if response.error == ErrorKind.BLOCKED_ADDRESS and response.url == robots_url:
             # The host's own address is refused: asking again would not change that.
             return RobotsRules(denied=ErrorKind.BLOCKED_ADDRESS)
-        failures = self._failures[origin] = self._failures.get(origin, 0) + 1
+        failures = self._failures.get(origin)
+        if failures is None:  # a host held as unreachable before gets one attempt a hold
+            held = self._rules.get(origin)
+            unreachable = held is not None and held.denied == ErrorKind.ROBOTS_UNREACHABLE
+            failures = self._retries if unreachable else 0
+        failures += 1
         reason = response.error or f"HTTP {status}"
         if failures <= self._retries:
+            self._failures[origin] = failures
             log.info("robots.txt of %s unreachable (%s); trying again", origin, reason)
             return None
-        self._failures[origin] = self._retries  # one attempt per hold from now on
         log.warning(
             "robots.txt of %s unreachable (%s): its URLs are disallowed for %.0f s",
             origin,

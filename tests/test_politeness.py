@@ -7,14 +7,15 @@ import asyncio
 import itertools
 import logging
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 
-from crawler import politeness
+from crawler import Crawler, politeness
 from crawler.config import DEFAULT_USER_AGENT
-from tests.conftest import Site, by_url, crawl
+from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, read_records
 
 
 def start_gaps(site: Site) -> list[float]:
@@ -361,3 +362,31 @@ async def test_a_host_that_hangs_up_on_every_connection_fails_its_queued_urls_at
     # The first link's three tries; aiohttp sends each idempotent request once more on a
     # new connection when the server hangs up (RFC 9112 9.3.1).
     assert connections == 2 * politeness.UNREACHABLE_AFTER
+
+
+async def test_an_unreachable_robots_txt_is_tried_once_a_hold_and_its_failures_not_kept(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its --retries first, then one attempt each time the hold is over; a broad crawl
+    kept a count for every host that ever failed (10^5 dead hosts, 10^5 entries)."""
+    monkeypatch.setattr(politeness, "UNREACHABLE_HOLD_S", 0.3)
+    monkeypatch.setattr(politeness, "backoff_s", lambda _attempt: 0.05)
+    caplog.set_level(logging.INFO, "crawler.politeness")
+    with socket.socket() as unused:  # a port nothing listens on: connections are refused
+        unused.bind(("127.0.0.1", 0))
+        dead_url = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    site.page("/", "home", [f"{dead_url}/1", "/slow"])
+    site.page("/slow", "slow", [f"{dead_url}/2"], delay_s=0.6)  # past the hold
+    settings = replace(
+        TEST_SETTINGS, ignore_robots=False, any_host=True, retries=2, output=str(tmp_path / "o")
+    )
+    async with Crawler([site.url + "/"], settings) as crawler:
+        await crawler.crawl()
+        robots = crawler._opened()._robots
+
+    errors = {r["url"]: r.get("error") for r in read_records(tmp_path / "o")}
+    assert errors[f"{dead_url}/1"] == errors[f"{dead_url}/2"] == "robots_unreachable"
+    attempts = [r.message.split(": its")[0] for r in caplog.records if "robots.txt" in r.message]
+    tried, held = f"robots.txt of {dead_url} unreachable (connection_error)", "; trying again"
+    assert attempts == [tried + held, tried + held, tried, tried]  # 2 retries, hold, 1 try
+    assert robots._failures == {}
