@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from crawler import Crawler
@@ -153,16 +154,22 @@ async def test_many_spellings_still_cost_one_request_and_one_claim(site: Site, t
     assert stats["dropped"] == {}
 
 
-async def test_max_pages_per_host_holds_across_an_interrupted_run(site: Site, tmp_path):
-    for n in range(40):
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+async def test_max_pages_per_host_holds_across_an_interrupted_run(
+    site: Site, tmp_path: Path, how: signal.Signals
+) -> None:
+    """A kill -9 before the first checkpoint (a second) lost the host's claims, and the
+    resumed crawl fetched 28 of its pages under --max-pages-per-host 20."""
+    for n in range(60):
         site.page(f"/p/{n}", str(n), [f"/p/{n + 1}", f"/p/{n + 2}"], delay_s=0.01)
     run = Run(site, tmp_path, "--max-pages-per-host", "20", "--ignore-robots", "--max-depth", "99")
-    await run.interrupted_after(8, signal.SIGINT)
+    await run.interrupted_after(8, how)
 
     code, _ = await run.until_done()
 
     assert code == 0
     assert len({r["url"] for r in read_records(run.output)}) == 20
+    assert len(site.paths()) == 20
 
 
 async def test_a_state_directory_keeps_each_hosts_claims_in_a_table_not_in_every_checkpoint(

@@ -63,9 +63,10 @@ SCHEMA_VERSION = 4
 # log: one row per commit, appended: the page done, each sink's position (JSON, by
 # sink name) and the record count after it, the visited-set keys it claimed,
 # newline-separated, and the filter's expected missed URLs after it.
-# claims (--max-pages-per-host): the records each host has or will have, written at a
-# checkpoint for the hosts claimed since the last (a checkpoint wrote all of them in its
-# stats: 1.65 s at 10^6 hosts, each second). Made if missing, as robots is.
+# claims (--max-pages-per-host): the records each host has or will have, written with
+# the commit that queued them, for the hosts it claimed (a checkpoint wrote all of them
+# in its stats: 1.65 s at 10^6 hosts, each second; and at a checkpoint only, a kill -9
+# lost the claims since, and hosts went past their limit). Made if missing, as robots is.
 # simhash (--extract): each page's fingerprint (16 hex digits) and the first URL that
 # had it, in commit order, committed with the page's record: the near-duplicate
 # index is read back from it on resume.
@@ -356,6 +357,8 @@ class DiskStore(LocalStore):
         try:
             self._db.execute("BEGIN")
             self.frontier.push(new)
+            if self._claims_since_save:  # --max-pages-per-host: with the URLs they queue
+                self._save_claims()
             self._db.execute(
                 "INSERT INTO log VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -429,7 +432,6 @@ class DiskStore(LocalStore):
             stats = self.stats.as_dict(per_host=False)
             self._set_meta(stats=json.dumps(stats), stats_offset=self._offset)
             self._host_counts.save()
-            self._save_claims()
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise WriteFailed(f"cannot write the crawl state in {self._directory}: {exc}") from None
@@ -438,8 +440,8 @@ class DiskStore(LocalStore):
         self._claims_since_save.add(host)
 
     def _save_claims(self) -> None:
-        """Write the claims of the hosts claimed since the last save: in the caller's
-        transaction."""
+        """Write the claims of the hosts claimed since the last save (a commit's, or an
+        older crawler's kept in its stats): in the caller's transaction."""
         claims = self.stats.claims_per_host
         self._db.executemany(
             "INSERT OR REPLACE INTO claims VALUES (?, ?)",
