@@ -511,7 +511,7 @@ class Crawl:
             await self._complete_held()
             self._page_done()
         finally:  # whatever went wrong, the host's slot must not stay taken
-            self.scheduler.release(request, throttled=_throttled(response))
+            self.scheduler.release(request, retry_after_s=_retry_after_s(response))
 
     async def _crawl_sitemap(self, request: Request) -> None:
         """A sitemap, or robots.txt's list of them: its record, and what it lists queued."""
@@ -539,7 +539,7 @@ class Crawl:
             await self._complete_held()
             self._page_done()
         finally:
-            self.scheduler.release(request, throttled=_throttled(response))
+            self.scheduler.release(request, retry_after_s=_retry_after_s(response))
 
     async def _fetch(
         self, request: Request, fetcher: Fetcher, previous: Previous | None = None
@@ -572,7 +572,7 @@ class Crawl:
             request.exchanges += tuple(response.exchanges)
             self.scheduler.move(request, response.moved_to, response.redirects)
             return None
-        if self._retried(request, response, _throttled(response)):
+        if self._retried(request, response, _retry_after_s(response)):
             request.exchanges += tuple(response.exchanges)
             return None
         if request.exchanges:  # the page's archive holds its earlier attempts too
@@ -634,17 +634,17 @@ class Crawl:
         except Exception as exc:
             self._broken(exc)
 
-    def _retried(self, request: Request, response: Response, throttled: bool) -> bool:
+    def _retried(self, request: Request, response: Response, retry_after_s: float | None) -> bool:
         """Send `request` back to its host's line if the failure is worth another try."""
         if not response.retryable or request.attempt >= self.settings.retries:
             return False
-        wait_s = (response.retry_after_s() if throttled else None) or backoff_s(request.attempt)
+        wait_s = retry_after_s or backoff_s(request.attempt)
         if wait_s > self.settings.max_retry_after:
             response.error = ErrorKind.RETRY_AFTER_TOO_LONG
             return False
         request.location, request.redirects = response.url, response.redirects
         self.stats.retries += 1
-        self.scheduler.retry(request, wait_s, throttled=throttled)
+        self.scheduler.retry(request, wait_s, throttled=retry_after_s is not None)
         return True
 
     async def _page(
@@ -996,6 +996,9 @@ def _job_url(job: Request | RobotsFetch | Refused) -> str:
     return job.request.url if isinstance(job, Refused) else job.url
 
 
-def _throttled(response: Response | None) -> bool:
-    """Did the host answer 429 or 503?"""
-    return response is not None and response.error is None and response.status in THROTTLE_STATUSES
+def _retry_after_s(response: Response | None) -> float | None:
+    """None unless the host answered 429 or 503; then the wait it asked for (Retry-After,
+    in seconds or as an HTTP-date), 0 if it named none."""
+    if response is None or response.error is not None or response.status not in THROTTLE_STATUSES:
+        return None
+    return response.retry_after_s() or 0.0

@@ -442,11 +442,18 @@ class HostScheduler:
             self._arm_timer()
             await waiter
 
-    def release(self, request: Request, *, throttled: bool = False) -> None:
-        """`request` got its record. `throttled`: the host answered 429 or 503."""
+    def release(self, request: Request, *, retry_after_s: float | None = None) -> None:
+        """`request` got its record. `retry_after_s`: the host answered 429 or 503,
+        asking for that wait before another request (0 if it named none). Kept up to
+        --max-retry-after: RFC 9110 10.2.3 asks it of any follow-up request, not only
+        of this URL's retries."""
         host = self._hosts[_slot_of(request)]
+        throttled = retry_after_s is not None
         self._end(host, throttled)
-        if not throttled:
+        if retry_after_s:
+            wait_s = min(retry_after_s, self._max_retry_after_s)
+            host.next_start = max(host.next_start, time.monotonic() + wait_s)
+        elif not throttled:
             host.backoff_s = host.backoff_s / 2 if host.backoff_s > 0.05 else 0.0
         self._after_change(host)
 

@@ -4,9 +4,11 @@ head-of-line blocking."""
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import itertools
 import logging
 import socket
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -390,3 +392,37 @@ async def test_an_unreachable_robots_txt_is_tried_once_a_hold_and_its_failures_n
     tried, held = f"robots.txt of {dead_url} unreachable (connection_error)", "; trying again"
     assert attempts == [tried + held, tried + held, tried, tried]  # 2 retries, hold, 1 try
     assert robots._failures == {}
+
+
+async def test_a_retry_after_is_kept_by_the_whole_host_when_its_url_is_given_up(
+    site: Site, site2: Site, tmp_path: Path
+) -> None:
+    """RFC 9110 10.2.3: Retry-After says how long to wait before a follow-up request,
+    in seconds or as an HTTP-date. With no retry left (or one past --max-retry-after,
+    whose wait is then the cap), the host's next URL went 1 s later whatever it said."""
+    site3 = await Site("127.0.0.3").start()
+    waits = {
+        site: "2",
+        site2: email.utils.formatdate(time.time() + 3, usegmt=True),  # 2-3 s from now
+        site3: "3600",  # past --max-retry-after 2
+    }
+    try:
+        for server, retry_after in waits.items():
+            server.page("/", "index", ["/busy", "/next"])
+            server.page("/busy", status=429, headers={"Retry-After": retry_after})
+            server.page("/next", "next")
+        records = await crawl(
+            tmp_path,
+            [server.url + "/" for server in waits],
+            per_host=1,
+            retries=0,
+            max_retry_after=2,
+            allow_private_addresses=True,
+        )
+    finally:
+        await site3.stop()
+
+    for server in waits:
+        started = {hit.path: hit.started for hit in server.hits}
+        assert started["/next"] - started["/busy"] >= 2.0, server.url
+    assert sorted(r["status"] for r in records) == [200] * 6 + [429] * 3
