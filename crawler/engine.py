@@ -957,12 +957,15 @@ class Crawl:
         once, it was sent at the pace of `source`'s host, whatever its own Crawl-delay."""
         if not self.scope.allows(target) or (self._is_trap and self._is_trap(target)):
             return Hop(follow=False)
-        refusal = await self._robots.check(target)
+        elsewhere = host_of(target) != host_of(source)
+        # Another host's robots.txt that failed once is asked again, with its retries, in
+        # that host's line; a redirect there was recorded robots_unreachable at once.
+        refusal = await self._robots.check(target, final=not elsewhere)
         if refusal is not None:
             return Hop(follow=False, error=refusal)
         if not await self.store.claim(target):
             return Hop(follow=False)
-        return Hop(follow=True, elsewhere=host_of(target) != host_of(source))
+        return Hop(follow=True, elsewhere=elsewhere)
 
 
 _NO_DIRECTIVES: frozenset[str] = frozenset()

@@ -244,12 +244,15 @@ class Robots:
         """Consecutive failed fetches of `origin`'s robots.txt."""
         return self._failures.get(origin, 0)
 
-    async def check(self, url: str) -> ErrorKind | None:
-        """`refusal` for `url`, fetching robots.txt first if it is not known yet."""
+    async def check(self, url: str, *, final: bool = True) -> ErrorKind | None:
+        """`refusal` for `url`, fetching robots.txt first if it is not known yet. Not
+        `final`: a robots.txt that failed but has retries left refuses nothing, for the
+        host's own line to ask it again (a redirect there is moved to that line)."""
         origin = origin_of(url)
         rules = self.cached(origin) or await self.load(origin)
-        # RFC 9309 has a crawler assume a full disallow; its URLs' records say why.
-        return ErrorKind.ROBOTS_UNREACHABLE if rules is None else self.refusal(rules, url)
+        if rules is None:  # RFC 9309 has a crawler assume a full disallow meanwhile
+            return ErrorKind.ROBOTS_UNREACHABLE if final else None
+        return self.refusal(rules, url)
 
     async def _fetch(self, origin: str) -> RobotsRules | None:
         robots_url = f"{origin}/robots.txt"

@@ -426,3 +426,34 @@ async def test_a_retry_after_is_kept_by_the_whole_host_when_its_url_is_given_up(
         started = {hit.path: hit.started for hit in server.hits}
         assert started["/next"] - started["/busy"] >= 2.0, server.url
     assert sorted(r["status"] for r in records) == [200] * 6 + [429] * 3
+
+
+async def test_a_redirect_to_a_host_whose_robots_txt_fails_once_waits_for_its_retries(
+    site: Site, site2: Site, tmp_path: Path
+) -> None:
+    """A link there would have robots.txt asked again (--retries); a redirect there was
+    recorded robots_unreachable after one failure, and its target never fetched."""
+    answers = [web.Response(status=500), web.Response(text="User-agent: *\nDisallow: /no\n")]
+
+    async def flaky(_request: web.Request) -> web.Response:
+        return answers.pop(0)
+
+    site2.handle("/robots.txt", flaky)
+    site2.page("/x", "x")
+    site.page("/", "home", ["/go", "/go-no"])
+    site.redirect("/go", f"{site2.url}/x")
+    site.redirect("/go-no", f"{site2.url}/no")
+    records = by_url(
+        await crawl(
+            tmp_path,
+            [site.url + "/"],
+            ignore_robots=False,
+            any_host=True,
+            allow_private_addresses=True,
+            retries=2,
+        )
+    )
+
+    assert (records[f"{site.url}/go"]["status"], records[f"{site.url}/go"]["title"]) == (200, "x")
+    assert records[f"{site.url}/go-no"]["error"] == "robots_disallowed"
+    assert site2.paths() == {"/robots.txt": 2, "/x": 1}
