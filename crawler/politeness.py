@@ -118,10 +118,17 @@ class Robots:
     (--state), the rules are kept there as soon as they are read, so a resumed
     crawl does not fetch them again, and only the `MAX_CACHED` origins used most
     recently keep them in memory: the others' are read back when their host is due.
+    Both are bounded by size as well as by number: a robots.txt may be 500 KiB
+    (ROBOTS_MAX_BYTES), and protego keeps about 8 bytes a byte of text (4.5 MiB
+    for 547 KiB of Disallow lines, 234 KiB compressed): 2,048 such parsed would
+    take 9 GiB, 4,096 compressed 940 MiB.
     """
 
     MAX_PARSED = 2048
+    MAX_PARSED_TEXT_BYTES = 8 * 2**20  # of the texts kept parsed, each PARSED_EXTRA_BYTES more
+    PARSED_EXTRA_BYTES = 1024  # what a parsed robots.txt of a line or two takes
     MAX_CACHED = 4096
+    MAX_CACHED_PACKED_BYTES = 16 * 2**20
 
     def __init__(
         self,
@@ -140,7 +147,10 @@ class Robots:
         self._retries = retries
         # Every origin's rules, or with a table the MAX_CACHED used last (least first).
         self._rules: OrderedDict[str, RobotsRules] = OrderedDict()
-        self._parsed: OrderedDict[str, Protego] = OrderedDict()  # least recently used first
+        self._packed_bytes = 0  # of the rules held
+        # Least recently used first, each with what it counts toward MAX_PARSED_TEXT_BYTES.
+        self._parsed: OrderedDict[str, tuple[Protego, int]] = OrderedDict()
+        self._parsed_bytes = 0
         self._pending: dict[str, asyncio.Future[RobotsRules | None]] = {}
         # Of the origins whose robots.txt is being tried again, not of every one that
         # failed: at 10^5 dead hosts that was 10^5 entries for the crawl's life.
@@ -169,9 +179,17 @@ class Robots:
         return rules
 
     def _cache(self, origin: str, rules: RobotsRules) -> None:
-        self._rules[sys.intern(origin)] = rules
-        if self._table is not None and len(self._rules) > self.MAX_CACHED:
-            self._rules.popitem(last=False)  # kept in the table
+        held = self._rules
+        replaced = held.pop(origin, None)
+        self._packed_bytes += _packed_bytes(rules) - _packed_bytes(replaced)
+        held[sys.intern(origin)] = rules
+        if self._table is None:
+            return
+        while len(held) > 1 and (
+            len(held) > self.MAX_CACHED or self._packed_bytes > self.MAX_CACHED_PACKED_BYTES
+        ):
+            _, dropped = held.popitem(last=False)  # kept in the table
+            self._packed_bytes -= _packed_bytes(dropped)
 
     def refusal(self, rules: RobotsRules, url: str) -> ErrorKind | None:
         """Why `url` may not be fetched under `rules` (a record's error), or None if it may."""
@@ -186,17 +204,26 @@ class Robots:
         """`origin`'s robots.txt parsed, for its `rules`; None if it has no rules."""
         if rules is None or rules.packed is None:
             return None
-        parser = self._parsed.get(origin)
-        if parser is not None:
+        kept = self._parsed.get(origin)
+        if kept is not None:
             self._parsed.move_to_end(origin)
-            return parser
-        return self._keep_parsed(origin, Protego.parse(zlib.decompress(rules.packed).decode()))
+            return kept[0]
+        text = zlib.decompress(rules.packed).decode()
+        return self._keep_parsed(origin, Protego.parse(text), len(text))
 
-    def _keep_parsed(self, origin: str, parser: Protego) -> Protego:
-        self._parsed[origin] = parser
-        self._parsed.move_to_end(origin)
-        if len(self._parsed) > self.MAX_PARSED:
-            self._parsed.popitem(last=False)
+    def _keep_parsed(self, origin: str, parser: Protego, text_bytes: int) -> Protego:
+        parsed = self._parsed
+        replaced = parsed.pop(origin, None)
+        if replaced is not None:
+            self._parsed_bytes -= replaced[1]
+        cost = text_bytes + self.PARSED_EXTRA_BYTES
+        parsed[origin] = parser, cost
+        self._parsed_bytes += cost
+        while len(parsed) > 1 and (
+            len(parsed) > self.MAX_PARSED or self._parsed_bytes > self.MAX_PARSED_TEXT_BYTES
+        ):
+            _, (_, dropped) = parsed.popitem(last=False)
+            self._parsed_bytes -= dropped
         return parser
 
     async def load(self, origin: str) -> RobotsRules | None:
@@ -304,8 +331,12 @@ class Robots:
         rate = parser.request_rate(self._agent)
         if rate is not None and rate.requests > 0:
             delay = max(delay, rate.seconds / rate.requests)
-        self._keep_parsed(origin, parser)
+        self._keep_parsed(origin, parser, len(text))
         return RobotsRules(packed=zlib.compress(text.encode()), crawl_delay_s=float(delay))
+
+
+def _packed_bytes(rules: RobotsRules | None) -> int:
+    return len(rules.packed) if rules is not None and rules.packed is not None else 0
 
 
 def _slot_of(request: Request) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import random
 import signal
 import socket
 import sqlite3
@@ -34,6 +35,7 @@ from crawler.politeness import HostScheduler, Robots
 from crawler.state.host_counts import SqliteHostCounts
 from crawler.state.redis import _record as redis_entry
 from crawler.state.redis import _request as redis_request
+from crawler.state.robots import SqliteRobotsRules
 from crawler.stats import MemoryHostCounts, Stats
 from tests.conftest import TEST_SETTINGS, Site, read_records
 from tests.conftest import crawl as crawl_in_process
@@ -535,3 +537,34 @@ async def test_dead_and_throttled_hosts_are_forgotten_once_their_hold_and_backof
     assert errors == {None: 3, "connection_error": len(links)}
     assert scheduler._hosts == {}
     assert scheduler.failing == 0
+
+
+def test_robots_txt_kept_parsed_or_compressed_is_bounded_by_size_not_only_by_number() -> None:
+    """A robots.txt may be 500 KiB: 2,048 such parsed would take 9 GiB, 4,096 compressed
+    940 MiB (with --state; without it every host's rules are kept, compressed)."""
+    db = sqlite3.connect(":memory:")
+    robots = Robots(
+        fetcher=None,  # type: ignore[arg-type]
+        user_agent="crawler",
+        enabled=True,
+        retries=0,
+        table=SqliteRobotsRules(db),
+    )
+    robots.MAX_PARSED_TEXT_BYTES = 2 * 2**20  # 8 MiB: room for two of these parsed
+    robots.MAX_CACHED_PACKED_BYTES = 2**20  # 16 MiB: and for three compressed
+    rng = random.Random(5)
+    origins = [f"http://127.16.0.{h}:80" for h in range(6)]
+    for h, origin in enumerate(origins):  # 20,000 rules of random paths, about 600 KiB
+        paths = [f"/{rng.getrandbits(96):024x}/" for _ in range(20_000)]
+        text = "User-agent: *\n" + "".join(f"Disallow: {path}\n" for path in [f"/{h}/", *paths])
+        robots._cache(origin, robots._parse(origin, text.encode()))
+        robots._table.put(origin, "crawler", robots._rules[origin])  # as load() keeps them
+
+    assert robots._parsed_bytes <= 2 * 2**20 and len(robots._parsed) == 2
+    assert robots._packed_bytes <= 2**20 and len(robots._rules) == 3
+    assert robots._packed_bytes == sum(len(r.packed or b"") for r in robots._rules.values())
+    for h, origin in enumerate(origins):  # the others read back and parsed again
+        rules = robots.cached(origin)
+        assert rules is not None
+        assert robots.refusal(rules, f"{origin}/{h}/x") == "robots_disallowed"
+        assert robots.refusal(rules, f"{origin}/{h + 1}/x") is None
