@@ -37,6 +37,11 @@ _RECRAWL_COUNTERS = (
 # Rate samples closer together than this replace each other: reading the figures
 # often (an API user polling `stats`) keeps the history short and the last one current.
 RATE_SAMPLE_MIN_S = 1.0
+# Past this many samples the older half of the history keeps every other one: the whole
+# crawl's shape in a bounded list, the last samples (the dashboard's) as they were. It
+# grew by one sample each write of the stats file, every 10 s, for the crawl's life, and
+# each figures read (a --state checkpoint each second, the live line) copied it all.
+RATE_HISTORY_POINTS = 1200
 # Upper bounds of the fetch-time histogram (ms): a Prometheus histogram's `le` buckets.
 LATENCY_BUCKETS_MS = (10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 LAST_ERRORS = 20  # the most recent error records kept for the dashboard
@@ -350,6 +355,8 @@ class Stats:
             history[-1] = sample
         else:
             history.append(sample)
+            if len(history) > RATE_HISTORY_POINTS:
+                del history[1 : len(history) // 2 : 2]  # the first sample stays
 
     def latency_percentile_ms(self, fraction: float) -> float | None:
         """The fetch time under which `fraction` of fetches took, interpolated within its

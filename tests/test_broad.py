@@ -36,7 +36,7 @@ from crawler.state.host_counts import SqliteHostCounts
 from crawler.state.redis import _record as redis_entry
 from crawler.state.redis import _request as redis_request
 from crawler.state.robots import SqliteRobotsRules
-from crawler.stats import MemoryHostCounts, Stats
+from crawler.stats import RATE_HISTORY_POINTS, MemoryHostCounts, Stats
 from tests.conftest import TEST_SETTINGS, Site, read_records
 from tests.conftest import crawl as crawl_in_process
 from tests.redis_server import RedisServer
@@ -568,3 +568,20 @@ def test_robots_txt_kept_parsed_or_compressed_is_bounded_by_size_not_only_by_num
         assert rules is not None
         assert robots.refusal(rules, f"{origin}/{h}/x") == "robots_disallowed"
         assert robots.refusal(rules, f"{origin}/{h + 1}/x") is None
+
+
+def test_the_rate_history_of_a_crawl_that_runs_for_days_stays_bounded() -> None:
+    """One sample each write of the stats file (10 s): 8,640 a day of --revisit, each
+    copied by every figures read (a --state checkpoint's, each second)."""
+    stats = Stats()
+    now = time.monotonic()
+    for n in range(8_640):  # a day of samples, 10 s apart
+        stats.started, stats.records = now - 10.0 * n, 100 * n
+        stats.sample_rate()
+
+    history = stats.rate_history
+    assert len(history) <= RATE_HISTORY_POINTS
+    assert history[0] == (0.0, 0) and history[-1] == (86_390.0, 863_900)
+    recent = [t for t, _ in history[-RATE_HISTORY_POINTS // 2 :]]
+    assert {b - a for a, b in itertools.pairwise(recent)} == {10.0}  # as sampled
+    assert all(b > a for (a, _), (b, _) in itertools.pairwise(history))
