@@ -51,6 +51,7 @@ from crawler.politeness import (
     Robots,
     RobotsFetch,
     backoff_s,
+    robots_fetches_for,
 )
 from crawler.session import Client
 from crawler.sinks import WriteFailed
@@ -310,6 +311,7 @@ class Crawl:
             max_retry_after_s=settings.max_retry_after,
             max_pages=self._remaining or 0,
             open_ended=store.shared,
+            max_robots_fetches=robots_fetches_for(settings.concurrency, settings.per_host),
         )
         self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared, settings.state)
         store.gate = self.gate

@@ -339,6 +339,14 @@ def _packed_bytes(rules: RobotsRules | None) -> int:
     return len(rules.packed) if rules is not None and rules.packed is not None else 0
 
 
+def robots_fetches_for(concurrency: int, per_host: int) -> int:
+    """How many workers may fetch robots.txt at once: enough to start new hosts at the
+    pace of the others, and never all of them, so that hosts already started go on
+    while new ones hang. Every worker on robots.txt, 20 hosts that took connections
+    and never answered held 16 workers a --timeout each, and a live site waited."""
+    return max(1, concurrency // 2, concurrency - per_host)
+
+
 def _slot_of(request: Request) -> str:
     """The host whose slot `request` takes: the one its redirects brought it to, if any
     (they never leave a host: a target on another host is moved to that host's line)."""
@@ -423,7 +431,10 @@ class HostScheduler:
         max_retry_after_s: float,
         max_pages: int,
         open_ended: bool = False,
+        max_robots_fetches: int = 1 << 30,
     ) -> None:
+        """`max_robots_fetches`: robots.txt fetches at once, at most; a host whose
+        robots.txt would go past them waits for one to end (see `robots_fetches_for`)."""
         self._frontier = frontier
         self._robots = robots
         self._per_host = per_host
@@ -444,6 +455,8 @@ class HostScheduler:
         self._warned_down = False
         self.failing = 0  # hosts whose last connection failed: reached() has work to do
         self._robots_pending: set[str] = set()
+        self._max_robots_fetches = max_robots_fetches
+        self._awaiting_robots: dict[str, None] = {}  # hosts past that, first come first
         self._stopping = False
         self._open = open_ended  # work may still come from elsewhere: over only at end()
         for host in frontier.hosts():
@@ -691,6 +704,8 @@ class HostScheduler:
             return None
         now = time.monotonic()
         self._forget_idle(now)
+        if self._awaiting_robots:
+            self._wake_awaiting_robots()
         waiting, ready = self._waiting, self._ready
         while waiting and waiting[0][0] <= now:
             self._make_ready(heapq.heappop(waiting)[2])
@@ -708,6 +723,17 @@ class HostScheduler:
                 return job
         return None
 
+    def _wake_awaiting_robots(self) -> None:
+        """Make ready as many hosts waiting to fetch robots.txt as there are places."""
+        awaiting = self._awaiting_robots
+        for _ in range(self._max_robots_fetches - len(self._robots_pending)):
+            if not awaiting:
+                return
+            key = next(iter(awaiting))
+            del awaiting[key]
+            if (host := self._hosts.get(key)) is not None:
+                self._schedule(host)
+
     def _take_from(self, host: _Host, now: float) -> Request | RobotsFetch | Refused | None:
         """A job from `host` if it can start one now."""
         while host.active < self._per_host and host.next_start <= now:
@@ -722,6 +748,9 @@ class HostScheduler:
             rules = self._robots.cached(origin)
             if rules is None:
                 if origin in self._robots_pending:
+                    return None
+                if len(self._robots_pending) >= self._max_robots_fetches:
+                    self._awaiting_robots[host.key] = None
                     return None
                 self._robots_pending.add(origin)
                 self._start(host, now)

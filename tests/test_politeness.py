@@ -457,3 +457,39 @@ async def test_a_redirect_to_a_host_whose_robots_txt_fails_once_waits_for_its_re
     assert (records[f"{site.url}/go"]["status"], records[f"{site.url}/go"]["title"]) == (200, "x")
     assert records[f"{site.url}/go-no"]["error"] == "robots_disallowed"
     assert site2.paths() == {"/robots.txt": 2, "/x": 1}
+
+
+async def test_hosts_whose_robots_txt_hangs_leave_workers_to_a_live_site(
+    site: Site, tmp_path: Path
+) -> None:
+    """20 hosts that take connections and never answer, linked before a live site's
+    pages: every worker waited on their robots.txt for a --timeout, and the site too."""
+
+    async def hang(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(3600)
+
+    hanging = [await asyncio.start_server(hang, f"127.0.1.{n}", 0) for n in range(1, 21)]
+    dead = [
+        f"http://127.0.1.{n}:{s.sockets[0].getsockname()[1]}/" for n, s in enumerate(hanging, 1)
+    ]
+    site.page("/", "home", [*dead, *(f"/p{n}" for n in range(20))])
+    for n in range(20):
+        site.page(f"/p{n}", str(n))
+    started = time.monotonic()
+    try:
+        records = await crawl(
+            tmp_path,
+            [site.url + "/"],
+            ignore_robots=False,
+            any_host=True,
+            allow_private_addresses=True,
+            concurrency=16,
+            timeout=1.0,
+        )
+    finally:
+        for server in hanging:
+            server.close()
+
+    pages = [hit.started - started for hit in site.hits if hit.path.startswith("/p")]
+    assert len(pages) == 20 and max(pages) < 0.5  # not after a --timeout
+    assert sorted(r["error"] or "" for r in records)[-20:] == ["robots_unreachable"] * 20
