@@ -11,6 +11,7 @@ import socket
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -27,6 +28,18 @@ def start_gaps(site: Site) -> list[float]:
 
 def robots(site: Site, text: str) -> None:
     site.page("/robots.txt", body=text, content_type="text/plain")
+
+
+async def crawl_every_host(tmp_path: Path, site: Site, **overrides: Any) -> list[dict[str, Any]]:
+    """Crawl from `site`'s home page into any host (loopback ones too), obeying robots.txt."""
+    return await crawl(
+        tmp_path,
+        [site.url + "/"],
+        ignore_robots=False,
+        any_host=True,
+        allow_private_addresses=True,
+        **overrides,
+    )
 
 
 def fan_out(site: Site, pages: int, **page_options) -> None:
@@ -443,16 +456,7 @@ async def test_a_redirect_to_a_host_whose_robots_txt_fails_once_waits_for_its_re
     site.page("/", "home", ["/go", "/go-no"])
     site.redirect("/go", f"{site2.url}/x")
     site.redirect("/go-no", f"{site2.url}/no")
-    records = by_url(
-        await crawl(
-            tmp_path,
-            [site.url + "/"],
-            ignore_robots=False,
-            any_host=True,
-            allow_private_addresses=True,
-            retries=2,
-        )
-    )
+    records = by_url(await crawl_every_host(tmp_path, site, retries=2))
 
     assert (records[f"{site.url}/go"]["status"], records[f"{site.url}/go"]["title"]) == (200, "x")
     assert records[f"{site.url}/go-no"]["error"] == "robots_disallowed"
@@ -477,15 +481,7 @@ async def test_hosts_whose_robots_txt_hangs_leave_workers_to_a_live_site(
         site.page(f"/p{n}", str(n))
     started = time.monotonic()
     try:
-        records = await crawl(
-            tmp_path,
-            [site.url + "/"],
-            ignore_robots=False,
-            any_host=True,
-            allow_private_addresses=True,
-            concurrency=16,
-            timeout=1.0,
-        )
+        records = await crawl_every_host(tmp_path, site, concurrency=16, timeout=1.0)
     finally:
         for server in hanging:
             server.close()
