@@ -85,7 +85,7 @@ def crawler_command(args: argparse.Namespace, seeds: Path, scratch: Path) -> lis
         command += ["--redis", args.redis, "--crawl-id", "broad"]
     else:
         command += ["--state", str(scratch / "state")]
-    return command
+    return command + args.option
 
 
 def crawler_env(args: argparse.Namespace) -> dict[str, str]:
@@ -257,6 +257,12 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep the scratch files here")
     parser.add_argument(
         "--probe-log", type=Path, help="sample what the crawler's memory is made of into this file"
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        help="one more crawler flag, as --option=--max-pages-per-host=20 (repeatable)",
     )
     args = parser.parse_args()
     raise_open_files_limit()

@@ -52,6 +52,7 @@ from crawler.politeness import (
     RobotsFetch,
     backoff_s,
     product_token,
+    robots_fetches_for,
 )
 from crawler.session import Client
 from crawler.sinks import WriteFailed
@@ -312,6 +313,7 @@ class Crawl:
             max_retry_after_s=settings.max_retry_after,
             max_pages=self._remaining or 0,
             open_ended=store.shared,
+            max_robots_fetches=robots_fetches_for(settings.concurrency, settings.per_host),
         )
         self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared, settings.state)
         store.gate = self.gate
@@ -513,7 +515,7 @@ class Crawl:
             await self._complete_held()
             self._page_done()
         finally:  # whatever went wrong, the host's slot must not stay taken
-            self.scheduler.release(request, throttled=_throttled(response))
+            self.scheduler.release(request, retry_after_s=_retry_after_s(response))
 
     async def _crawl_sitemap(self, request: Request) -> None:
         """A sitemap, or robots.txt's list of them: its record, and what it lists queued."""
@@ -541,7 +543,7 @@ class Crawl:
             await self._complete_held()
             self._page_done()
         finally:
-            self.scheduler.release(request, throttled=_throttled(response))
+            self.scheduler.release(request, retry_after_s=_retry_after_s(response))
 
     async def _fetch(
         self, request: Request, fetcher: Fetcher, previous: Previous | None = None
@@ -573,7 +575,7 @@ class Crawl:
             request.exchanges += tuple(response.exchanges)
             self.scheduler.move(request, response.moved_to, response.redirects)
             return None
-        if self._retried(request, response, _throttled(response)):
+        if self._retried(request, response, _retry_after_s(response)):
             request.exchanges += tuple(response.exchanges)
             return None
         if request.exchanges:  # the page's archive holds its earlier attempts too
@@ -635,17 +637,17 @@ class Crawl:
         except Exception as exc:
             self._broken(exc)
 
-    def _retried(self, request: Request, response: Response, throttled: bool) -> bool:
+    def _retried(self, request: Request, response: Response, retry_after_s: float | None) -> bool:
         """Send `request` back to its host's line if the failure is worth another try."""
         if not response.retryable or request.attempt >= self.settings.retries:
             return False
-        wait_s = (response.retry_after_s() if throttled else None) or backoff_s(request.attempt)
+        wait_s = retry_after_s or backoff_s(request.attempt)
         if wait_s > self.settings.max_retry_after:
             response.error = ErrorKind.RETRY_AFTER_TOO_LONG
             return False
         request.location, request.redirects = response.url, response.redirects
         self.stats.retries += 1
-        self.scheduler.retry(request, wait_s, throttled=throttled)
+        self.scheduler.retry(request, wait_s, throttled=retry_after_s is not None)
         return True
 
     async def _page(
@@ -983,12 +985,15 @@ class Crawl:
     async def _admit(self, source: str, target: str, in_scope: bool) -> Hop:
         if not in_scope or (self._is_trap and self._is_trap(target)):
             return Hop(follow=False)
-        refusal = await self._robots.check(target)
+        elsewhere = host_of(target) != host_of(source)
+        # Another host's robots.txt that failed once is asked again, with its retries, in
+        # that host's line; a redirect there was recorded robots_unreachable at once.
+        refusal = await self._robots.check(target, final=not elsewhere)
         if refusal is not None:
             return Hop(follow=False, error=refusal)
         if not await self.store.claim(target):
             return Hop(follow=False)
-        return Hop(follow=True, elsewhere=host_of(target) != host_of(source))
+        return Hop(follow=True, elsewhere=elsewhere)
 
 
 _NO_DIRECTIVES: frozenset[str] = frozenset()
@@ -1022,6 +1027,9 @@ def _job_url(job: Request | RobotsFetch | Refused) -> str:
     return job.request.url if isinstance(job, Refused) else job.url
 
 
-def _throttled(response: Response | None) -> bool:
-    """Did the host answer 429 or 503?"""
-    return response is not None and response.error is None and response.status in THROTTLE_STATUSES
+def _retry_after_s(response: Response | None) -> float | None:
+    """None unless the host answered 429 or 503; then the wait it asked for (Retry-After,
+    in seconds or as an HTTP-date), 0 if it named none."""
+    if response is None or response.error is not None or response.status not in THROTTLE_STATUSES:
+        return None
+    return response.retry_after_s() or 0.0

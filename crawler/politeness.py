@@ -130,10 +130,17 @@ class Robots:
     (--state), the rules are kept there as soon as they are read, so a resumed
     crawl does not fetch them again, and only the `MAX_CACHED` origins used most
     recently keep them in memory: the others' are read back when their host is due.
+    Both are bounded by size as well as by number: a robots.txt may be 500 KiB
+    (ROBOTS_MAX_BYTES), and protego keeps about 8 bytes a byte of text (4.5 MiB
+    for 547 KiB of Disallow lines, 234 KiB compressed): 2,048 such parsed would
+    take 9 GiB, 4,096 compressed 940 MiB.
     """
 
     MAX_PARSED = 2048
+    MAX_PARSED_TEXT_BYTES = 8 * 2**20  # of the texts kept parsed, each PARSED_EXTRA_BYTES more
+    PARSED_EXTRA_BYTES = 1024  # what a parsed robots.txt of a line or two takes
     MAX_CACHED = 4096
+    MAX_CACHED_PACKED_BYTES = 16 * 2**20
 
     def __init__(
         self,
@@ -152,8 +159,13 @@ class Robots:
         self._retries = retries
         # Every origin's rules, or with a table the MAX_CACHED used last (least first).
         self._rules: OrderedDict[str, RobotsRules] = OrderedDict()
-        self._parsed: OrderedDict[str, Protego] = OrderedDict()  # least recently used first
+        self._packed_bytes = 0  # of the rules held
+        # Least recently used first, each with what it counts toward MAX_PARSED_TEXT_BYTES.
+        self._parsed: OrderedDict[str, tuple[Protego, int]] = OrderedDict()
+        self._parsed_bytes = 0
         self._pending: dict[str, asyncio.Future[RobotsRules | None]] = {}
+        # Of the origins whose robots.txt is being tried again, not of every one that
+        # failed: at 10^5 dead hosts that was 10^5 entries for the crawl's life.
         self._failures: dict[str, int] = {}
 
     def cached(self, origin: str) -> RobotsRules | None:
@@ -179,9 +191,17 @@ class Robots:
         return rules
 
     def _cache(self, origin: str, rules: RobotsRules) -> None:
-        self._rules[sys.intern(origin)] = rules
-        if self._table is not None and len(self._rules) > self.MAX_CACHED:
-            self._rules.popitem(last=False)  # kept in the table
+        held = self._rules
+        replaced = held.pop(origin, None)
+        self._packed_bytes += _packed_bytes(rules) - _packed_bytes(replaced)
+        held[sys.intern(origin)] = rules
+        if self._table is None:
+            return
+        while len(held) > 1 and (
+            len(held) > self.MAX_CACHED or self._packed_bytes > self.MAX_CACHED_PACKED_BYTES
+        ):
+            _, dropped = held.popitem(last=False)  # kept in the table
+            self._packed_bytes -= _packed_bytes(dropped)
 
     def refusal(self, rules: RobotsRules, url: str) -> ErrorKind | None:
         """Why `url` may not be fetched under `rules` (a record's error), or None if it may."""
@@ -196,17 +216,26 @@ class Robots:
         """`origin`'s robots.txt parsed, for its `rules`; None if it has no rules."""
         if rules is None or rules.packed is None:
             return None
-        parser = self._parsed.get(origin)
-        if parser is not None:
+        kept = self._parsed.get(origin)
+        if kept is not None:
             self._parsed.move_to_end(origin)
-            return parser
-        return self._keep_parsed(origin, Protego.parse(zlib.decompress(rules.packed).decode()))
+            return kept[0]
+        text = zlib.decompress(rules.packed).decode()
+        return self._keep_parsed(origin, Protego.parse(text), len(text))
 
-    def _keep_parsed(self, origin: str, parser: Protego) -> Protego:
-        self._parsed[origin] = parser
-        self._parsed.move_to_end(origin)
-        if len(self._parsed) > self.MAX_PARSED:
-            self._parsed.popitem(last=False)
+    def _keep_parsed(self, origin: str, parser: Protego, text_bytes: int) -> Protego:
+        parsed = self._parsed
+        replaced = parsed.pop(origin, None)
+        if replaced is not None:
+            self._parsed_bytes -= replaced[1]
+        cost = text_bytes + self.PARSED_EXTRA_BYTES
+        parsed[origin] = parser, cost
+        self._parsed_bytes += cost
+        while len(parsed) > 1 and (
+            len(parsed) > self.MAX_PARSED or self._parsed_bytes > self.MAX_PARSED_TEXT_BYTES
+        ):
+            _, (_, dropped) = parsed.popitem(last=False)
+            self._parsed_bytes -= dropped
         return parser
 
     async def load(self, origin: str) -> RobotsRules | None:
@@ -226,6 +255,7 @@ class Robots:
                     expires_at=time.monotonic() + UNREACHABLE_HOLD_S,
                 )
             if rules is not None:
+                self._failures.pop(origin, None)
                 self._cache(origin, rules)
                 if self._table is not None and rules.denied is None:
                     self._table.put(origin, self._agent, rules)
@@ -253,12 +283,15 @@ class Robots:
         """Consecutive failed fetches of `origin`'s robots.txt."""
         return self._failures.get(origin, 0)
 
-    async def check(self, url: str) -> ErrorKind | None:
-        """`refusal` for `url`, fetching robots.txt first if it is not known yet."""
+    async def check(self, url: str, *, final: bool = True) -> ErrorKind | None:
+        """`refusal` for `url`, fetching robots.txt first if it is not known yet. Not
+        `final`: a robots.txt that failed but has retries left refuses nothing, for the
+        host's own line to ask it again (a redirect there is moved to that line)."""
         origin = origin_of(url)
         rules = self.cached(origin) or await self.load(origin)
-        # RFC 9309 has a crawler assume a full disallow; its URLs' records say why.
-        return ErrorKind.ROBOTS_UNREACHABLE if rules is None else self.refusal(rules, url)
+        if rules is None:  # RFC 9309 has a crawler assume a full disallow meanwhile
+            return ErrorKind.ROBOTS_UNREACHABLE if final else None
+        return self.refusal(rules, url)
 
     async def _fetch(self, origin: str) -> RobotsRules | None:
         robots_url = f"{origin}/robots.txt"
@@ -267,7 +300,6 @@ class Robots:
             self._archive(response.exchanges)
         status = response.status
         if response.error is None and status is not None and 200 <= status < 300:
-            self._failures.pop(origin, None)
             return replace(self._parse(origin, response.body), expires_at=_robots_expiry())
         answered = response.error is None or response.error in _REDIRECTS_ENDED
         if answered and status is not None and 300 <= status < 500 and status != 429:
@@ -277,12 +309,17 @@ class Robots:
         if response.error == ErrorKind.BLOCKED_ADDRESS and response.url == robots_url:
             # The host's own address is refused: asking again would not change that.
             return RobotsRules(denied=ErrorKind.BLOCKED_ADDRESS)
-        failures = self._failures[origin] = self._failures.get(origin, 0) + 1
+        failures = self._failures.get(origin)
+        if failures is None:  # a host held as unreachable before gets one attempt a hold
+            held = self._rules.get(origin)
+            unreachable = held is not None and held.denied == ErrorKind.ROBOTS_UNREACHABLE
+            failures = self._retries if unreachable else 0
+        failures += 1
         reason = response.error or f"HTTP {status}"
         if failures <= self._retries:
+            self._failures[origin] = failures
             log.info("robots.txt of %s unreachable (%s); trying again", origin, reason)
             return None
-        self._failures[origin] = self._retries  # one attempt per hold from now on
         log.warning(
             "robots.txt of %s unreachable (%s): its URLs are disallowed for %.0f s",
             origin,
@@ -306,8 +343,20 @@ class Robots:
         rate = parser.request_rate(self._agent)
         if rate is not None and rate.requests > 0:
             delay = max(delay, rate.seconds / rate.requests)
-        self._keep_parsed(origin, parser)
+        self._keep_parsed(origin, parser, len(text))
         return RobotsRules(packed=zlib.compress(text.encode()), crawl_delay_s=float(delay))
+
+
+def _packed_bytes(rules: RobotsRules | None) -> int:
+    return len(rules.packed) if rules is not None and rules.packed is not None else 0
+
+
+def robots_fetches_for(concurrency: int, per_host: int) -> int:
+    """How many workers may fetch robots.txt at once: enough to start new hosts at the
+    pace of the others, and never all of them, so that hosts already started go on
+    while new ones hang. Every worker on robots.txt, 20 hosts that took connections
+    and never answered held 16 workers a --timeout each, and a live site waited."""
+    return max(1, concurrency // 2, concurrency - per_host)
 
 
 def _slot_of(request: Request) -> str:
@@ -362,6 +411,15 @@ class _Host:
         return delay_s + DELAY_MARGIN_S if delay_s else 0.0
 
 
+def _forget_at(host: _Host) -> float:
+    """When idle `host` may be forgotten: once its delay is over, a dead host's hold
+    (UNREACHABLE_HOLD_S) with it, and a throttled host's backoff has passed once more
+    after its wait (a host kept for each of those was kept for the crawl's life: 10^5
+    dead or once throttled hosts held 10^5 slots)."""
+    forget_at = host.next_start + host.backoff_s
+    return max(forget_at, host.down_until) if host.down is not None else forget_at
+
+
 class HostScheduler:
     """Decides which request starts next, honouring every per-host limit.
 
@@ -385,7 +443,10 @@ class HostScheduler:
         max_retry_after_s: float,
         max_pages: int,
         open_ended: bool = False,
+        max_robots_fetches: int = 1 << 30,
     ) -> None:
+        """`max_robots_fetches`: robots.txt fetches at once, at most; a host whose
+        robots.txt would go past them waits for one to end (see `robots_fetches_for`)."""
         self._frontier = frontier
         self._robots = robots
         self._per_host = per_host
@@ -406,6 +467,8 @@ class HostScheduler:
         self._warned_down = False
         self.failing = 0  # hosts whose last connection failed: reached() has work to do
         self._robots_pending: set[str] = set()
+        self._max_robots_fetches = max_robots_fetches
+        self._awaiting_robots: dict[str, None] = {}  # hosts past that, first come first
         self._stopping = False
         self._open = open_ended  # work may still come from elsewhere: over only at end()
         for host in frontier.hosts():
@@ -438,11 +501,18 @@ class HostScheduler:
             self._arm_timer()
             await waiter
 
-    def release(self, request: Request, *, throttled: bool = False) -> None:
-        """`request` got its record. `throttled`: the host answered 429 or 503."""
+    def release(self, request: Request, *, retry_after_s: float | None = None) -> None:
+        """`request` got its record. `retry_after_s`: the host answered 429 or 503,
+        asking for that wait before another request (0 if it named none). Kept up to
+        --max-retry-after: RFC 9110 10.2.3 asks it of any follow-up request, not only
+        of this URL's retries."""
         host = self._hosts[_slot_of(request)]
+        throttled = retry_after_s is not None
         self._end(host, throttled)
-        if not throttled:
+        if retry_after_s:
+            wait_s = min(retry_after_s, self._max_retry_after_s)
+            host.next_start = max(host.next_start, time.monotonic() + wait_s)
+        elif not throttled:
             host.backoff_s = host.backoff_s / 2 if host.backoff_s > 0.05 else 0.0
         self._after_change(host)
 
@@ -609,25 +679,27 @@ class HostScheduler:
             else:
                 self._make_ready(host, first)
         elif not host.active:
-            heapq.heappush(self._idle, (host.next_start, host.key))
+            heapq.heappush(self._idle, (_forget_at(host), host.key))
 
     def _forget_idle(self, now: float) -> None:
-        """Drop the hosts with nothing to do whose delay is over: a broad crawl would
-        otherwise keep every host it ever saw. One that gets work again starts afresh,
-        its Crawl-delay applied again from robots.txt; a throttled one is kept."""
+        """Drop the hosts with nothing to do once nothing they remember matters any more:
+        a broad crawl would otherwise keep every host it ever saw. One that gets work
+        again starts afresh, its Crawl-delay applied again from robots.txt."""
         idle = self._idle
         while idle and idle[0][0] <= now:
             _, key = heapq.heappop(idle)
             host = self._hosts.get(key)
-            if (
-                host is not None
-                and not (
-                    host.in_heap or host.active or host.retries or host.backoff_s or host.failures
-                )
-                and host.next_start <= now
-                and not self._frontier.queued_for(key)
-            ):
-                del self._hosts[key]
+            if host is None or host.in_heap or host.active or host.retries:
+                continue  # pushed again when it is idle again
+            if self._frontier.queued_for(key):
+                continue
+            forget_at = _forget_at(host)
+            if forget_at > now:  # its hold or its backoff grew since
+                heapq.heappush(idle, (forget_at, key))
+                continue
+            if host.failures:
+                self.failing -= 1
+            del self._hosts[key]
 
     def _make_ready(self, host: _Host, first: bool = False) -> None:
         head = self._head(host)
@@ -644,6 +716,8 @@ class HostScheduler:
             return None
         now = time.monotonic()
         self._forget_idle(now)
+        if self._awaiting_robots:
+            self._wake_awaiting_robots()
         waiting, ready = self._waiting, self._ready
         while waiting and waiting[0][0] <= now:
             self._make_ready(heapq.heappop(waiting)[2])
@@ -661,6 +735,17 @@ class HostScheduler:
                 return job
         return None
 
+    def _wake_awaiting_robots(self) -> None:
+        """Make ready as many hosts waiting to fetch robots.txt as there are places."""
+        awaiting = self._awaiting_robots
+        for _ in range(self._max_robots_fetches - len(self._robots_pending)):
+            if not awaiting:
+                return
+            key = next(iter(awaiting))
+            del awaiting[key]
+            if (host := self._hosts.get(key)) is not None:
+                self._schedule(host)
+
     def _take_from(self, host: _Host, now: float) -> Request | RobotsFetch | Refused | None:
         """A job from `host` if it can start one now."""
         while host.active < self._per_host and host.next_start <= now:
@@ -675,6 +760,9 @@ class HostScheduler:
             rules = self._robots.cached(origin)
             if rules is None:
                 if origin in self._robots_pending:
+                    return None
+                if len(self._robots_pending) >= self._max_robots_fetches:
+                    self._awaiting_robots[host.key] = None
                     return None
                 self._robots_pending.add(origin)
                 self._start(host, now)

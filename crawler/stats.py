@@ -37,6 +37,11 @@ _RECRAWL_COUNTERS = (
 # Rate samples closer together than this replace each other: reading the figures
 # often (an API user polling `stats`) keeps the history short and the last one current.
 RATE_SAMPLE_MIN_S = 1.0
+# Past this many samples the older half of the history keeps every other one: the whole
+# crawl's shape in a bounded list, the last samples (the dashboard's) as they were. It
+# grew by one sample each write of the stats file, every 10 s, for the crawl's life, and
+# each figures read (a --state checkpoint each second, the live line) copied it all.
+RATE_HISTORY_POINTS = 1200
 # Upper bounds of the fetch-time histogram (ms): a Prometheus histogram's `le` buckets.
 LATENCY_BUCKETS_MS = (10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 LAST_ERRORS = 20  # the most recent error records kept for the dashboard
@@ -214,6 +219,24 @@ def by_records(count: tuple[str, int]) -> tuple[int, str]:
     return -records, host
 
 
+class Claims(Protocol):
+    """--max-pages-per-host's records per host, had or to come: in memory, or with
+    --state in its SQLite (crawler/state/host_counts.py)."""
+
+    def __getitem__(self, host: str) -> int: ...
+    def add(self, host: str) -> None: ...
+    def figures(self) -> dict[str, int]:
+        """Every host's (the summary, the stats file's last write)."""
+
+
+class MemoryClaims(Counter[str]):
+    def add(self, host: str) -> None:
+        self[host] += 1
+
+    def figures(self) -> dict[str, int]:
+        return dict(self)
+
+
 class MemoryHostCounts(Counter[str]):
     def add(self, host: str) -> None:
         self[sys.intern(host)] += 1  # the frontier's string for it, while it has work
@@ -236,7 +259,7 @@ class Stats:
         self.sitemaps = 0  # sitemap files queued (--max-sitemaps counts them)
         self.dropped: Counter[str] = Counter()  # URLs not followed, by trap rule or limit
         # Records each host has, or will have, under --max-pages-per-host (empty without it).
-        self.claims_per_host: Counter[str] = Counter()
+        self.claims_per_host: Claims = MemoryClaims()
         self.depth_inexact = 0  # links a page gone past (slow, or the hold full) claimed deeper
         self.fetch_ms = 0.0
         self.previous_runs_s = 0.0
@@ -332,6 +355,8 @@ class Stats:
             history[-1] = sample
         else:
             history.append(sample)
+            if len(history) > RATE_HISTORY_POINTS:
+                del history[1 : len(history) // 2 : 2]  # the first sample stays
 
     def latency_percentile_ms(self, fraction: float) -> float | None:
         """The fetch time under which `fraction` of fetches took, interpolated within its
@@ -405,9 +430,9 @@ class Stats:
     def as_dict(self, exact: bool = False, per_host: bool = True) -> CounterFigures:
         """The counters; `exact`: the top hosts found anew (see `top_hosts`); `per_host`:
         with --max-pages-per-host's claims of every host, which the summary and the
-        stats file's last write keep, and the figures read often (the live line, the
-        dashboard, the stats file every 10 s) and a state's checkpoint (which keeps them
-        as rows) leave out: at 10^6 hosts a copy took 55 ms, 27 MB of JSON."""
+        stats file's last write keep (with --state, read from its claims table), and the
+        figures read often (the live line, the dashboard, the stats file every 10 s)
+        leave out: at 10^6 hosts a copy took 55 ms, 27 MB of JSON."""
         figures: CounterFigures = {
             "records": self.records,
             "statuses": dict(self.statuses),
@@ -433,8 +458,8 @@ class Stats:
             "mean_fetch_ms": round(self.fetch_ms / self.records, 1) if self.records else None,
             "rate_history": [{"t_s": t, "records": n} for t, n in self.rate_history],
         }
-        if self.claims_per_host and per_host:
-            figures["claims_per_host"] = dict(self.claims_per_host)
+        if per_host and (claims := self.claims_per_host.figures()):
+            figures["claims_per_host"] = claims
         if self.previous_pages or self.recrawl:
             figures["recrawl"] = self.recrawl_figures()
         if self.all_processes is not None:
@@ -491,7 +516,7 @@ class Stats:
         self.retries = saved.get("retries", 0)
         self.sitemaps = saved.get("sitemaps", 0)
         self.dropped.update(saved.get("dropped", {}))
-        self.claims_per_host.update(saved.get("claims_per_host", {}))
+        self.claims_per_host = MemoryClaims(saved.get("claims_per_host", {}))
         self.depth_inexact = saved.get("depth_inexact", 0)
         self.fetch_ms = saved.get("fetch_ms_sum", 0.0)
         buckets = saved.get("fetch_ms_buckets", {})

@@ -11,26 +11,33 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import random
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from aiohttp import web
 
 from benchmarks.broad_web import BroadWeb, raise_open_files_limit
+from crawler import Crawler, politeness
 from crawler.engine import MAX_HELD_PAGES
 from crawler.frontier import SITEMAP, MemoryFrontier, Request, SqliteFrontier
 from crawler.politeness import HostScheduler, Robots
 from crawler.state.host_counts import SqliteHostCounts
 from crawler.state.redis import _record as redis_entry
 from crawler.state.redis import _request as redis_request
-from crawler.stats import MemoryHostCounts, Stats
-from tests.conftest import Site, read_records
+from crawler.state.robots import SqliteRobotsRules
+from crawler.stats import RATE_HISTORY_POINTS, MemoryHostCounts, Stats
+from tests.conftest import TEST_SETTINGS, Site, read_records
 from tests.conftest import crawl as crawl_in_process
 from tests.redis_server import RedisServer
 from tests.test_state import Run
@@ -497,3 +504,84 @@ def test_a_ready_host_held_back_meanwhile_waits_instead_of_spinning(monkeypatch)
     assert [host.key for _, _, host in scheduler._waiting] == ["a:80"]
     clock.now += 1
     assert scheduler._take() is request
+
+
+async def test_dead_and_throttled_hosts_are_forgotten_once_their_hold_and_backoff_pass(
+    site: Site, site2: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each host that refused connections, or answered 503, held its slot for the rest
+    of the crawl: at 10^5 hosts a broad crawl's dead and once-throttled hosts."""
+    monkeypatch.setattr(politeness, "UNREACHABLE_HOLD_S", 0.2)
+    dead = []
+    for _ in range(10):
+        with socket.socket() as unused:  # a port nothing listens on: connections are refused
+            unused.bind(("127.0.0.1", 0))
+            dead.append(f"http://127.0.0.1:{unused.getsockname()[1]}")
+    links = [f"{origin}/{n}" for origin in dead for n in range(politeness.UNREACHABLE_AFTER)]
+    site.page("/", "home", [*links, f"{site2.url}/busy", "/slow"])
+    site.page("/slow", "slow", delay_s=0.8)  # the crawl goes on past the hold and backoff
+    site2.page("/busy", status=503)
+    settings = replace(
+        TEST_SETTINGS,
+        any_host=True,
+        allow_private_addresses=True,
+        per_host=1,
+        max_retry_after=0.2,
+        output=str(tmp_path / "o"),
+    )
+    async with Crawler([site.url + "/"], settings) as crawler:
+        await crawler.crawl()
+        scheduler = crawler._opened().scheduler
+
+    errors = Counter(r.get("error") for r in read_records(tmp_path / "o"))
+    assert errors == {None: 3, "connection_error": len(links)}
+    assert scheduler._hosts == {}
+    assert scheduler.failing == 0
+
+
+def test_robots_txt_kept_parsed_or_compressed_is_bounded_by_size_not_only_by_number() -> None:
+    """A robots.txt may be 500 KiB: 2,048 such parsed would take 9 GiB, 4,096 compressed
+    940 MiB (with --state; without it every host's rules are kept, compressed)."""
+    db = sqlite3.connect(":memory:")
+    robots = Robots(
+        fetcher=None,  # type: ignore[arg-type]
+        user_agent="crawler",
+        enabled=True,
+        retries=0,
+        table=SqliteRobotsRules(db),
+    )
+    robots.MAX_PARSED_TEXT_BYTES = 2 * 2**20  # 8 MiB: room for two of these parsed
+    robots.MAX_CACHED_PACKED_BYTES = 2**20  # 16 MiB: and for three compressed
+    rng = random.Random(5)
+    origins = [f"http://127.16.0.{h}:80" for h in range(6)]
+    for h, origin in enumerate(origins):  # 20,000 rules of random paths, about 600 KiB
+        paths = [f"/{rng.getrandbits(96):024x}/" for _ in range(20_000)]
+        text = "User-agent: *\n" + "".join(f"Disallow: {path}\n" for path in [f"/{h}/", *paths])
+        robots._cache(origin, robots._parse(origin, text.encode()))
+        robots._table.put(origin, "crawler", robots._rules[origin])  # as load() keeps them
+
+    assert robots._parsed_bytes <= 2 * 2**20 and len(robots._parsed) == 2
+    assert robots._packed_bytes <= 2**20 and len(robots._rules) == 3
+    assert robots._packed_bytes == sum(len(r.packed or b"") for r in robots._rules.values())
+    for h, origin in enumerate(origins):  # the others read back and parsed again
+        rules = robots.cached(origin)
+        assert rules is not None
+        assert robots.refusal(rules, f"{origin}/{h}/x") == "robots_disallowed"
+        assert robots.refusal(rules, f"{origin}/{h + 1}/x") is None
+
+
+def test_the_rate_history_of_a_crawl_that_runs_for_days_stays_bounded() -> None:
+    """One sample each write of the stats file (10 s): 8,640 a day of --revisit, each
+    copied by every figures read (a --state checkpoint's, each second)."""
+    stats = Stats()
+    now = time.monotonic()
+    for n in range(8_640):  # a day of samples, 10 s apart
+        stats.started, stats.records = now - 10.0 * n, 100 * n
+        stats.sample_rate()
+
+    history = stats.rate_history
+    assert len(history) <= RATE_HISTORY_POINTS
+    assert history[0] == (0.0, 0) and history[-1] == (86_390.0, 863_900)
+    recent = [t for t, _ in history[-RATE_HISTORY_POINTS // 2 :]]
+    assert {b - a for a, b in itertools.pairwise(recent)} == {10.0}  # as sampled
+    assert all(b > a for (a, _), (b, _) in itertools.pairwise(history))

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from crawler import Crawler
+from crawler.state.host_counts import SqliteClaims
 from tests.conftest import TEST_SETTINGS, Site, html, read_records
 from tests.test_cli import run_cli_async
 from tests.test_state import Run
@@ -178,38 +179,61 @@ async def test_many_spellings_still_cost_one_request_and_one_claim(site: Site, t
     assert stats["dropped"] == {}
 
 
-async def test_max_pages_per_host_holds_across_an_interrupted_run(site: Site, tmp_path):
-    for n in range(40):
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+async def test_max_pages_per_host_holds_across_an_interrupted_run(
+    site: Site, tmp_path: Path, how: signal.Signals
+) -> None:
+    """A kill -9 before the first checkpoint (a second) lost the host's claims, and the
+    resumed crawl fetched 28 of its pages under --max-pages-per-host 20."""
+    for n in range(60):
         site.page(f"/p/{n}", str(n), [f"/p/{n + 1}", f"/p/{n + 2}"], delay_s=0.01)
     run = Run(site, tmp_path, "--max-pages-per-host", "20", "--ignore-robots", "--max-depth", "99")
-    await run.interrupted_after(8, signal.SIGINT)
+    await run.interrupted_after(8, how)
 
     code, _ = await run.until_done()
 
     assert code == 0
     assert len({r["url"] for r in read_records(run.output)}) == 20
+    assert len(site.paths()) == 20
 
 
-async def test_a_state_directory_keeps_each_hosts_claims_in_a_table_not_in_every_checkpoint(
-    site: Site, site2: Site, tmp_path: Path
+async def test_a_state_directory_keeps_each_hosts_claims_in_a_table_not_in_memory(
+    site: Site, site2: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each checkpoint (once a second) wrote every host's --max-pages-per-host claims in
-    its JSON figures: 1.65 s at 10^6 hosts. The claims are rows, written for the hosts
-    claimed since (a resume reading them back: the test of an interrupted run above)."""
-    for server in (site, site2):
-        server.page("/", "index", [f"/p{n}" for n in range(10)])
-    seeds = [site.url + "/", site2.url + "/"]
+    its JSON figures (1.65 s at 10^6 hosts), and every host's stayed in memory (108 MiB).
+    They are rows, of which memory keeps the hosts asked about last (a resume reading
+    them back: the tests above); the stats file's last write reads them all."""
+    monkeypatch.setattr(SqliteClaims, "MAX_CACHED", 1)
+    for server, other in ((site, site2), (site2, site)):  # each page links to both hosts
+        server.page("/", "index", [f"/p{n}" for n in range(10)] + [f"{other.url}/"])
+        for n in range(10):
+            server.page(f"/p{n}", str(n), [f"{other.url}/p{n}"])
     state = tmp_path / "state"
-    await crawl_with_stats(tmp_path, seeds, max_pages_per_host=4, state=str(state))
+    settings = replace(
+        TEST_SETTINGS,
+        allow_host=("127.0.0.2",),
+        allow_private_addresses=True,
+        max_pages_per_host=4,
+        state=str(state),
+        stats=str(tmp_path / "stats.json"),
+        output=str(tmp_path / "pages.jsonl"),
+    )
+    async with Crawler([site.url + "/"], settings) as crawler:
+        await crawler.crawl()
+        claims = crawler._opened().stats.claims_per_host
 
+    assert len(site.hits) == len(site2.hits) == 4
+    assert isinstance(claims, SqliteClaims) and len(claims._counts) == 1
     db = sqlite3.connect(state / "crawl.sqlite")
     try:
-        claims = dict(db.execute("SELECT host, records FROM claims"))
+        rows = dict(db.execute("SELECT host, records FROM claims"))
         [(figures,)] = db.execute("SELECT value FROM meta WHERE name = 'stats'")
     finally:
         db.close()
-    assert sorted(claims.values()) == [4, 4] and len(claims) == 2
+    assert sorted(rows.values()) == [4, 4] and len(rows) == 2
     assert "claims_per_host" not in json.loads(figures)
+    assert json.loads((tmp_path / "stats.json").read_text())["claims_per_host"] == rows
 
 
 async def test_expected_missed_urls_survive_a_resume(site: Site, tmp_path):

@@ -4,17 +4,21 @@ head-of-line blocking."""
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import itertools
 import logging
 import socket
+import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
 
-from crawler import politeness
+from crawler import Crawler, politeness
 from crawler.config import DEFAULT_USER_AGENT
-from tests.conftest import Site, by_url, crawl
+from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, read_records
 
 
 def start_gaps(site: Site) -> list[float]:
@@ -24,6 +28,18 @@ def start_gaps(site: Site) -> list[float]:
 
 def robots(site: Site, text: str) -> None:
     site.page("/robots.txt", body=text, content_type="text/plain")
+
+
+async def crawl_every_host(tmp_path: Path, site: Site, **overrides: Any) -> list[dict[str, Any]]:
+    """Crawl from `site`'s home page into any host (loopback ones too), obeying robots.txt."""
+    return await crawl(
+        tmp_path,
+        [site.url + "/"],
+        ignore_robots=False,
+        any_host=True,
+        allow_private_addresses=True,
+        **overrides,
+    )
 
 
 def fan_out(site: Site, pages: int, **page_options) -> None:
@@ -385,3 +401,115 @@ async def test_a_host_that_hangs_up_on_every_connection_fails_its_queued_urls_at
     # The first link's three tries; aiohttp sends each idempotent request once more on a
     # new connection when the server hangs up (RFC 9112 9.3.1).
     assert connections == 2 * politeness.UNREACHABLE_AFTER
+
+
+async def test_an_unreachable_robots_txt_is_tried_once_a_hold_and_its_failures_not_kept(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its --retries first, then one attempt each time the hold is over; a broad crawl
+    kept a count for every host that ever failed (10^5 dead hosts, 10^5 entries)."""
+    monkeypatch.setattr(politeness, "UNREACHABLE_HOLD_S", 0.3)
+    monkeypatch.setattr(politeness, "backoff_s", lambda _attempt: 0.05)
+    caplog.set_level(logging.INFO, "crawler.politeness")
+    with socket.socket() as unused:  # a port nothing listens on: connections are refused
+        unused.bind(("127.0.0.1", 0))
+        dead_url = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    site.page("/", "home", [f"{dead_url}/1", "/slow"])
+    site.page("/slow", "slow", [f"{dead_url}/2"], delay_s=0.6)  # past the hold
+    settings = replace(
+        TEST_SETTINGS, ignore_robots=False, any_host=True, retries=2, output=str(tmp_path / "o")
+    )
+    async with Crawler([site.url + "/"], settings) as crawler:
+        await crawler.crawl()
+        robots = crawler._opened()._robots
+
+    errors = {r["url"]: r.get("error") for r in read_records(tmp_path / "o")}
+    assert errors[f"{dead_url}/1"] == errors[f"{dead_url}/2"] == "robots_unreachable"
+    attempts = [r.message.split(": its")[0] for r in caplog.records if "robots.txt" in r.message]
+    tried, held = f"robots.txt of {dead_url} unreachable (connection_error)", "; trying again"
+    assert attempts == [tried + held, tried + held, tried, tried]  # 2 retries, hold, 1 try
+    assert robots._failures == {}
+
+
+async def test_a_retry_after_is_kept_by_the_whole_host_when_its_url_is_given_up(
+    site: Site, site2: Site, tmp_path: Path
+) -> None:
+    """RFC 9110 10.2.3: Retry-After says how long to wait before a follow-up request,
+    in seconds or as an HTTP-date. With no retry left (or one past --max-retry-after,
+    whose wait is then the cap), the host's next URL went 1 s later whatever it said."""
+    site3 = await Site("127.0.0.3").start()
+    waits = {
+        site: "2",
+        site2: email.utils.formatdate(time.time() + 3, usegmt=True),  # 2-3 s from now
+        site3: "3600",  # past --max-retry-after 2
+    }
+    try:
+        for server, retry_after in waits.items():
+            server.page("/", "index", ["/busy", "/next"])
+            server.page("/busy", status=429, headers={"Retry-After": retry_after})
+            server.page("/next", "next")
+        records = await crawl(
+            tmp_path,
+            [server.url + "/" for server in waits],
+            per_host=1,
+            retries=0,
+            max_retry_after=2,
+            allow_private_addresses=True,
+        )
+    finally:
+        await site3.stop()
+
+    for server in waits:
+        started = {hit.path: hit.started for hit in server.hits}
+        assert started["/next"] - started["/busy"] >= 2.0, server.url
+    assert sorted(r["status"] for r in records) == [200] * 6 + [429] * 3
+
+
+async def test_a_redirect_to_a_host_whose_robots_txt_fails_once_waits_for_its_retries(
+    site: Site, site2: Site, tmp_path: Path
+) -> None:
+    """A link there would have robots.txt asked again (--retries); a redirect there was
+    recorded robots_unreachable after one failure, and its target never fetched."""
+    answers = [web.Response(status=500), web.Response(text="User-agent: *\nDisallow: /no\n")]
+
+    async def flaky(_request: web.Request) -> web.Response:
+        return answers.pop(0)
+
+    site2.handle("/robots.txt", flaky)
+    site2.page("/x", "x")
+    site.page("/", "home", ["/go", "/go-no"])
+    site.redirect("/go", f"{site2.url}/x")
+    site.redirect("/go-no", f"{site2.url}/no")
+    records = by_url(await crawl_every_host(tmp_path, site, retries=2))
+
+    assert (records[f"{site.url}/go"]["status"], records[f"{site.url}/go"]["title"]) == (200, "x")
+    assert records[f"{site.url}/go-no"]["error"] == "robots_disallowed"
+    assert site2.paths() == {"/robots.txt": 2, "/x": 1}
+
+
+async def test_hosts_whose_robots_txt_hangs_leave_workers_to_a_live_site(
+    site: Site, tmp_path: Path
+) -> None:
+    """20 hosts that take connections and never answer, linked before a live site's
+    pages: every worker waited on their robots.txt for a --timeout, and the site too."""
+
+    async def hang(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(3600)
+
+    hanging = [await asyncio.start_server(hang, f"127.0.1.{n}", 0) for n in range(1, 21)]
+    dead = [
+        f"http://127.0.1.{n}:{s.sockets[0].getsockname()[1]}/" for n, s in enumerate(hanging, 1)
+    ]
+    site.page("/", "home", [*dead, *(f"/p{n}" for n in range(20))])
+    for n in range(20):
+        site.page(f"/p{n}", str(n))
+    started = time.monotonic()
+    try:
+        records = await crawl_every_host(tmp_path, site, concurrency=16, timeout=1.0)
+    finally:
+        for server in hanging:
+            server.close()
+
+    pages = [hit.started - started for hit in site.hits if hit.path.startswith("/p")]
+    assert len(pages) == 20 and max(pages) < 0.5  # not after a --timeout
+    assert sorted(r["error"] or "" for r in records)[-20:] == ["robots_unreachable"] * 20

@@ -279,12 +279,8 @@ class LocalStore:
         if claims[host] >= self._max_pages_per_host:
             self.stats.dropped[MAX_PAGES_PER_HOST] += 1
             return False
-        claims[host] += 1
-        self._claimed(host)
+        claims.add(host)
         return True
-
-    def _claimed(self, host: str) -> None:
-        """`host` claimed one more of its records: nothing to keep in memory alone."""
 
 
 def warn_sitemaps_dropped(max_sitemaps: int, dropped: int) -> None:

@@ -49,7 +49,7 @@ from crawler.held import SPILL_FILE
 from crawler.page import Page
 from crawler.sinks import Sinks, WriteFailed, open_sinks
 from crawler.state import LocalStore
-from crawler.state.host_counts import SqliteHostCounts
+from crawler.state.host_counts import SqliteClaims, SqliteHostCounts
 from crawler.state.robots import SqliteRobotsRules
 from crawler.stats import Stats
 from crawler.urls import host_of, visit_keys
@@ -63,9 +63,10 @@ SCHEMA_VERSION = 4
 # log: one row per commit, appended: the page done, each sink's position (JSON, by
 # sink name) and the record count after it, the visited-set keys it claimed,
 # newline-separated, and the filter's expected missed URLs after it.
-# claims (--max-pages-per-host): the records each host has or will have, written at a
-# checkpoint for the hosts claimed since the last (a checkpoint wrote all of them in its
-# stats: 1.65 s at 10^6 hosts, each second). Made if missing, as robots is.
+# claims (--max-pages-per-host): the records each host has or will have, written with
+# the commit that queued them, for the hosts it claimed (a checkpoint wrote all of them
+# in its stats: 1.65 s at 10^6 hosts, each second; and at a checkpoint only, a kill -9
+# lost the claims since, and hosts went past their limit). Made if missing, as robots is.
 # simhash (--extract): each page's fingerprint (16 hex digits) and the first URL that
 # had it, in commit order, committed with the page's record: the near-duplicate
 # index is read back from it on resume.
@@ -149,6 +150,7 @@ class DiskStore(LocalStore):
     sinks: Sinks
     _db: sqlite3.Connection
     _host_counts: SqliteHostCounts
+    _claims: SqliteClaims
     _offset: int  # the output's committed length
     _meta_to_start: dict[str, Any]
     _log_seq: int
@@ -158,7 +160,6 @@ class DiskStore(LocalStore):
         assert settings.state is not None  # open_store() chose this store for it
         self._directory = Path(settings.state)
         self._cookie_jar: CookieJar | None = None
-        self._claims_since_save: set[str] = set()
         self._lock_fd = _lock(self._directory, settings.fresh)
         try:
             self._open(settings, seeds)
@@ -194,6 +195,7 @@ class DiskStore(LocalStore):
             positions, offset = None, 0
             self.stats = Stats()
             self.stats.hosts = self._host_counts = SqliteHostCounts(self._db)
+        self.stats.claims_per_host = self._claims = SqliteClaims(self._db)
         self._offset = offset
         self._meta_to_start = (
             {}
@@ -264,9 +266,9 @@ class DiskStore(LocalStore):
         Without an output file, only the checkpoint's figures and the record count remain.
         """
         stats = Stats(json.loads(meta.get("stats", "{}")))
-        claims = stats.claims_per_host
-        self._claims_since_save.update(claims)  # kept in its stats by an older crawler
-        claims.update(dict(self._db.execute("SELECT host, records FROM claims")))
+        self._db.executemany(  # kept in its stats by an older crawler; a row is newer
+            "INSERT OR IGNORE INTO claims VALUES (?, ?)", stats.claims_per_host.figures().items()
+        )
         stats.hosts = self._host_counts = SqliteHostCounts(self._db)
         counted_to = int(meta.get("stats_offset", 0))
         if output_path is None:
@@ -356,6 +358,8 @@ class DiskStore(LocalStore):
         try:
             self._db.execute("BEGIN")
             self.frontier.push(new)
+            if self._max_pages_per_host:  # its claims, with the URLs they queue
+                self._claims.save()
             self._db.execute(
                 "INSERT INTO log VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -429,23 +433,9 @@ class DiskStore(LocalStore):
             stats = self.stats.as_dict(per_host=False)
             self._set_meta(stats=json.dumps(stats), stats_offset=self._offset)
             self._host_counts.save()
-            self._save_claims()
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise WriteFailed(f"cannot write the crawl state in {self._directory}: {exc}") from None
-
-    def _claimed(self, host: str) -> None:
-        self._claims_since_save.add(host)
-
-    def _save_claims(self) -> None:
-        """Write the claims of the hosts claimed since the last save: in the caller's
-        transaction."""
-        claims = self.stats.claims_per_host
-        self._db.executemany(
-            "INSERT OR REPLACE INTO claims VALUES (?, ?)",
-            [(host, claims[host]) for host in self._claims_since_save],
-        )
-        self._claims_since_save.clear()
 
     def _set_meta(self, **values: Any) -> None:
         self._db.executemany(
@@ -457,6 +447,7 @@ class DiskStore(LocalStore):
         try:
             self._checkpoint()
             self._host_counts.close()
+            self._claims.close()
             self._db.close()
             self.bloom.close()
             self.sinks.close()
