@@ -39,7 +39,6 @@ def test_the_interval_shrinks_on_change_grows_without_and_stays_within_bounds() 
     assert schedule.next_interval_s(190.0, False) == 200.0
 
 
-
 @pytest.mark.parametrize(("rate", "error"), [(1.0, None), (2.5, None), (0.0, "> 0")])
 def test_an_unchanged_page_may_wait_twice_as_long_or_more_next_time(
     rate: float, error: str | None
@@ -53,6 +52,7 @@ def test_an_unchanged_page_may_wait_twice_as_long_or_more_next_time(
         assert error is not None and error in str(exc)
     else:
         assert error is None
+
 
 async def test_rounds_go_on_fetching_each_page_when_due_until_sigterm(
     site: Site, tmp_path: Path
