@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from crawler.config import ConfigError, Settings, meant_url, seed_too_long
+from crawler.credentials import seed_credentials
 from crawler.engine import Crawl
 from crawler.files import check_outputs
 from crawler.hooks import FollowHook, Hooks, PageHook
@@ -114,9 +115,12 @@ class Crawler:
             if inspect.isgeneratorfunction(hook) or inspect.isasyncgenfunction(hook):
                 raise ConfigError(f"{name} must return its answer, not yield it")
         self.settings = settings if settings is not None else Settings()
-        self.seeds = _canonical_seeds(seeds, self.settings.max_url_length)
+        self.seeds, authorizations = seed_credentials(
+            _canonical_seeds(seeds, self.settings.max_url_length)
+        )
         self._hooks = Hooks(follow, on_page) if follow or on_page else None
-        self._client = Client(self.settings, self.seeds)  # reads --cookies FILE, checks the proxy
+        # reads --cookies FILE, checks the proxy
+        self._client = Client(self.settings, self.seeds, authorizations=authorizations)
         self._store: Store | None = None
         self._crawl: Crawl | None = None
         self._task: asyncio.Task[None] | None = None

@@ -58,7 +58,14 @@ from crawler.session import Client
 from crawler.sinks import WriteFailed
 from crawler.state import Store, trap_check
 from crawler.stats import links_left
-from crawler.urls import Scope, canonical_links, canonicalize, host_of, origin_of
+from crawler.urls import (
+    Scope,
+    canonical_links,
+    canonicalize,
+    host_of,
+    origin_of,
+    without_userinfo,
+)
 
 if TYPE_CHECKING:
     from crawler.history import InScope, Previous, PreviousCrawl
@@ -689,11 +696,12 @@ class Crawl:
             page.error = ErrorKind.HTML_TOO_COMPLEX
         base, encoding = response.url, page.encoding
         if parsed.base_href:
-            base = canonicalize(parsed.base_href, base, encoding) or base
+            base = without_userinfo(canonicalize(parsed.base_href, base, encoding) or base)
         page.title = parsed.title
         page.description = parsed.description
         if parsed.canonical_href:
-            page.canonical = canonicalize(parsed.canonical_href, base, encoding)
+            canonical = canonicalize(parsed.canonical_href, base, encoding)
+            page.canonical = without_userinfo(canonical) if canonical else None
         if self._extract is not None:
             await self._extract(page, response.url)
         if self.settings.text:

@@ -31,7 +31,7 @@ from multidict import CIMultiDictProxy
 
 from crawler.errors import ErrorKind
 from crawler.netguard import BlockedAddress
-from crawler.urls import canonicalize
+from crawler.urls import canonicalize, without_userinfo
 
 try:
     import brotli
@@ -443,14 +443,19 @@ def sha1_base32(digest: bytes) -> str:
 
 
 def _request_head(r: aiohttp.ClientResponse) -> bytes:
-    """The request as the site got it: a proxy's credentials were for the proxy alone."""
+    """The request as the site got it, less its secrets: a proxy's credentials were for
+    the proxy alone, and an Authorization header (a seed's user:password, a --header
+    token) keeps its scheme and loses its credentials. Archives are shared; that the
+    request was authenticated, and how, is what a reader needs to know of it."""
     info = r.request_info
     lines = [f"{info.method} {info.url.raw_path_qs} HTTP/1.1"]
-    lines.extend(
-        f"{name}: {value}"
-        for name, value in info.headers.items()
-        if name.lower() != "proxy-authorization"
-    )
+    for name, value in info.headers.items():
+        lowered = name.lower()
+        if lowered == "authorization":
+            scheme = value.strip().partition(" ")[0]
+            lines.append(f"{name}: {scheme} <redacted>" if scheme else f"{name}: <redacted>")
+        elif lowered != "proxy-authorization":
+            lines.append(f"{name}: {value}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
 
 
@@ -577,6 +582,8 @@ class Fetcher:
             if location is None:
                 break
             target = canonicalize(location, base=response.url)
+            if target is not None:  # a Location's user:password is not sent (see credentials)
+                target = without_userinfo(target)
             if target is None or _other_locations(response.headers, location):
                 response.error = ErrorKind.INVALID_REDIRECT
                 break

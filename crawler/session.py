@@ -41,6 +41,7 @@ from crawler.cookies import CookieJar, read_cookies_file
 from crawler.fetch import ACCEPT_ENCODING, PeerRecordingResponse
 from crawler.framing import BrowserFramedResponseHandler
 from crawler.netguard import AddressGuard, connector_options
+from crawler.urls import origin_of
 
 DEFAULT_ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"
 SOCKS_DEFAULT_PORT = 1080
@@ -213,8 +214,12 @@ class Client:
         settings: Settings,
         seeds: Sequence[str] = (),
         environ: Mapping[str, str] = os.environ,
+        authorizations: Mapping[str, str] | None = None,
     ) -> None:
         self._settings = settings
+        # Origin -> the Authorization header its seed's user:password make
+        # (crawler.credentials): sent to that origin, never elsewhere.
+        self._authorizations = authorizations
         self._file_cookies = (
             read_cookies_file(settings.cookies) if isinstance(settings.cookies, str) else []
         )
@@ -260,6 +265,8 @@ class Client:
         """One GET of `url`, redirects not followed: `async with client.get(...) as response`.
 
         `headers` are this request's own (a recrawl's validators)."""
+        if self._authorizations and (sent := self._authorizations.get(origin_of(url))):
+            headers = {**(headers or {}), "Authorization": sent}
         proxy = self._route(url)
         assert self._session is not None, "a Client is used inside `async with`"
         # encoded=True: the request line is the canonical URL byte for byte, as a browser

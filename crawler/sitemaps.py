@@ -37,7 +37,7 @@ from xml.parsers import expat
 from crawler.charset import decoder_for
 from crawler.errors import ErrorKind
 from crawler.frontier import SITEMAP, Request
-from crawler.urls import canonicalize, origin_of
+from crawler.urls import canonicalize, origin_of, without_userinfo
 
 SITEMAP_MAX_URLS = 50_000
 SITEMAP_MAX_BYTES = 50 * 1024 * 1024  # uncompressed, per file
@@ -70,7 +70,7 @@ def sitemaps_of(origin: str, robots_sitemaps: Iterable[str]) -> list[str]:
     """The sitemaps of `origin`: its robots.txt `Sitemap:` lines, or else /sitemap.xml."""
     robots_url = f"{origin}/robots.txt"
     listed = (canonicalize(line.strip(), robots_url) for line in robots_sitemaps)
-    return list(dict.fromkeys(url for url in listed if url is not None)) or [
+    return list(dict.fromkeys(without_userinfo(url) for url in listed if url is not None)) or [
         f"{origin}/sitemap.xml"
     ]
 
@@ -98,6 +98,7 @@ class _Entries:
         url = canonicalize(loc.strip(), sitemap.url)
         if url is None:
             return
+        url = without_userinfo(url)
         if is_sitemap:
             sitemap.sitemaps.append(url)
             return

@@ -498,12 +498,14 @@ def canonical_links(hrefs: Iterable[str], base: str, encoding: str = "utf-8") ->
                 url = resolve(href)
             if url is not None:
                 seen[url] = None
-        return list(seen)
-    canonical = resolver.canonical
-    for href in hrefs:
-        url = canonical(href)
-        if url is not None:
-            seen[url] = None
+    else:
+        canonical = resolver.canonical
+        for href in hrefs:
+            url = canonical(href)
+            if url is not None:
+                seen[url] = None
+    if "@" in joined:  # a link may carry a user:password of its own (`base` has none)
+        return list(dict.fromkeys(without_userinfo(url) if "@" in url else url for url in seen))
     return list(seen)
 
 
@@ -541,6 +543,14 @@ def host_of(url: str) -> str:
     """The host[:port] of a canonical URL, without user info: the unit of scope and politeness."""
     authority = url.split("/", 3)[2]
     return authority.rpartition("@")[2] if "@" in authority else authority
+
+
+def without_userinfo(url: str) -> str:
+    """A canonical URL without its "user:password@", if it has one: the URL the crawl
+    keeps, fetches and writes (crawler.credentials sends a seed's as a header)."""
+    start = url.find("//") + 2
+    at = url.rfind("@", start, url.find("/", start))
+    return url if at == -1 else url[:start] + url[at + 1 :]
 
 
 def origin_of(url: str) -> str:
