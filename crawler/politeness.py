@@ -54,6 +54,34 @@ BACKOFF_BASE_S = 0.5
 # A request reaches the server a little after it starts, by a varying amount; without
 # this margin the server could see two starts a hair closer than the delay.
 DELAY_MARGIN_S = 0.01
+HOST_FAILURES_LOGGED = 10  # lines of each kind about failing hosts; then one that says so
+
+
+class HostFailureLog:
+    """The log lines about failing hosts, the first HOST_FAILURES_LOGGED of each kind.
+
+    A broad crawl meets thousands of dead hosts: a line or three each buried
+    everything else on stderr. Each of their URLs still gets its record with its
+    `error`, which the summary and the stats file count; past the limit, one line
+    says that the rest go unlogged.
+    """
+
+    def __init__(self) -> None:
+        self._lines: dict[str, int] = {}
+
+    def log(self, kind: str, level: int, message: str, *args: object) -> None:
+        """Log `message` % `args` unless HOST_FAILURES_LOGGED lines of `kind` were."""
+        lines = self._lines.get(kind, 0) + 1
+        self._lines[kind] = lines
+        if lines <= HOST_FAILURES_LOGGED:
+            log.log(level, message, *args)
+        elif lines == HOST_FAILURES_LOGGED + 1:
+            log.log(
+                level,
+                "more hosts %s: not logged one by one; their URLs' records have the error, "
+                "and the summary counts them",
+                kind,
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +195,7 @@ class Robots:
         # Of the origins whose robots.txt is being tried again, not of every one that
         # failed: at 10^5 dead hosts that was 10^5 entries for the crawl's life.
         self._failures: dict[str, int] = {}
+        self._failure_log = HostFailureLog()
 
     def cached(self, origin: str) -> RobotsRules | None:
         """The rules for `origin` if they are known and fresh."""
@@ -318,9 +347,17 @@ class Robots:
         reason = response.error or f"HTTP {status}"
         if failures <= self._retries:
             self._failures[origin] = failures
-            log.info("robots.txt of %s unreachable (%s); trying again", origin, reason)
+            self._failure_log.log(
+                "whose robots.txt is tried again",
+                logging.INFO,
+                "robots.txt of %s unreachable (%s); trying again",
+                origin,
+                reason,
+            )
             return None
-        log.warning(
+        self._failure_log.log(
+            "whose robots.txt is unreachable",
+            logging.WARNING,
             "robots.txt of %s unreachable (%s): its URLs are disallowed for %.0f s",
             origin,
             reason,
@@ -465,6 +502,7 @@ class HostScheduler:
         self._active = 0
         self._retrying = 0
         self._warned_down = False
+        self._failure_log = HostFailureLog()
         self.failing = 0  # hosts whose last connection failed: reached() has work to do
         self._robots_pending: set[str] = set()
         self._max_robots_fetches = max_robots_fetches
@@ -534,7 +572,8 @@ class HostScheduler:
         if host.failures < UNREACHABLE_AFTER:
             return
         if host.down is None:
-            log.log(
+            self._failure_log.log(
+                "that failed to connect",
                 logging.INFO if self._warned_down else logging.WARNING,
                 "%s: %d connections in a row failed (%s); its queued URLs get that error "
                 "without a request for %.0f s",

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from crawler import Crawler, politeness
 from crawler.config import DEFAULT_USER_AGENT
+from crawler.politeness import HOST_FAILURES_LOGGED
 from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, read_records
 
 
@@ -513,3 +514,29 @@ async def test_hosts_whose_robots_txt_hangs_leave_workers_to_a_live_site(
     pages = [hit.started - started for hit in site.hits if hit.path.startswith("/p")]
     assert len(pages) == 20 and max(pages) < 0.5  # not after a --timeout
     assert sorted(r["error"] or "" for r in records)[-20:] == ["robots_unreachable"] * 20
+
+
+@pytest.mark.parametrize(
+    ("ignore_robots", "kinds"),
+    [
+        (False, ("whose robots.txt is tried again", "whose robots.txt is unreachable")),
+        (True, ("that failed to connect",)),
+    ],
+)
+async def test_dead_hosts_are_logged_a_few_then_counted_and_each_url_has_its_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, ignore_robots: bool, kinds: tuple[str, ...]
+) -> None:
+    # Nothing listens on port 9 of these addresses: every connection is refused at once.
+    hosts = [f"127.0.1.{n}:9" for n in range(1, 31)]
+    seeds = [f"http://{host}/{path}" for host in hosts for path in ("", "a", "b")]
+    caplog.set_level(logging.INFO, "crawler")
+
+    records = await crawl(
+        tmp_path, seeds, ignore_robots=ignore_robots, retries=1, allow_private_addresses=True
+    )
+
+    assert len(records) == len(seeds) and all(r["error"] for r in records)
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("crawler")]
+    assert len(lines) == len(kinds) * (HOST_FAILURES_LOGGED + 1), lines
+    for kind in kinds:
+        assert sum(line.startswith(f"more hosts {kind}: not logged") for line in lines) == 1
