@@ -250,7 +250,7 @@ class Robots:
             self._parsed.move_to_end(origin)
             return kept[0]
         text = zlib.decompress(rules.packed).decode()
-        return self._keep_parsed(origin, Protego.parse(text), len(text))
+        return self._keep_parsed(origin, parse_robots(text), len(text))
 
     def _keep_parsed(self, origin: str, parser: Protego, text_bytes: int) -> Protego:
         parsed = self._parsed
@@ -372,7 +372,7 @@ class Robots:
         # is "\ufeffUser-agent", which protego does not read: the first group was lost.
         text = body.decode("utf-8-sig", "replace")
         try:
-            parser = Protego.parse(text)
+            parser = parse_robots(text)
         except Exception as exc:  # protego on garbage: treat as no rules, but say so
             log.warning("robots.txt of %s could not be parsed (%s); allowing all", origin, exc)
             return ALLOW_ALL
@@ -382,6 +382,44 @@ class Robots:
             delay = max(delay, rate.seconds / rate.requests)
         self._keep_parsed(origin, parser, len(text))
         return RobotsRules(packed=zlib.compress(text.encode()), crawl_delay_s=float(delay))
+
+
+# The keys protego reads (as of 0.7, its typos of Disallow included), lowercased. RFC
+# 9309 2.2.1 defines only user-agent, allow and disallow, and section 2.1 lets a crawler
+# read others; protego reads these, and would end a group at any other key.
+_ROBOTS_KEYS = frozenset(
+    {
+        *("user-agent", "useragent", "user agent", "allow"),
+        *("disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw"),
+        *("sitemap", "sitemaps", "site-map", "host"),
+        *("crawl-delay", "crawl delay", "request-rate", "request rate"),
+        *("visit-time", "visit time"),
+    }
+)
+_MOST_KEY_WORDS = max(len(key.split()) for key in _ROBOTS_KEYS)
+
+
+def parse_robots(text: str) -> Protego:
+    """robots.txt parsed by protego, less the lines whose key it does not know: it would
+    end the group of user-agent lines above them at such a line, where RFC 9309 (and
+    Google's parser, robots_test.cc's ID_LineSyntax_Groups_OtherRules) go on:
+    "User-agent: FooBot / Invalid-Unknown-Line: x / User-agent: * / Disallow: /"
+    disallows / to FooBot."""
+    return Protego.parse("\n".join(line for line in text.splitlines() if _known_line(line)))
+
+
+def _known_line(line: str) -> bool:
+    """Whether protego reads `line` as one of its keys (or as nothing: a blank line, a
+    comment), as its own reading goes: "key: value", else "key value" of one to three
+    words."""
+    line = line.partition("#")[0].strip()
+    if not line:
+        return True
+    key, colon, _ = line.partition(":")
+    if colon and key.strip().lower() in _ROBOTS_KEYS:
+        return True
+    words = line.lower().split(None, _MOST_KEY_WORDS)
+    return any(" ".join(words[:count]) in _ROBOTS_KEYS for count in range(1, _MOST_KEY_WORDS + 1))
 
 
 def _packed_bytes(rules: RobotsRules | None) -> int:

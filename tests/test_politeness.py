@@ -18,7 +18,7 @@ from aiohttp import web
 
 from crawler import Crawler, politeness
 from crawler.config import DEFAULT_USER_AGENT
-from crawler.politeness import HOST_FAILURES_LOGGED
+from crawler.politeness import HOST_FAILURES_LOGGED, parse_robots
 from tests.conftest import TEST_SETTINGS, Site, by_url, crawl, read_records
 
 
@@ -540,3 +540,68 @@ async def test_dead_hosts_are_logged_a_few_then_counted_and_each_url_has_its_err
     assert len(lines) == len(kinds) * (HOST_FAILURES_LOGGED + 1), lines
     for kind in kinds:
         assert sum(line.startswith(f"more hosts {kind}: not logged") for line in lines) == 1
+
+
+async def test_an_unknown_line_does_not_end_the_group_of_user_agents_above_it(
+    site: Site, tmp_path: Path
+) -> None:
+    # "crawler" and "*" are one group: the unknown line between them ends nothing.
+    robots(site, "User-agent: crawler\nNoindex-Please: /\nUser-agent: *\nDisallow: /private/\n")
+    site.page("/", "index", ["/public", "/private/a"])
+    site.page("/public", "public")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], ignore_robots=False))
+
+    assert site.paths() == {"/robots.txt": 1, "/": 1, "/public": 1}
+    assert records[site.url + "/private/a"]["error"] == "robots_disallowed"
+
+
+# Google's robots_test.cc, the cases of RFC 9309's groups (ID_LineSyntax_Groups*,
+# ID_REPLineNamesCaseInsensitive): (robots.txt, agent, URL, allowed).
+_GROUPS = (
+    "allow: /foo/bar/\n\nuser-agent: FooBot\ndisallow: /\nallow: /x/\nuser-agent: BarBot\n"
+    "disallow: /\nallow: /y/\n\n\nallow: /w/\nuser-agent: BazBot\n\nuser-agent: FooBot\n"
+    "allow: /z/\ndisallow: /\n"
+)
+_SITEMAP_IN_GROUP = (
+    "User-agent: BarBot\nSitemap: https://foo.bar/sitemap\nUser-agent: *\nDisallow: /\n"
+)
+_UNKNOWN_IN_GROUP = (
+    "User-agent: FooBot\nInvalid-Unknown-Line: unknown\nUser-agent: *\nDisallow: /\n"
+)
+GOOGLE_GROUP_CASES = [
+    (_GROUPS, "FooBot", "http://foo.bar/x/b", True),
+    (_GROUPS, "FooBot", "http://foo.bar/z/d", True),
+    (_GROUPS, "FooBot", "http://foo.bar/y/c", False),
+    (_GROUPS, "BarBot", "http://foo.bar/y/c", True),
+    (_GROUPS, "BarBot", "http://foo.bar/w/a", True),
+    (_GROUPS, "BarBot", "http://foo.bar/z/d", False),
+    (_GROUPS, "BazBot", "http://foo.bar/z/d", True),
+    (_GROUPS, "FooBot", "http://foo.bar/foo/bar/", False),
+    (_GROUPS, "BarBot", "http://foo.bar/foo/bar/", False),
+    (_GROUPS, "BazBot", "http://foo.bar/foo/bar/", False),
+    (_SITEMAP_IN_GROUP, "FooBot", "http://foo.bar/", False),
+    (_SITEMAP_IN_GROUP, "BarBot", "http://foo.bar/", False),
+    (_UNKNOWN_IN_GROUP, "FooBot", "http://foo.bar/", False),
+    (_UNKNOWN_IN_GROUP, "BarBot", "http://foo.bar/", False),
+    *[
+        (text, "FooBot", url, allowed)
+        for text in (
+            "USER-AGENT: FooBot\nALLOW: /x/\nDISALLOW: /\n",
+            "user-agent: FooBot\nallow: /x/\ndisallow: /\n",
+            "uSeR-aGeNt: FooBot\nAlLoW: /x/\ndIsAlLoW: /\n",
+        )
+        for url, allowed in (("http://foo.bar/x/y", True), ("http://foo.bar/a/b", False))
+    ],
+    # What protego reads beside RFC 9309's keys still counts, its typos included.
+    ("User-agent: FooBot\nDissallow: /a\n", "FooBot", "http://foo.bar/a", False),
+    ("User agent FooBot\nDisallow /a\n", "FooBot", "http://foo.bar/a", False),
+    ("User-agent: FooBot\nCrawl-delay: 1\nDisallow: /a\n", "FooBot", "http://foo.bar/a", False),
+]
+
+
+@pytest.mark.parametrize(("text", "agent", "url", "allowed"), GOOGLE_GROUP_CASES)
+def test_robots_groups_as_googles_parser_reads_them(
+    text: str, agent: str, url: str, allowed: bool
+) -> None:
+    assert parse_robots(text).can_fetch(url, agent) is allowed
