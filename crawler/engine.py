@@ -60,8 +60,10 @@ from crawler.state import Store, trap_check
 from crawler.stats import links_left
 from crawler.urls import (
     Scope,
+    absolute_links,
     canonical_links,
     canonicalize,
+    document_base,
     host_of,
     origin_of,
     without_userinfo,
@@ -694,9 +696,10 @@ class Crawl:
         page.tree = tree
         if bounded:
             page.error = ErrorKind.HTML_TOO_COMPLEX
-        base, encoding = response.url, page.encoding
+        encoding = page.encoding
+        base: str | None = response.url
         if parsed.base_href:
-            base = without_userinfo(canonicalize(parsed.base_href, base, encoding) or base)
+            base = document_base(parsed.base_href, response.url, encoding)
         page.title = parsed.title
         page.description = parsed.description
         if parsed.canonical_href:
@@ -712,7 +715,10 @@ class Crawl:
         hrefs = parsed.hrefs
         if (refresh := response.headers.get("Refresh")) and (url := refresh_url(refresh)):
             hrefs.append(url)  # the header's refresh, as a <meta http-equiv=refresh>'s
-        page.links = canonical_links(hrefs, base, encoding)
+        if base is not None:
+            page.links = canonical_links(hrefs, base, encoding)
+        else:  # a <base href="mailto:..."> or "ftp://...": no relative link is a page
+            page.links = absolute_links(hrefs, encoding)
         if parsed.noindex:
             page.fields["noindex"] = True
         if parsed.nofollow or not NOFOLLOW.isdisjoint(said):

@@ -509,6 +509,37 @@ def canonical_links(hrefs: Iterable[str], base: str, encoding: str = "utf-8") ->
     return list(seen)
 
 
+def absolute_links(hrefs: Iterable[str], encoding: str = "utf-8") -> list[str]:
+    """Canonical URLs of those of `hrefs` that are absolute http(s) URLs in their own
+    right ("http:x" is "http://x/"), in page order, each once, without userinfo: the
+    links of a page whose base URL takes no relative reference (see document_base)."""
+    seen: dict[str, None] = {}
+    for href in hrefs:
+        url = canonicalize(href, encoding=encoding)
+        if url is not None:
+            seen[without_userinfo(url)] = None
+    return list(seen)
+
+
+def document_base(base_href: str, page_url: str, encoding: str = "utf-8") -> str | None:
+    """The base URL of the page at `page_url` (canonical) whose first <base> has the href
+    `base_href`, as HTML's "set the frozen base URL" makes it: `base_href` resolved
+    against the page's URL (without userinfo); the page's URL if that is no URL, or a
+    data: or javascript: one; None if it is a URL of another scheme (mailto:, ftp://),
+    against which no relative reference resolves to an http(s) URL, so that a browser
+    follows none of the page's relative links."""
+    resolved = canonicalize(base_href, page_url, encoding)
+    if resolved is not None:
+        return without_userinfo(resolved)
+    from ada_url import URL  # only for a page whose <base> is no http(s) URL
+
+    try:
+        scheme = URL(base_href, page_url).protocol
+    except ValueError:  # no URL at all: "http://[bad", "ftp:"
+        return page_url
+    return page_url if scheme in ("data:", "javascript:") else None
+
+
 def _parameter_name(parameter: str) -> str:
     return parameter.partition("=")[0]
 

@@ -7,6 +7,7 @@ import gzip
 import zlib
 
 import brotli
+import pytest
 from aiohttp import web
 
 from tests.conftest import Site, by_url, crawl, html
@@ -805,6 +806,43 @@ async def test_base_href_is_the_base_of_relative_links(site: Site, tmp_path):
 
     assert records[0]["links"] == [site.url + "/docs/page"]
     assert records[1]["title"] == "page"
+
+
+@pytest.mark.parametrize(
+    ("base_href", "relative_base"),
+    [
+        # A URL of another scheme is the base: no relative link resolves to a page.
+        ("mailto:someone@example.com", None),
+        ("ftp://files.example.com/pub/", None),
+        ("tel:+15550100", None),
+        # No URL, or a data: or javascript: one: the page's own URL is the base.
+        ("ftp:", "/dir/"),
+        ("http://[bad/", "/dir/"),
+        ("data:text/html,<p>x", "/dir/"),
+        ("javascript:void(0)", "/dir/"),
+        # A user:password in the base is not kept in the links (nor sent).
+        ("http://u:pw@{host}/other/", "/other/"),
+    ],
+)
+async def test_the_document_base_url_is_what_html_makes_of_base_href(
+    site: Site, tmp_path, base_href: str, relative_base: str | None
+):
+    absolute = f"{site.url}/absolute"
+    links = ["page", "/rooted", f"//{site.host}:{site.port}/scheme-relative", absolute]
+    head = f'<base href="{base_href.format(host=f"{site.host}:{site.port}")}">'
+    site.page("/dir/", "index", links, head=head)
+
+    [record] = await crawl(tmp_path, [site.url + "/dir/"], max_depth=0)
+
+    expected = [absolute]
+    if relative_base is not None:
+        expected = [
+            f"{site.url}{relative_base}page",
+            f"{site.url}/rooted",
+            f"{site.url}/scheme-relative",
+            absolute,
+        ]
+    assert record["links"] == expected
 
 
 async def test_title_and_description_collapse_only_ascii_whitespace_as_document_title_does(
