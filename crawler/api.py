@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from crawler.config import ConfigError, Settings, meant_url, seed_too_long
+from crawler.config import ConfigError, Settings, meant_url, redact_url, seed_too_long
 from crawler.credentials import seed_credentials
 from crawler.engine import Crawl
 from crawler.files import check_outputs
@@ -338,7 +338,8 @@ def _canonical_seeds(seeds: Iterable[str], max_url_length: int) -> list[str]:
         if url is None:
             meant = meant_url(seed) if isinstance(seed, str) else None
             hint = f"; did you mean {meant}?" if meant else ""
-            raise ConfigError(f"seed {seed!r} is not an absolute http(s) URL{hint}")
+            shown = redact_url(seed) if isinstance(seed, str) else seed
+            raise ConfigError(f"seed {shown!r} is not an absolute http(s) URL{hint}")
         if len(url) > max_url_length:
             raise ConfigError(f"a seed is {seed_too_long(url, max_url_length)}")
         canonical.append(url)

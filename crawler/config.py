@@ -1321,15 +1321,22 @@ def read_seeds(path: str, max_url_length: int) -> list[str]:
             )
         url = canonicalize(line)
         if url is None and (meant := meant_url(line)) is not None:
-            _warn(f"{name}:{number}: skipped, {line[:200]!r} has no scheme; did you mean {meant}?")
+            _warn(
+                f"{name}:{number}: skipped, {redact_url(line[:200])!r} has no scheme; "
+                f"did you mean {redact_url(meant)}?"
+            )
         elif url is None:
-            _warn(f"{name}:{number}: skipped, not an absolute http(s) URL: {line[:200]!r}")
+            _warn(
+                f"{name}:{number}: skipped, not an absolute http(s) URL: "
+                f"{redact_url(line[:200])!r}"
+            )
         elif len(url) > max_url_length:
             _warn(f"{name}:{number}: skipped, {seed_too_long(url, max_url_length)}")
         else:
             if _INNER_WHITESPACE.search(line):  # `URL  # the home page` meant as a comment
                 _warn(
-                    f"{name}:{number}: {line[:200]!r} has whitespace in it, read as {url} "
+                    f"{name}:{number}: {redact_url(line[:200])!r} has whitespace in it, read "
+                    f"as {redact_url(url)} "
                     "(as a browser reads it; a comment needs a line of its own)"
                 )
             seeds.append(url)
@@ -1370,7 +1377,8 @@ _INNER_WHITESPACE = re.compile(r"\s")  # in a line stripped of it at both ends
 
 
 def seed_too_long(url: str, max_url_length: int) -> str:
-    return f"{len(url):,} characters, past --max-url-length {max_url_length:,}: {url[:200]!r}"
+    shown = redact_url(url[:200])
+    return f"{len(url):,} characters, past --max-url-length {max_url_length:,}: {shown!r}"
 
 
 def meant_url(text: str) -> str | None:
@@ -1392,7 +1400,7 @@ _OTHER_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(?![0-9])")
 
 def _read_file(path: str) -> bytes:
     if not os.path.exists(path):
-        raise ConfigError(f"seeds file not found: {path}")
+        raise ConfigError(f"seeds file not found: {redact_url(path)}")
     if os.path.isdir(path):
         raise ConfigError(f"seeds file {path} is a directory")
     with open(path, "rb") as f:

@@ -14,7 +14,7 @@ from crawler.config import ConfigError
 from crawler.credentials import seed_credentials
 from crawler.urls import without_userinfo
 from tests.conftest import Site, html, read_records
-from tests.test_cli import run_cli_async
+from tests.test_cli import run_cli_async, run_main
 
 SECRET = "s3cr3t-Pa55"
 TOKEN = base64.b64encode(f"crawler:{SECRET}".encode()).decode()
@@ -121,3 +121,23 @@ def test_a_seeds_credentials_are_percent_decoded_and_one_origin_has_one_pair() -
     with pytest.raises(ConfigError, match="http://h different") as refused:
         seed_credentials(["http://u:pw1@h/", "http://u:pw2@h/x"])
     assert "pw1" not in str(refused.value) and "pw2" not in str(refused.value)
+
+
+def test_a_seeds_password_is_not_printed_in_messages_about_it(tmp_path: Path) -> None:
+    # A URL given where the seeds file goes, and a file whose lines are refused or warned of.
+    refused = run_main(f"https://crawler:{SECRET}@127.0.0.1:9/", "--max-depth", "0")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(
+        f"ftp://crawler:{SECRET}@127.0.0.1:9/\n"
+        f"http://crawler:{SECRET}@127.0.0.1:9/{'x' * 100}\n"
+        f"http://crawler:{SECRET}@127.0.0.1:9/ # the home page\n"
+    )
+    output = str(tmp_path / "o.jsonl")
+    warned = run_main(
+        str(seeds), "--max-url-length", "60", "-o", output, "--ignore-robots", "--retries", "0"
+    )
+
+    assert refused.returncode == 2 and "seeds file not found" in refused.stderr
+    assert len(warned.stderr.splitlines()) > 3, warned.stderr
+    for result in (refused, warned):
+        assert SECRET not in result.stdout + result.stderr
