@@ -334,10 +334,13 @@ def _assemble(scheme: str, authority: str, path: str, query: str | None) -> str:
 class _Base:
     """A canonical URL taken apart once, to resolve many references against it."""
 
-    __slots__ = ("authority", "directory", "origin", "path", "query", "scheme", "url")
+    __slots__ = ("authority", "directory", "origin", "path", "query", "scheme", "url", "userinfo")
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, userinfo: bool = True) -> None:
+        """`userinfo`: whether an absolute reference keeps its "user:password@" (WHATWG's
+        href does; the crawl's links do not: see crawler.credentials)."""
         self.url = url
+        self.userinfo = userinfo
         self.scheme, _, rest = url.partition("://")
         slash = rest.find("/")
         self.authority = rest[:slash]
@@ -354,10 +357,10 @@ class _Base:
                 return None
             rest = reference[match.end() :]
             if scheme != self.scheme or rest.startswith(_TWO_SLASHES):
-                return _absolute(scheme, rest)
+                return self._absolute(scheme, rest)
             reference = rest  # "http:page.html" is relative in browsers, "http:a:b" too
         elif reference.startswith(_TWO_SLASHES):
-            return _absolute(self.scheme, reference)
+            return self._absolute(self.scheme, reference)
         path, query = _split_query(reference)
         if not path:
             return _assemble(
@@ -366,6 +369,12 @@ class _Base:
         if not path.startswith("/"):
             path = self.path[: self.path.rfind("/") + 1] + path
         return _assemble(self.scheme, self.authority, path, query)
+
+    def _absolute(self, scheme: str, rest: str) -> str | None:
+        url = _absolute(scheme, rest)
+        if url is None or self.userinfo or "@" not in url:
+            return url
+        return without_userinfo(url)
 
     def canonical(self, reference: str) -> str | None:
         """The canonical absolute URL of a link found on this page, or None."""
@@ -484,7 +493,7 @@ def canonical_links(hrefs: Iterable[str], base: str, encoding: str = "utf-8") ->
     hrefs = hrefs if isinstance(hrefs, list) else list(hrefs)
     if encoding not in _UTF8_QUERY:  # a legacy page's: most are UTF-8, and pay nothing
         hrefs = [_query_in(href, encoding) for href in hrefs]
-    resolver = _Base(base)
+    resolver = _Base(base, userinfo=False)  # a link's own user:password is not kept
     seen: dict[str, None] = {}
     joined = "\n".join(hrefs)
     if joined.count("\n") == len(hrefs) - 1 and _made_of(joined, _PLAIN_OR_FRAGMENT_BYTES):
@@ -498,14 +507,12 @@ def canonical_links(hrefs: Iterable[str], base: str, encoding: str = "utf-8") ->
                 url = resolve(href)
             if url is not None:
                 seen[url] = None
-    else:
-        canonical = resolver.canonical
-        for href in hrefs:
-            url = canonical(href)
-            if url is not None:
-                seen[url] = None
-    if "@" in joined:  # a link may carry a user:password of its own (`base` has none)
-        return list(dict.fromkeys(without_userinfo(url) if "@" in url else url for url in seen))
+        return list(seen)
+    canonical = resolver.canonical
+    for href in hrefs:
+        url = canonical(href)
+        if url is not None:
+            seen[url] = None
     return list(seen)
 
 
