@@ -78,8 +78,8 @@ class HostFailureLog:
         elif lines == HOST_FAILURES_LOGGED + 1:
             log.log(
                 level,
-                "more hosts %s: not logged one by one; their URLs' records have the error, "
-                "and the summary counts them",
+                "more hosts %s: not logged one by one (each URL that fails gets its record "
+                "with the error, and the summary counts them)",
                 kind,
             )
 
