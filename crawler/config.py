@@ -1327,8 +1327,7 @@ def read_seeds(path: str, max_url_length: int) -> list[str]:
             )
         elif url is None:
             _warn(
-                f"{name}:{number}: skipped, not an absolute http(s) URL: "
-                f"{redact_url(line[:200])!r}"
+                f"{name}:{number}: skipped, not an absolute http(s) URL: {redact_url(line[:200])!r}"
             )
         elif len(url) > max_url_length:
             _warn(f"{name}:{number}: skipped, {seed_too_long(url, max_url_length)}")
