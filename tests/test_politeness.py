@@ -439,15 +439,20 @@ async def test_a_retry_after_is_kept_by_the_whole_host_when_its_url_is_given_up(
     in seconds or as an HTTP-date. With no retry left (or one past --max-retry-after,
     whose wait is then the cap), the host's next URL went 1 s later whatever it said."""
     site3 = await Site("127.0.0.3").start()
-    waits = {
-        site: "2",
-        site2: email.utils.formatdate(time.time() + 3, usegmt=True),  # 2-3 s from now
-        site3: "3600",  # past --max-retry-after 2
-    }
+
+    async def busy_for_3_s(_request: web.Request) -> web.Response:
+        # the date made as it is sent: 2-3 s from then, at a whole second's precision
+        later = email.utils.formatdate(time.time() + 3, usegmt=True)
+        return web.Response(status=429, headers={"Retry-After": later})
+
+    waits = {site: "2", site2: None, site3: "3600"}  # site3's is past --max-retry-after 2
     try:
         for server, retry_after in waits.items():
             server.page("/", "index", ["/busy", "/next"])
-            server.page("/busy", status=429, headers={"Retry-After": retry_after})
+            if retry_after is None:
+                server.handle("/busy", busy_for_3_s)
+            else:
+                server.page("/busy", status=429, headers={"Retry-After": retry_after})
             server.page("/next", "next")
         records = await crawl(
             tmp_path,
