@@ -103,7 +103,12 @@ SHARED_SHAPE = (*SHAPING_SETTINGS, "max_pages")
 GONE_BATCH = 1000
 NO_DEPTH_LIMIT = 1 << 30  # deeper than any crawl goes: take whatever is queued
 TAKE_AHEAD_S = 1.0  # a host with a delay has only what it can start in this much taken
-QUEUE_FORMAT = 3  # of the q:<host> entries and `hosts` (1: JSON, 2: a set); another is refused
+# Of the q:<host> entries, `hosts` and the visited set's slices (1: JSON, 2: `hosts` a
+# set, 3: the shared filter at the whole --fp-rate); another is refused.
+QUEUE_FORMAT = 4
+# The local filter's part of --fp-rate, the shared one has the rest. A tenth: the
+# local filter holds this process's URLs only, and its bits stay few.
+LOCAL_FP_SHARE = 0.1
 
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
 _RANK = r"""
@@ -534,13 +539,16 @@ class RedisStore:
         reaped_wait_s = max(0.0, longest_delay_s - settings.lease_s + self._tick_s)
         self._reaped_wait_ms = round(reaped_wait_s * 1000) if longest_delay_s else 0
         self._check_and_join()
-        self.bloom = visited_set_in_memory(settings, settings.fp_rate / 10)
+        # A URL either filter takes for seen is skipped, so their rates add up: each
+        # approaches twice its own as it grows, and the two shares keep the sum under
+        # twice --fp-rate, as one process's filter is.
+        self.bloom = visited_set_in_memory(settings, settings.fp_rate * LOCAL_FP_SHARE)
         self._recent = RecentKeys()  # in front of it, as in one process
         self._layout = SharedBloomLayout(
-            self._prefix[:-2], settings.expected_urls, settings.fp_rate
+            self._prefix[:-2], settings.expected_urls, settings.fp_rate * (1 - LOCAL_FP_SHARE)
         )
         self.visited_figures = SharedVisitedFigures(
-            self._layout, settings.expected_urls, self.bloom
+            self._layout, settings.expected_urls, self.bloom, settings.fp_rate
         )
         self.frontier = MemoryFrontier()  # URLs taken from Redis, not started yet
         self.stats = Stats()
