@@ -728,8 +728,10 @@ class HostScheduler:
             host.in_heap, host.ready_order = False, None
             job = self._take_from(host, now)
             # A host blocked by anything but time is scheduled again by whatever unblocks
-            # it: a release, new work, or its robots.txt arriving.
-            if job is not None or host.next_start > now:
+            # it: a release, new work, or its robots.txt arriving. One with nothing left
+            # to do (its URLs handed over to another process, --redis) is left to be
+            # forgotten, as an idle host is.
+            if job is not None or host.next_start > now or self._head(host) is None:
                 self._schedule(host, now)  # by the clock of the loop: it ends
             if job is not None:
                 return job
