@@ -11,6 +11,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,13 @@ import pytest
 import redis
 from bitarray import bitarray
 
+from crawler import Crawler as InProcessCrawler
 from crawler.bloom import _hash, _Slice
 from crawler.partition import owner
+from crawler.state.redis import RedisStore
 from crawler.state.redis_bloom import CLAIM_ONLY_LUA, SharedBloomLayout
-from tests.conftest import Site, link_and_fifo
+from crawler.urls import host_of
+from tests.conftest import TEST_SETTINGS, Site, link_and_fifo
 from tests.redis_server import RedisServer
 from tests.test_limits import assert_a_sitemaps_pages_meet_the_per_host_cap, crawl_with_stats
 from tests.test_politeness import fan_out, start_gaps
@@ -531,6 +535,43 @@ async def test_max_pages_counts_across_processes(tmp_path, web, redis_server):
         figures = json.loads(path.read_text())
         assert figures["records"] == len(crawler.records())
         assert figures["all_processes"]["records"] == 50
+
+
+async def test_each_process_counts_its_records_per_host_in_redis_not_in_its_memory(
+    tmp_path, web, redis_server
+):
+    # Each process kept a count for every host it recorded, for the crawl's life: at
+    # 10^6 hosts 100 MiB. Counted in Redis, its figures are what they were, and a
+    # process that leaves takes its counts with it.
+    crawlers, stats = await start_with_stats(2, web.seeds(tmp_path), tmp_path, redis_server.url)
+    await run_all(crawlers)
+
+    for crawler, path in zip(crawlers, stats, strict=True):
+        figures = json.loads(path.read_text())
+        hosts = Counter(host_of(r["url"]) for r in crawler.records())
+        top = sorted(hosts.items(), key=lambda item: (-item[1], item[0]))
+        assert list(figures["hosts_top"].items()) == top
+        assert figures["host_count"] == len(hosts)
+    crawl = crawlers[0].crawl
+    assert list(redis_server.client().scan_iter(f"crawler:{{{crawl}}}:recorded:*")) == []
+
+
+async def test_a_process_keeps_nothing_for_each_host_it_served(tmp_path, web, redis_server):
+    settings = replace(
+        TEST_SETTINGS,
+        output=str(tmp_path / "pages.jsonl"),
+        redis=redis_server.url,
+        crawl_id=crawl_id(),
+        any_host=True,
+    )
+    async with InProcessCrawler([f"{s.url}/p0" for s in web.sites], settings) as crawler:
+        await crawler.crawl()
+        store = crawler._opened().store
+
+    assert crawler.stats["host_count"] == len(web.sites)
+    assert isinstance(store, RedisStore)
+    assert not store._outstanding  # it held an entry for every host served
+    assert not isinstance(store.stats.hosts, dict)  # and a count
 
 
 async def test_redis_going_away_stops_the_crawl_and_a_restart_resumes(tmp_path, web):
