@@ -97,11 +97,17 @@ class Crawler:
 
     @classmethod
     async def start(
-        cls, seeds: Path, output: Path, redis_url: str, crawl: str, *extra: str
+        cls,
+        seeds: Path,
+        output: Path,
+        redis_url: str,
+        crawl: str,
+        *extra: str,
+        robots: bool = False,
     ) -> Crawler:
         command = [sys.executable, "-m", "crawler", str(seeds), "-o", str(output)]
         command += ["--redis", redis_url, "--crawl-id", crawl, "--quiet", "--timeout", "5"]
-        command += ["--any-host", "--retries", "0", "--ignore-robots"]
+        command += ["--any-host", "--retries", "0", *([] if robots else ["--ignore-robots"])]
         # Depths in a shared crawl are those of the path a URL was first found by, not
         # always the shortest: a depth limit could leave pages out, depending on timing.
         command += ["--max-depth", "100", *extra]
@@ -133,13 +139,20 @@ async def start_crawlers(
 
 
 async def start_with_stats(
-    count: int, seeds: Path, tmp_path: Path, redis_url: str, *extra: str
+    count: int, seeds: Path, tmp_path: Path, redis_url: str, *extra: str, robots: bool = False
 ) -> tuple[list[Crawler], list[Path]]:
     """`start_crawlers`, from `seeds`, each process with a --stats file of its own."""
     crawl, stats = crawl_id(), [tmp_path / f"stats-{i}.json" for i in range(count)]
     crawlers = [
         await Crawler.start(
-            seeds, tmp_path / f"pages-{i}.jsonl", redis_url, crawl, *extra, "--stats", str(path)
+            seeds,
+            tmp_path / f"pages-{i}.jsonl",
+            redis_url,
+            crawl,
+            *extra,
+            "--stats",
+            str(path),
+            robots=robots,
         )
         for i, path in enumerate(stats)
     ]
@@ -397,6 +410,32 @@ async def test_a_host_whose_process_left_on_ctrl_c_is_asked_again_no_sooner_than
         await run_all([c for c in crawlers if c is not holder])
         assert {hit.path for hit in site.hits} == {"/", "/p0", "/p1"}
         assert min(start_gaps(site)) >= 1 - 0.02, start_gaps(site)
+    finally:
+        await site.stop()
+
+
+async def test_a_host_taken_over_is_not_asked_for_robots_txt_again(tmp_path, redis_server):
+    """The process that took a host over fetched its robots.txt again: a broad crawl's
+    every hand-over (a process joining or leaving) cost its hosts one more request."""
+    site = await Site().start()
+    try:
+        fan_out(site, 3)
+        site.page("/robots.txt", body="User-agent: *\nDisallow: /p2\n", content_type="text/plain")
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(f"{site.url}/\n")
+        crawlers, _ = await start_with_stats(
+            2, seeds, tmp_path, redis_server.url, "--delay", "0.5", robots=True
+        )
+        await site.hits_reached(3).wait()  # robots.txt, /, /p0
+        locks = redis_server.client().hvals(f"crawler:{{{crawlers[0].crawl}}}:locks")
+        (holder,) = [c for c in crawlers if any(f"-{c.process.pid}-" in m.decode() for m in locks)]
+        holder.process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(holder.process.wait(), 30) == 130
+        await run_all([c for c in crawlers if c is not holder])
+
+        assert site.paths() == Counter({"/robots.txt": 1, "/": 1, "/p0": 1, "/p1": 1})
+        records = {r["url"]: r for c in crawlers for r in c.records()}
+        assert records[f"{site.url}/p2"]["error"] == "robots_disallowed"
     finally:
         await site.stop()
 

@@ -16,6 +16,8 @@ Keys, all under the hash tag `{<crawl-id>}` (the visited set's shards aside, see
                     for http://host/p, "s/p" for https://), one elsewhere a network-
                     path reference ("//other/p", "s//other/p"); no referrer is ""
     inflight:<id>   hash: a member's taken URLs ("host entry") -> host
+    robots:<agent> <origin>
+                    robots.txt rules a process read, for the others, expiring with them
     recorded:<id>   sorted set: host -> minus the records a member wrote of it (its
                     summary's figures per host: kept here, not in its memory)
     locks, held:<id>, free
@@ -35,6 +37,8 @@ queues and its hosts are freed.
 Each host is served by one process at a time: a process hands a host over only
 when it has nothing of the host in flight, and with the time its next request may
 start, so per-host slots, delays, Crawl-delay and robots.txt stay local and exact.
+The robots.txt rules a process reads are shared: a host handed over is not asked
+for robots.txt again.
 """
 
 from __future__ import annotations
@@ -49,9 +53,10 @@ import math
 import os
 import secrets
 import socket
+import struct
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import hiredis
@@ -62,7 +67,7 @@ from crawler.cookies import CookieJar
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, UNLINKED, MemoryFrontier, Request
 from crawler.page import Page
 from crawler.partition import owner
-from crawler.politeness import HostScheduler
+from crawler.politeness import HostScheduler, RobotsRules
 from crawler.sinks import WriteFailed, open_sinks
 from crawler.state import (
     MAX_PAGES_PER_HOST,
@@ -513,6 +518,47 @@ def _end_of_last_line(path: str) -> int | None:
     return 0
 
 
+class SharedRobotsRules:
+    """robots.txt rules in Redis, one key an origin (a `SharedRules`): robots.txt as
+    fetched (zlib-compressed, as crawler.politeness keeps it) after its Crawl-delay, a
+    double; expiring when the rules do (RFC 9309 2.4: 24 hours at most). Rules that
+    say robots.txt could not be had are not shared: they last a minute."""
+
+    def __init__(
+        self, call: Callable[[tuple[str | None, bytes]], Awaitable[Any]], prefix: str
+    ) -> None:
+        self._call = call
+        self._prefix = prefix + "robots:"
+
+    async def get(self, origin: str, agent: str) -> RobotsRules | None:
+        key = f"{self._prefix}{agent} {origin}"
+        try:  # a lost Redis ends the crawl at the next heartbeat: fetch meanwhile
+            value, left_ms = await asyncio.gather(
+                self._call(_plain_command("GET", key)), self._call(_plain_command("PTTL", key))
+            )
+        except WriteFailed:
+            return None
+        if value is None or left_ms <= 0:
+            return None
+        (crawl_delay_s,) = struct.unpack_from("<d", value)
+        return RobotsRules(
+            packed=value[8:] or None,
+            expires_at=time.monotonic() + left_ms / 1000,
+            crawl_delay_s=crawl_delay_s,
+            restored=True,
+        )
+
+    async def put(self, origin: str, agent: str, rules: RobotsRules) -> None:
+        left_ms = round((rules.expires_at - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            return
+        value = struct.pack("<d", rules.crawl_delay_s) + (rules.packed or b"")
+        with contextlib.suppress(WriteFailed):  # as in `get`
+            await self._call(
+                _plain_command("SET", f"{self._prefix}{agent} {origin}", value, "PX", left_ms)
+            )
+
+
 class RecordedHosts:
     """This process's records per host (a `HostCounts`), counted in Redis by each
     commit, in the member's `recorded:<id>`: kept in memory, every host's count took
@@ -547,7 +593,8 @@ class RedisStore:
     # The breadth-first gate is off: other processes hold pages we don't see.
     gate: CheckedClaims | None = None
     previous_round: PreviousCrawl | None = None  # --revisit: set by _check_and_join()
-    robots: RulesTable | None = None  # each process reads robots.txt for the hosts it is given
+    robots: RulesTable | None = None  # robots.txt rules are `shared_robots`, read by `load`
+    shared_robots: SharedRobotsRules
     _record_args: Callable[[Page], tuple[str, bytes, str, str, str, str]] | None = None
     _previous_prefix = ""  # --revisit: the previous round's, whose rows are moved to ours
 
@@ -599,6 +646,7 @@ class RedisStore:
         self.sinks = open_sinks(settings, positions)
         self._connection: RedisConnection | None = None
         self._connecting = asyncio.Lock()
+        self.shared_robots = SharedRobotsRules(self._call, self._prefix)
         self._lost = False
         self._scheduler: HostScheduler | None = None
         self._members: list[str] = [self.member]
