@@ -440,6 +440,37 @@ async def test_a_host_taken_over_is_not_asked_for_robots_txt_again(tmp_path, red
         await site.stop()
 
 
+async def test_urls_taken_for_a_process_that_never_saw_them_are_given_back_as_it_leaves(
+    tmp_path, redis_server
+):
+    """A take that Redis ran and whose answer the process lost (its feeder cancelled as
+    its crawl ended on Ctrl-C) left URLs in its in-flight hash: it left without them, no
+    one reaps a member gone, and the other processes waited for them forever."""
+    site = await Site().start()
+    try:
+        fan_out(site, 2)
+        site.page("/lost", "lost")
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(f"{site.url}/\n")
+        crawlers, _ = await start_with_stats(2, seeds, tmp_path, redis_server.url, "--delay", "1")
+        await site.hits_reached(1).wait()
+        client = redis_server.client()
+        prefix = f"crawler:{{{crawlers[0].crawl}}}:"
+        (member,) = [m.decode() for m in client.hvals(prefix + "locks")]
+        (holder,) = [c for c in crawlers if f"-{c.process.pid}-" in member]
+        host = site.url.removeprefix("http://")
+        client.hset(f"{prefix}inflight:{member}", f"{host} 1 /lost /", host)  # as `take` does
+        client.hincrby(prefix + "counts", "inflight", 1)
+        client.hincrby(prefix + "counts", "started", 1)
+        holder.process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(holder.process.wait(), 30) == 130
+        await run_all([c for c in crawlers if c is not holder])
+
+        assert site.paths()["/lost"] == 1
+    finally:
+        await site.stop()
+
+
 async def test_two_join_at_once_and_a_late_joiner(tmp_path, redis_server):
     the_web = await make_web(6, 40, 0.05)
     try:

@@ -741,12 +741,23 @@ class RedisStore:
     def _leave(self) -> None:
         """Give back the URLs taken and not finished, and every host held, each free
         from when its next request may start: the process that takes a host over
-        waits out its delay from our last request to it."""
-        by_host: dict[str, list[bytes]] = defaultdict(list)
-        for (_, url), item in self._taken.items():
-            by_host[host_of(url)].append(item)
+        waits out its delay from our last request to it.
+
+        What is given back is what Redis has in flight for us, in the order taken where
+        we know it: a take whose answer was lost, as the crawl's end cancelled the
+        feeder, moved URLs there that we never saw, and nothing reaps a member gone."""
         client = self._sync_client()
         try:
+            inflight = cast(
+                "dict[bytes, bytes]", client.hgetall(self._prefix + "inflight:" + self.member)
+            )
+            by_host: dict[str, list[bytes]] = defaultdict(list)
+            for (_, url), item in self._taken.items():
+                by_host[host_of(url)].append(item)
+            for entry, entry_host in inflight.items():
+                item, items = entry[len(entry_host) + 1 :], by_host[entry_host.decode()]
+                if item not in items:
+                    items.append(item)
             held = cast("set[bytes]", client.smembers(self._prefix + "held:" + self.member))
             pipe = client.pipeline(transaction=False)
             for host in {h.decode() for h in held} | by_host.keys():
