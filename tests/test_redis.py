@@ -861,24 +861,28 @@ async def test_processes_share_the_near_duplicate_index(tmp_path, redis_server):
     assert {r["near_duplicate_of"] for r in records if r["url"] not in firsts} == set(firsts)
 
 
+async def crawl_a_page_of_links(
+    tmp_path: Path, site: Site, server: RedisServer, links: int, **overrides: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Crawl, sharing it through `server`, a site whose home page links to `links`
+    pages: the records, and the visited set's figures."""
+    site.page("/", "index", [f"/p{n}" for n in range(links)])
+    records, stats = await crawl_with_stats(
+        tmp_path, [site.url + "/"], redis=server.url, crawl_id=crawl_id(), **overrides
+    )
+    return records, stats["visited"]
+
+
 async def test_the_figures_describe_the_shared_visited_set_that_decides(
     tmp_path, site: Site, redis_server
 ):
     # The filter is sized far too small, so that it grows and takes some new URLs for
     # seen ones: the figures must say about as many as went missing. They were the
     # local filter's, at a tenth of the rate asked for, and said a tenth of the misses.
-    site.page("/", "index", [f"/p{n}" for n in range(1000)])
-
-    records, stats = await crawl_with_stats(
-        tmp_path,
-        [site.url + "/"],
-        redis=redis_server.url,
-        crawl_id=crawl_id(),
-        expected_urls=50,
-        fp_rate=0.05,
+    records, visited = await crawl_a_page_of_links(
+        tmp_path, site, redis_server, 1000, expected_urls=50, fp_rate=0.05
     )
 
-    visited = stats["visited"]
     missed = 1001 - len(records)
     assert (visited["target_fp_rate"], visited["capacity"]) == (0.05, 50)
     assert visited["urls"] == len(records)  # every URL the shared filter took as new
@@ -893,19 +897,10 @@ async def test_a_shared_visited_set_grown_five_times_stays_under_twice_its_targe
     # shared filter alone approached twice the target as it grew, and the local filter
     # in front of it, at a tenth of the target, added its own: 3,001 URLs against
     # --expected-urls 100 at 0.01 reported 0.0206 (30,000 against 1,000 did too).
-    site.page("/", "index", [f"/p{n}" for n in range(3000)])
-
-    _, stats = await crawl_with_stats(
-        tmp_path,
-        [site.url + "/"],
-        redis=redis_server.url,
-        crawl_id=crawl_id(),
-        expected_urls=100,
-        fp_rate=0.01,
-        max_pages=1,
+    _, visited = await crawl_a_page_of_links(
+        tmp_path, site, redis_server, 3000, expected_urls=100, fp_rate=0.01, max_pages=1
     )
 
-    visited = stats["visited"]
     assert visited["slices"] == 5 and visited["target_fp_rate"] == 0.01
     assert 0.015 < visited["fp_rate"] < 0.02
 
