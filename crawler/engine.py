@@ -311,6 +311,7 @@ class Crawl:
             retries=settings.retries,
             archive=archive,
             table=store.robots,
+            shared=store.shared_robots,
         )
         self._remaining = settings.max_pages - self.stats.records if settings.max_pages else None
         self.scheduler = HostScheduler(

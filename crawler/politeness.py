@@ -110,6 +110,19 @@ class RulesTable(Protocol):
         """Keep `origin`'s rules for `agent`, at once: a kill after this does not lose them."""
 
 
+class SharedRules(Protocol):
+    """Where the processes of a shared crawl (--redis) keep robots.txt rules for each
+    other (crawler/state/redis.py): a host handed over to another process comes with
+    its rules, not with a fetch of robots.txt again."""
+
+    async def get(self, origin: str, agent: str) -> RobotsRules | None:
+        """`origin`'s rules for `agent` if another process read them and they are fresh,
+        `restored` (that process may have fetched from the host just before)."""
+
+    async def put(self, origin: str, agent: str, rules: RobotsRules) -> None:
+        """Share `origin`'s rules for `agent` until they expire."""
+
+
 @dataclass(frozen=True, slots=True)
 class RobotsFetch:
     """A job for a worker: fetch robots.txt for `origin`, whose host slot it occupies."""
@@ -158,6 +171,7 @@ class Robots:
     (--state), the rules are kept there as soon as they are read, so a resumed
     crawl does not fetch them again, and only the `MAX_CACHED` origins used most
     recently keep them in memory: the others' are read back when their host is due.
+    With `shared` rules (--redis) likewise, read back in place of a fetch.
     Both are bounded by size as well as by number: a robots.txt may be 500 KiB
     (ROBOTS_MAX_BYTES), and protego keeps about 8 bytes a byte of text (4.5 MiB
     for 547 KiB of Disallow lines, 234 KiB compressed): 2,048 such parsed would
@@ -178,9 +192,12 @@ class Robots:
         retries: int,
         archive: Archive | None = None,
         table: RulesTable | None = None,
+        shared: SharedRules | None = None,
     ) -> None:
         self._fetcher = fetcher
         self._table = table
+        self._shared = shared
+        self._bounded = table is not None or shared is not None  # the rules kept elsewhere
         self._archive = archive  # given each fetch's exchanges, with --warc
         self._agent = product_token(user_agent)
         self._enabled = enabled
@@ -209,11 +226,13 @@ class Robots:
     def _recalled(self, origin: str) -> RobotsRules | None:
         """`origin`'s rules, fresh or not: from memory, or else from the table."""
         rules = self._rules.get(origin)
-        if self._table is None:
+        if not self._bounded:
             return rules
         if rules is not None:
             self._rules.move_to_end(origin)
             return rules
+        if self._table is None:  # shared ones are read back by `load`, which may wait
+            return None
         rules = self._table.get(origin, self._agent)
         if rules is not None:
             self._cache(origin, rules)
@@ -224,7 +243,7 @@ class Robots:
         replaced = held.pop(origin, None)
         self._packed_bytes += _packed_bytes(rules) - _packed_bytes(replaced)
         held[sys.intern(origin)] = rules
-        if self._table is None:
+        if not self._bounded:
             return
         while len(held) > 1 and (
             len(held) > self.MAX_CACHED or self._packed_bytes > self.MAX_CACHED_PACKED_BYTES
@@ -276,7 +295,7 @@ class Robots:
         rules = None
         try:
             try:
-                rules = await self._fetch(origin)
+                rules = await self._shared_or_fetched(origin)
             except Exception:  # a bug: the host's URLs get records saying so, for a while
                 log.exception("internal error on %s/robots.txt", origin)
                 rules = RobotsRules(
@@ -291,6 +310,19 @@ class Robots:
         finally:
             del self._pending[origin]
             future.set_result(rules)
+        return rules
+
+    async def _shared_or_fetched(self, origin: str) -> RobotsRules | None:
+        """`origin`'s rules as another process read them (--redis), or else fetched,
+        and then shared."""
+        shared = self._shared
+        if shared is None:
+            return await self._fetch(origin)
+        rules = await shared.get(origin, self._agent)
+        if rules is None:
+            rules = await self._fetch(origin)
+            if rules is not None and rules.denied is None:
+                await shared.put(origin, self._agent, rules)
         return rules
 
     def state(self, origin: str) -> str:
@@ -805,8 +837,10 @@ class HostScheduler:
             host.in_heap, host.ready_order = False, None
             job = self._take_from(host, now)
             # A host blocked by anything but time is scheduled again by whatever unblocks
-            # it: a release, new work, or its robots.txt arriving.
-            if job is not None or host.next_start > now:
+            # it: a release, new work, or its robots.txt arriving. One with nothing left
+            # to do (its URLs handed over to another process, --redis) is left to be
+            # forgotten, as an idle host is.
+            if job is not None or host.next_start > now or self._head(host) is None:
                 self._schedule(host, now)  # by the clock of the loop: it ends
             if job is not None:
                 return job

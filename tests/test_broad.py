@@ -444,6 +444,29 @@ async def test_hosts_with_nothing_to_do_are_forgotten_once_their_delay_is_over()
     assert list(scheduler._hosts) == ["a:80"]
 
 
+async def test_a_host_handed_over_before_its_work_started_is_forgotten_too() -> None:
+    """--redis: a host taken over with a wait (`hold`) whose URLs go back to Redis
+    before any started (another hand-over) was kept for the crawl's life."""
+    robots = Robots(fetcher=None, user_agent="crawler", enabled=False, retries=0)  # type: ignore[arg-type]
+    frontier = MemoryFrontier()
+    scheduler = one_at_a_time(frontier, robots)
+    handed_over = Request("http://a:80/1", 1, None)
+    frontier.push([handed_over])
+    scheduler.hold("a:80", 0.05)
+    scheduler.add([handed_over])
+    assert frontier.pop("a:80") is handed_over  # given back before its wait is over
+    await asyncio.sleep(0.06)
+
+    for url in ("http://b:80/1", "http://c:80/1"):
+        request = Request(url, 1, None)
+        frontier.push([request])
+        scheduler.add([request])
+        assert await scheduler.next_job() is request
+        scheduler.release(request)
+
+    assert list(scheduler._hosts) == ["c:80"]
+
+
 async def test_of_the_hosts_ready_the_one_with_the_shallowest_next_page_goes_first() -> None:
     robots = Robots(fetcher=None, user_agent="crawler", enabled=False, retries=0)  # type: ignore[arg-type]
     frontier = MemoryFrontier()

@@ -27,7 +27,7 @@ from crawler.urls import TrapRules, host_of, visit_key, visit_keys
 
 if TYPE_CHECKING:
     from crawler.history import PreviousCrawl, Unreached
-    from crawler.politeness import HostScheduler, RulesTable
+    from crawler.politeness import HostScheduler, RulesTable, SharedRules
     from crawler.simhash import SimhashIndex
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,10 @@ class Store(Protocol):
     @property
     def robots(self) -> RulesTable | None:
         """Where robots.txt rules outlive the process, if anywhere."""
+
+    @property
+    def shared_robots(self) -> SharedRules | None:
+        """Where other processes of the crawl read robots.txt rules too, if any."""
 
     @property
     def visited_figures(self) -> VisitedSet:
@@ -192,6 +196,7 @@ class LocalStore:
     gate: CheckedClaims | None = None
     previous_round: PreviousCrawl | None = None  # --revisit's rounds are read from files here
     robots: RulesTable | None = None
+    shared_robots: SharedRules | None = None
     visited: Visited
     stats: Stats
     bloom: BloomFilter

@@ -16,6 +16,10 @@ Keys, all under the hash tag `{<crawl-id>}` (the visited set's shards aside, see
                     for http://host/p, "s/p" for https://), one elsewhere a network-
                     path reference ("//other/p", "s//other/p"); no referrer is ""
     inflight:<id>   hash: a member's taken URLs ("host entry") -> host
+    robots:<agent> <origin>
+                    robots.txt rules a process read, for the others, expiring with them
+    recorded:<id>   sorted set: host -> minus the records a member wrote of it (its
+                    summary's figures per host: kept here, not in its memory)
     locks, held:<id>, free
                     which member serves a host now, the hosts a member holds, and
                     when a host's next request may start after a hand-over
@@ -33,6 +37,8 @@ queues and its hosts are freed.
 Each host is served by one process at a time: a process hands a host over only
 when it has nothing of the host in flight, and with the time its next request may
 start, so per-host slots, delays, Crawl-delay and robots.txt stay local and exact.
+The robots.txt rules a process reads are shared: a host handed over is not asked
+for robots.txt again.
 """
 
 from __future__ import annotations
@@ -47,9 +53,10 @@ import math
 import os
 import secrets
 import socket
+import struct
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import hiredis
@@ -60,7 +67,7 @@ from crawler.cookies import CookieJar
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, UNLINKED, MemoryFrontier, Request
 from crawler.page import Page
 from crawler.partition import owner
-from crawler.politeness import HostScheduler
+from crawler.politeness import HostScheduler, RobotsRules
 from crawler.sinks import WriteFailed, open_sinks
 from crawler.state import (
     MAX_PAGES_PER_HOST,
@@ -79,7 +86,7 @@ from crawler.state.redis_bloom import (
     SharedVisitedFigures,
 )
 from crawler.state.redis_connection import RedisConnection
-from crawler.stats import Stats, previous_reached
+from crawler.stats import TOP_HOSTS, Stats, previous_reached
 from crawler.urls import host_of, visit_key, visit_keys
 
 if TYPE_CHECKING:
@@ -103,7 +110,12 @@ SHARED_SHAPE = (*SHAPING_SETTINGS, "max_pages")
 GONE_BATCH = 1000
 NO_DEPTH_LIMIT = 1 << 30  # deeper than any crawl goes: take whatever is queued
 TAKE_AHEAD_S = 1.0  # a host with a delay has only what it can start in this much taken
-QUEUE_FORMAT = 3  # of the q:<host> entries and `hosts` (1: JSON, 2: a set); another is refused
+# Of the q:<host> entries, `hosts` and the visited set's slices (1: JSON, 2: `hosts` a
+# set, 3: the shared filter at the whole --fp-rate); another is refused.
+QUEUE_FORMAT = 4
+# The local filter's part of --fp-rate, the shared one has the rest. A tenth: the
+# local filter holds this process's URLs only, and its bits stay few.
+LOCAL_FP_SHARE = 0.1
 
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
 _RANK = r"""
@@ -153,7 +165,7 @@ for _, dead in ipairs(redis.call('ZRANGEBYSCORE', members, '-inf', now)) do
       if ARGV[5] ~= '0' then redis.call('HSET', P .. 'free', host, now + tonumber(ARGV[5])) end
     end
   end
-  redis.call('DEL', inflight, P .. 'held:' .. dead)
+  redis.call('DEL', inflight, P .. 'held:' .. dead, P .. 'recorded:' .. dead)
   redis.call('ZREM', members, dead)
 end
 local c = redis.call('HMGET', P .. 'counts', 'queued', 'inflight', 'started', 'gone_listed',
@@ -253,7 +265,8 @@ return n
 # the previous crawl's pages it shows are there, counted crawl-wide for those gone:
 # stats.previous_reached), shape or '', a host to
 # take more URLs of, how many, max_pages, max_pages_per_host, max_sitemaps, the
-# deepest of them to take, then claim_args() of the candidates, then per candidate
+# deepest of them to take, the host of the record (counted in the member's
+# `recorded:<id>`), then claim_args() of the candidates, then per candidate
 # its host, JSON and limit ('h': --max-pages-per-host, 's': --max-sitemaps, '-':
 # none). One atomic step:
 # claim the candidates, queue the new ones within the limits, take the done URL out
@@ -267,7 +280,7 @@ _COMMIT = (
     + r"""
 local P, me, done, shape = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 local bf = string.sub(P, 1, -3)
-local c, counts = claim_parse(12), {}
+local c, counts = claim_parse(13), {}
 local ready, top = claim_ready(bf, c, counts)
 if not ready then return {'stale', top} end
 if shape ~= '' then
@@ -280,7 +293,10 @@ if done ~= '' then
   redis.call('HINCRBY', P .. 'counts', 'inflight', -1)
 end
 local recorded = tonumber(ARGV[4])
-if recorded > 0 then redis.call('HINCRBY', P .. 'counts', 'records', 1) end
+if recorded > 0 then
+  redis.call('HINCRBY', P .. 'counts', 'records', 1)
+  redis.call('ZINCRBY', P .. 'recorded:' .. me, -1, ARGV[12])
+end
 if recorded > 1 then redis.call('HINCRBY', P .. 'counts', 'previous_seen', recorded - 1) end
 local per_host, max_sitemaps = tonumber(ARGV[9]), tonumber(ARGV[10])
 local queued = 0
@@ -502,6 +518,72 @@ def _end_of_last_line(path: str) -> int | None:
     return 0
 
 
+class SharedRobotsRules:
+    """robots.txt rules in Redis, one key an origin (a `SharedRules`): robots.txt as
+    fetched (zlib-compressed, as crawler.politeness keeps it) after its Crawl-delay, a
+    double; expiring when the rules do (RFC 9309 2.4: 24 hours at most). Rules that
+    say robots.txt could not be had are not shared: they last a minute."""
+
+    def __init__(
+        self, call: Callable[[tuple[str | None, bytes]], Awaitable[Any]], prefix: str
+    ) -> None:
+        self._call = call
+        self._prefix = prefix + "robots:"
+
+    async def get(self, origin: str, agent: str) -> RobotsRules | None:
+        key = f"{self._prefix}{agent} {origin}"
+        try:  # a lost Redis ends the crawl at the next heartbeat: fetch meanwhile
+            value, left_ms = await asyncio.gather(
+                self._call(_plain_command("GET", key)), self._call(_plain_command("PTTL", key))
+            )
+        except WriteFailed:
+            return None
+        if value is None or left_ms <= 0:
+            return None
+        (crawl_delay_s,) = struct.unpack_from("<d", value)
+        return RobotsRules(
+            packed=value[8:] or None,
+            expires_at=time.monotonic() + left_ms / 1000,
+            crawl_delay_s=crawl_delay_s,
+            restored=True,
+        )
+
+    async def put(self, origin: str, agent: str, rules: RobotsRules) -> None:
+        left_ms = round((rules.expires_at - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            return
+        value = struct.pack("<d", rules.crawl_delay_s) + (rules.packed or b"")
+        with contextlib.suppress(WriteFailed):  # as in `get`
+            await self._call(
+                _plain_command("SET", f"{self._prefix}{agent} {origin}", value, "PX", left_ms)
+            )
+
+
+class RecordedHosts:
+    """This process's records per host (a `HostCounts`), counted in Redis by each
+    commit, in the member's `recorded:<id>`: kept in memory, every host's count took
+    77 bytes a host (and kept its name), 100 MiB at 10^6 hosts. The figures are those
+    read last, with the visited set's (every VISITED_COUNT_S, and at the end)."""
+
+    def __init__(self) -> None:
+        self._top: list[tuple[str, int]] = []
+        self._hosts = 0
+
+    def add(self, host: str) -> None:
+        """Counted in Redis by the commit that records the page."""
+
+    def most_common(self, n: int) -> list[tuple[str, int]]:
+        return self._top[:n]
+
+    def __len__(self) -> int:
+        return self._hosts
+
+    def update(self, top: list[tuple[str, int]], hosts: int) -> None:
+        """The TOP_HOSTS hosts with most records (ties by name, as `by_records`), and
+        how many hosts have records."""
+        self._top, self._hosts = top, hosts
+
+
 class RedisStore:
     """The Store of a process that shares its crawl with others through Redis."""
 
@@ -511,7 +593,8 @@ class RedisStore:
     # The breadth-first gate is off: other processes hold pages we don't see.
     gate: CheckedClaims | None = None
     previous_round: PreviousCrawl | None = None  # --revisit: set by _check_and_join()
-    robots: RulesTable | None = None  # each process reads robots.txt for the hosts it is given
+    robots: RulesTable | None = None  # robots.txt rules are `shared_robots`, read by `load`
+    shared_robots: SharedRobotsRules
     _record_args: Callable[[Page], tuple[str, bytes, str, str, str, str]] | None = None
     _previous_prefix = ""  # --revisit: the previous round's, whose rows are moved to ours
 
@@ -534,17 +617,21 @@ class RedisStore:
         reaped_wait_s = max(0.0, longest_delay_s - settings.lease_s + self._tick_s)
         self._reaped_wait_ms = round(reaped_wait_s * 1000) if longest_delay_s else 0
         self._check_and_join()
-        self.bloom = visited_set_in_memory(settings, settings.fp_rate / 10)
+        # A URL either filter takes for seen is skipped, so their rates add up: each
+        # approaches twice its own as it grows, and the two shares keep the sum under
+        # twice --fp-rate, as one process's filter is.
+        self.bloom = visited_set_in_memory(settings, settings.fp_rate * LOCAL_FP_SHARE)
         self._recent = RecentKeys()  # in front of it, as in one process
         self._layout = SharedBloomLayout(
-            self._prefix[:-2], settings.expected_urls, settings.fp_rate
+            self._prefix[:-2], settings.expected_urls, settings.fp_rate * (1 - LOCAL_FP_SHARE)
         )
         self.visited_figures = SharedVisitedFigures(
-            self._layout, settings.expected_urls, self.bloom
+            self._layout, settings.expected_urls, self.bloom, settings.fp_rate
         )
         self.frontier = MemoryFrontier()  # URLs taken from Redis, not started yet
         self.stats = Stats()
         self.stats.member = self.member  # labels this process's /metrics
+        self.stats.hosts = self._host_counts = RecordedHosts()
         self._is_trap = trap_check(settings, self.stats)
         # The output is appended to, so that a process started again keeps what it
         # wrote before; WARC files are named after the member, so that no two
@@ -559,6 +646,7 @@ class RedisStore:
         self.sinks = open_sinks(settings, positions)
         self._connection: RedisConnection | None = None
         self._connecting = asyncio.Lock()
+        self.shared_robots = SharedRobotsRules(self._call, self._prefix)
         self._lost = False
         self._scheduler: HostScheduler | None = None
         self._members: list[str] = [self.member]
@@ -653,12 +741,23 @@ class RedisStore:
     def _leave(self) -> None:
         """Give back the URLs taken and not finished, and every host held, each free
         from when its next request may start: the process that takes a host over
-        waits out its delay from our last request to it."""
-        by_host: dict[str, list[bytes]] = defaultdict(list)
-        for (_, url), item in self._taken.items():
-            by_host[host_of(url)].append(item)
+        waits out its delay from our last request to it.
+
+        What is given back is what Redis has in flight for us, in the order taken where
+        we know it: a take whose answer was lost, as the crawl's end cancelled the
+        feeder, moved URLs there that we never saw, and nothing reaps a member gone."""
         client = self._sync_client()
         try:
+            inflight = cast(
+                "dict[bytes, bytes]", client.hgetall(self._prefix + "inflight:" + self.member)
+            )
+            by_host: dict[str, list[bytes]] = defaultdict(list)
+            for (_, url), item in self._taken.items():
+                by_host[host_of(url)].append(item)
+            for entry, entry_host in inflight.items():
+                item, items = entry[len(entry_host) + 1 :], by_host[entry_host.decode()]
+                if item not in items:
+                    items.append(item)
             held = cast("set[bytes]", client.smembers(self._prefix + "held:" + self.member))
             pipe = client.pipeline(transaction=False)
             for host in {h.decode() for h in held} | by_host.keys():
@@ -670,6 +769,7 @@ class RedisStore:
             pipe = client.pipeline()
             pipe.zrem(self._prefix + "members", self.member)
             pipe.delete(self._prefix + "held:" + self.member)
+            pipe.delete(self._prefix + "recorded:" + self.member)
             pipe.execute()
         except redis.RedisError as exc:  # the others reap us when our lease runs out
             log.warning("could not leave the crawl in Redis cleanly: %s", exc)
@@ -759,6 +859,7 @@ class RedisStore:
             settings.max_pages_per_host,
             settings.max_sitemaps,
             self._deepest,
+            done.host if page is not None and done is not None else "",
             *self._layout.claim_args([key for _, key, _ in ask]),
             *[x for r, _, limit in ask for x in (r.host, _record(r), limit)],
         )
@@ -868,9 +969,20 @@ class RedisStore:
         return over
 
     async def _count_visited(self) -> None:
-        """Read the shared visited set's counts for its figures (their slices' items)."""
+        """Read the shared visited set's counts for its figures (their slices' items),
+        and this process's records per host for its own."""
         ask = _command("counts", self._prefix[:-2], self._layout.shards)
-        self.visited_figures.update(await self._call(ask))
+        recorded = self._prefix + "recorded:" + self.member
+        top = _plain_command("ZRANGE", recorded, 0, TOP_HOSTS - 1, "WITHSCORES")
+        hosts = _plain_command("ZCARD", recorded)
+        counts, top_hosts, host_count = await asyncio.gather(
+            self._call(ask), self._call(top), self._call(hosts)
+        )
+        self.visited_figures.update(counts)
+        self._host_counts.update(
+            [(h.decode(), -int(n)) for h, n in zip(top_hosts[::2], top_hosts[1::2], strict=True)],
+            host_count,
+        )
 
     async def _queue_gone(self, gone_from: Unreached) -> None:
         """--fetch-gone: queue `gone_from`'s pages that no link reached, then tell all."""
@@ -948,14 +1060,18 @@ class RedisStore:
         members = sorted(m.decode() for m in reply[1])
         if members != self._members:
             self._members = members
-            await self._hand_over()
+            held = await self._call(
+                _plain_command("SMEMBERS", self._prefix + "held:" + self.member)
+            )
+            await self._hand_over(map(bytes.decode, held))
         self.stats.all_processes = {"records": int(reply[6]), "processes": len(members)}
         return int(reply[2]), int(reply[3]), int(reply[4]), int(reply[5])
 
-    async def _hand_over(self) -> None:
-        """Give back the hosts another member owns now; each one once nothing of it is
-        in flight here, so that it is never served by two processes at once."""
-        for host in {*self.frontier.hosts(), *self._outstanding}:
+    async def _hand_over(self, held: Iterable[str] = ()) -> None:
+        """Give back the hosts another member owns now, of those `held` (locked by us in
+        Redis) and those with work here; each one once nothing of it is in flight here,
+        so that it is never served by two processes at once."""
+        for host in {*held, *self.frontier.hosts(), *self._outstanding}:
             if owner(host, self._members) != self.member:
                 self._leaving.add(host)
         for host in list(self._leaving):
@@ -968,7 +1084,7 @@ class RedisStore:
     async def _release_host(self, host: str, items: list[bytes]) -> None:
         unlock = self._outstanding[host] <= 0
         if unlock:
-            del self._outstanding[host]
+            self._outstanding.pop(host, None)
             self._leaving.discard(host)
         if items or unlock:
             wait_ms = self._next_request_in_ms(host) if unlock else 0
@@ -983,8 +1099,11 @@ class RedisStore:
     def _done(self, host: str) -> None:
         self._outstanding[host] -= 1
         # A host with nothing left here: to hand over, or to take more of, which a
-        # level's end may have kept its commits from (see _refill).
+        # level's end may have kept its commits from (see _refill). Its lock in Redis
+        # says we still hold it (a hand-over reads them): kept here, every host served
+        # was an entry for the crawl's life.
         if self._outstanding[host] <= 0:
+            del self._outstanding[host]
             self._wake.set()
 
     async def _refill(self) -> None:

@@ -309,11 +309,14 @@ class SharedVisitedFigures:
     a URL that either takes for seen is skipped, so both count in the rate and in
     `expected_missed_urls`. Before the first update, only the local filter counts."""
 
-    def __init__(self, layout: SharedBloomLayout, capacity: int, local: BloomFilter) -> None:
+    def __init__(
+        self, layout: SharedBloomLayout, capacity: int, local: BloomFilter, error_rate: float
+    ) -> None:
+        """`error_rate`: the target of the two filters together (--fp-rate)."""
         self._layout = layout
         self._local = local
         self.capacity = capacity
-        self.error_rate = layout.error_rate
+        self.error_rate = error_rate
         self._urls = self.nbytes = self.slice_count = 0
         self._rate = self._missed = 0.0
 
