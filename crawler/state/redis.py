@@ -85,6 +85,7 @@ from crawler.urls import host_of, visit_key, visit_keys
 if TYPE_CHECKING:
     from crawler.history import PreviousCrawl, Unreached
     from crawler.politeness import RulesTable
+    from crawler.state.held import HeldTable
 
 log = logging.getLogger(__name__)
 
@@ -512,6 +513,7 @@ class RedisStore:
     gate: CheckedClaims | None = None
     previous_round: PreviousCrawl | None = None  # --revisit: set by _check_and_join()
     robots: RulesTable | None = None  # each process reads robots.txt for the hosts it is given
+    held: HeldTable | None = None  # and holds no page: the gate is off
     _record_args: Callable[[Page], tuple[str, bytes, str, str, str, str]] | None = None
     _previous_prefix = ""  # --revisit: the previous round's, whose rows are moved to ours
 
