@@ -510,15 +510,24 @@ class Crawl:
             if self.hooks is not None:
                 follow = await self.hooks.apply(page, follow)
             if follow and self.gate.must_hold(request.depth):
-                record_only = self.consumer is None and self.store.sinks.archive is None
-                page.release(response=record_only)
-                self.gate.hold(request, page, follow, record_only)
+                self._hold(request, page, follow)
             else:
                 await self._commit(request, page, follow)
             await self._complete_held()
             self._page_done()
         finally:  # whatever went wrong, the host's slot must not stay taken
             self.scheduler.release(request, retry_after_s=_retry_after_s(response))
+
+    def _hold(self, request: Request, page: Page, follow: list[str]) -> None:
+        """Hold `page` in the gate: whole if its commit reads its response (a consumer,
+        or --warc without --state), else as its record, with --warc once archived."""
+        store = self.store
+        archived = store.sinks.archive is not None
+        record_only = self.consumer is None and (not archived or store.held is not None)
+        if record_only and archived:  # committed with the held page's row (state/held.py)
+            store.sinks.write_archived(page)
+        page.release(response=record_only)
+        self.gate.hold(request, page, follow, record_only)
 
     async def _crawl_sitemap(self, request: Request) -> None:
         """A sitemap, or robots.txt's list of them: its record, and what it lists queued."""

@@ -17,6 +17,7 @@ from there when their turn comes, so a long hold costs disk, not memory.
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections import Counter, deque
 from typing import TYPE_CHECKING
@@ -74,10 +75,10 @@ class HeldPages:
         seq and redirect hops will be read), and then written to the table if there is
         one, and kept only there if the memory's share is full and `spill`; whole
         otherwise."""
-        packed = _packed(page, follow, request) if pack else None
-        if packed is None:
+        if not pack:
             self._keep(request, page, follow)
             return
+        packed = _packed(page, follow, request)
         table = self._table
         if table is not None:
             table.keep(request, packed)
@@ -122,17 +123,24 @@ def _size(kept: Page | bytes) -> int:
     return len(kept) if isinstance(kept, bytes) else len(kept.body)
 
 
-def _packed(page: Page, follow: list[str], request: Request) -> bytes | None:
-    """`page`'s record, `follow` and what the commit reads of `request`, compressed;
-    None if the record has a lone surrogate, which JSON cannot carry as is (the
-    output sink replaces it; the page stays whole)."""
+def _packed(page: Page, follow: list[str], request: Request) -> bytes:
+    """`page`'s record, `follow` and what the commit reads of `request`, compressed.
+    A record with a lone surrogate, which orjson refuses (the output sink replaces
+    it), goes as the standard library's JSON, escaped."""
     asked = (request.url, request.depth, request.referrer, request.seq, request.kind, request.hops)
+    held = (asked, page.record(), follow)
     try:
-        return zlib.compress(orjson.dumps((asked, page.record(), follow)), _LEVEL)
+        encoded = orjson.dumps(held)
     except orjson.JSONEncodeError:
-        return None
+        encoded = json.dumps(held).encode()
+    return zlib.compress(encoded, _LEVEL)
 
 
 def _unpacked(packed: bytes) -> Held:
-    (url, depth, referrer, seq, kind, hops), record, follow = orjson.loads(zlib.decompress(packed))
+    encoded = zlib.decompress(packed)
+    try:
+        held = orjson.loads(encoded)
+    except orjson.JSONDecodeError:  # a lone surrogate's escape
+        held = json.loads(encoded)
+    (url, depth, referrer, seq, kind, hops), record, follow = held
     return Request(url, depth, referrer, seq, kind, hops=hops), Page.from_record(record), follow

@@ -27,8 +27,8 @@ filter and folded into the frontier, the pages held at the crash are held again
 (their frontier rows dropped), and every row still in the frontier, those in
 flight at the crash included, is queued again. So after `kill -9` at any moment,
 each page appears in the output exactly once, and at most the URLs in flight at
-the crash are fetched a second time (and those of pages held whole, with --warc
-or an API consumer, whose responses are not written down).
+the crash are fetched a second time (and those of pages held whole for an API
+consumer, whose responses are not written down).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from crawler.config import ConfigError, Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import Request, SqliteFrontier
 from crawler.page import Page
-from crawler.sinks import Sinks, WriteFailed, open_sinks
+from crawler.sinks import OUTPUT, Sinks, WriteFailed, open_sinks
 from crawler.state import LocalStore
 from crawler.state.held import HeldTable
 from crawler.state.host_counts import SqliteClaims, SqliteHostCounts
@@ -191,7 +191,7 @@ class DiskStore(LocalStore):
         if self.resumed:
             shape = self._check_resume(settings, meta, shape, output_path)
             positions = json.loads(meta["positions"])
-            offset = positions.get("jsonl", 0)
+            offset = positions.get(OUTPUT, 0)
             self.stats = self._restored_stats(meta, output_path, offset)
             self.stats.restore_unrecorded(positions.get(UNRECORDED, {}))
         else:
@@ -224,7 +224,7 @@ class DiskStore(LocalStore):
             self.bloom.expected_missed_urls = float(meta["missed_urls"])
         if self.resumed:
             self._checkpoint()
-        self.held = HeldTable(self._db)
+        self.held = HeldTable(self._db, self._log_positions if settings.warc else None)
         if self.resumed and len(self.held):
             self.visited.add_many(visit_keys(self.held.reclaim()))
         self.frontier = SqliteFrontier(self._db, last_seq=self.held.last_seq)
@@ -319,7 +319,7 @@ class DiskStore(LocalStore):
             )
         if output_path is None:
             return shape
-        offset = json.loads(meta["positions"]).get("jsonl", 0)
+        offset = json.loads(meta["positions"]).get(OUTPUT, 0)
         size = os.path.getsize(output_path) if os.path.exists(output_path) else 0
         if size < offset:
             raise ConfigError(
@@ -359,9 +359,7 @@ class DiskStore(LocalStore):
         keys = visit_keys([*(r.url for r in new), *claimed])
         if page is not None:
             self.sinks.write(page)
-        positions = self.sinks.positions()
-        self._offset = positions.get("jsonl", 0)
-        positions_json = json.dumps({**positions, UNRECORDED: self.stats.unrecorded()})
+        positions_json = self._positions()
         counted = page is not None and done is not None
         records = self.stats.records + counted
         self._log_seq += 1
@@ -400,6 +398,25 @@ class DiskStore(LocalStore):
             self.stats.count(page, done.host)
         if time.monotonic() - self._checkpointed_at >= CHECKPOINT_EVERY_S:
             self._checkpoint()
+
+    def _positions(self) -> str:
+        """The sinks' positions and the unrecorded counters, as a log row keeps them."""
+        positions = self.sinks.positions()
+        self._offset = positions.get(OUTPUT, 0)
+        return json.dumps({**positions, UNRECORDED: self.stats.unrecorded()})
+
+    def _log_positions(self) -> None:
+        """A log row that commits the sinks' positions alone (in a held page's transaction)."""
+        self._log_seq += 1
+        self._db.execute(
+            "INSERT INTO log VALUES (?, NULL, NULL, ?, ?, '', ?)",
+            (
+                self._log_seq,
+                self._positions(),
+                self.stats.records,
+                self.bloom.expected_missed_urls,
+            ),
+        )
 
     def _checkpoint(self) -> None:
         """Mark the log as applied to the filter, then fold it into the frontier."""

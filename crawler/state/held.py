@@ -7,7 +7,9 @@ page is thus, at any moment, either queued or in flight (its frontier row, no
 held row: fetched again after a crash, as in-flight pages are), held (both rows:
 on resume, the frontier row is dropped and the page held again, not fetched), or
 committed (its log row, no held row). So a crash makes again only the requests
-that were in flight.
+that were in flight. With --warc, a page is archived as it is held, and the
+row's transaction commits the archive's new position too: a page is archived
+once, whenever the crash.
 
 A held row's seq is its frontier row's, unique in the directory: the frontier
 numbers new rows past the held ones' too (`last_seq`), once their rows are gone.
@@ -16,6 +18,7 @@ numbers new rows past the held ones' too (`last_seq`), once their rows are gone.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from crawler.frontier import Request
 from crawler.sinks import WriteFailed
@@ -41,8 +44,13 @@ class HeldTable:
     of the page. On resume, `reclaim()` deletes the frontier rows of the requests
     held, so that they are held again instead of queued."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(
+        self, db: sqlite3.Connection, log_positions: Callable[[], None] | None = None
+    ) -> None:
+        """`log_positions`: writes the sinks' positions, in the transaction of each row
+        (with --warc, a held page is archived as it is held)."""
         self._db = db
+        self._log_positions = log_positions
         db.executescript(_SCHEMA)
         self._seqs = {seq for (seq,) in db.execute("SELECT seq FROM held")}
 
@@ -51,11 +59,16 @@ class HeldTable:
 
     def keep(self, request: Request, packed: bytes) -> None:
         """Write `request`'s held page, `packed` (crawler/held.py), in a transaction of its own."""
+        db = self._db
         try:
-            self._db.execute(
+            db.execute("BEGIN")
+            db.execute(
                 "INSERT OR REPLACE INTO held VALUES (?, ?, ?, ?, ?)",
                 (request.seq, request.host, request.depth, "\n".join(request.hops), packed),
             )
+            if self._log_positions is not None:
+                self._log_positions()
+            db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise WriteFailed(f"cannot write a held page in the crawl state: {exc}") from None
         self._seqs.add(request.seq)
