@@ -133,18 +133,9 @@ async def test_kill_9_while_pages_are_held_resumes_without_fetching_them_again(
     site: Site, tmp_path: Path, archived: bool
 ) -> None:
     answer = slow_page_scene(site)
-    port = free_port()
     warc = tmp_path / "warc"
-    run = Run(site, tmp_path, "--dashboard", f"127.0.0.1:{port}", *archive_flags(warc, archived))
-    process = await run.start()
-    held = 0
-    while held < HELD:  # polling the other process's /metrics: its pages are held then
-        assert process.returncode is None, (await process.communicate())[1]
-        await asyncio.sleep(0.02)
-        with contextlib.suppress(aiohttp.ClientError):
-            held = await held_pages(f"http://127.0.0.1:{port}")
-    process.send_signal(signal.SIGKILL)
-    await process.wait()
+    run = Run(site, tmp_path, *archive_flags(warc, archived))
+    await killed_once_held(run, HELD)
     answer.set()
     code, err = await run.until_done()
 
@@ -167,6 +158,38 @@ async def test_kill_9_while_pages_are_held_resumes_without_fetching_them_again(
         assert sorted(orjson.loads(line)["url"] for line in lines) == sorted(
             r["url"] for r in records
         )
+
+
+async def test_pages_held_at_a_kill_count_toward_max_pages_on_resume(
+    site: Site, tmp_path: Path
+) -> None:
+    # 8 requests: /p/0, /slow, /b and five c pages, held; killed, /slow is asked again.
+    answer = slow_page_scene(site)
+    run = Run(site, tmp_path, "--max-pages", "8")
+    await killed_once_held(run, 5)
+    answer.set()
+    code, err = await run.until_done()
+
+    assert code == 0, err
+    records = read_records(run.output)
+    assert len(records) == 8 and len({r["url"] for r in records}) == 8
+    assert sum(site.paths().values()) - site.count("/robots.txt") == 9  # /slow twice
+
+
+async def killed_once_held(run: Run, held: int) -> None:
+    """Start `run`, and kill -9 it once it holds `held` pages (its /metrics say so)."""
+    port = free_port()
+    run.extra = (*run.extra, "--dashboard", f"127.0.0.1:{port}")
+    process = await run.start()
+    now_held = 0
+    while now_held < held:  # polling the other process: its pages are held, written down
+        assert process.returncode is None, (await process.communicate())[1]
+        await asyncio.sleep(0.02)
+        with contextlib.suppress(aiohttp.ClientError):
+            now_held = await held_pages(f"http://127.0.0.1:{port}")
+    process.send_signal(signal.SIGKILL)
+    await process.wait()
+    run.extra = run.extra[:-2]
 
 
 def archive_flags(warc: Path, archived: bool) -> list[str]:
