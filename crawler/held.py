@@ -3,8 +3,9 @@
 A held page waits, fetched and parsed, until every shallower page is finished;
 a host with a long Crawl-delay can keep thousands waiting. Whole, with its 30
 links as strings, a page of the broad web takes about 3.7 KB. When nothing will
-read its response (no --warc, no API consumer) its record is all its commit
-needs, so it is kept as its record and links to follow, as JSON, compressed:
+read its response (no API consumer, and no --warc, or --warc with --state, which
+archives it as it is held) its record is all its commit needs, so it is kept as
+its record and links to follow, as JSON, compressed:
 about 600 bytes, and 1 KB with its request (benchmarks/README.md, "Broad
 crawls"). Packing and unpacking take about 12 us each, once per held page.
 

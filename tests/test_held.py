@@ -194,3 +194,26 @@ async def killed_once_held(run: Run, held: int) -> None:
 
 def archive_flags(warc: Path, archived: bool) -> list[str]:
     return ["--warc", str(warc), "--wacz", str(warc.parent / "crawl.wacz")] if archived else []
+
+
+async def test_kill_9_while_pages_are_held_in_a_recrawl_resumes_as_a_first_crawl_does(
+    site: Site, tmp_path: Path
+) -> None:
+    answer = slow_page_scene(site)
+    answer.set()
+    (tmp_path / "first").mkdir()
+    first = Run(site, tmp_path / "first")
+    assert (await first.until_done())[0] == 0
+    answer.clear()
+    site.hits.clear()
+    run = Run(site, tmp_path, "--since", str(first.output))
+    await killed_once_held(run, HELD)
+    answer.set()
+    code, err = await run.until_done()
+
+    assert code == 0, err
+    records = read_records(run.output)
+    assert sorted(r["url"] for r in records) == sorted(site.url + path for path in site.routes)
+    seen = site.paths()
+    assert [path for path in site.routes if seen[path] != 1] == ["/slow"]
+    assert all(r["changed"] is False for r in records)
