@@ -72,6 +72,7 @@ from crawler.urls import (
 if TYPE_CHECKING:
     from crawler.history import InScope, Previous, PreviousCrawl
     from crawler.revisit import AdaptiveSchedule
+    from crawler.state.held import HeldTable
 
 # --since, --revisit and --sitemaps import their modules where they are used: off, they
 # cost no import.
@@ -86,8 +87,8 @@ THROTTLE_STATUSES = frozenset({429, 503})
 # comes from a longer path is counted.
 MAX_HELD_PAGES = 5000
 MAX_HELD_BYTES = 64 * 2**20
-# With --state, held pages past the first few hundred wait on disk (crawler/held.py):
-# the hold can be longer at flat memory, and depths stay exact longer.
+# With --state, held pages are on disk (crawler/state/held.py), and past the first few
+# hundred only there: the hold can be longer at flat memory, and depths stay exact longer.
 MAX_HELD_PAGES_ON_DISK = 100_000
 # Claims made past unfinished pages: a filter of about 4 bytes a claim (it grows as
 # needed), whose false positives would count about 2 in a million links checked.
@@ -136,11 +137,14 @@ class BreadthFirstGate:
         self,
         queued_by_depth: Counter[int],
         exact: bool = True,
-        spill_directory: str | None = None,
+        table: HeldTable | None = None,
     ) -> None:
+        """`table`: a state directory's, where held pages outlive the process; those a
+        crash left there are held again."""
         self._exact = exact  # False: other processes hold pages this one cannot wait for
-        self._unfinished = Counter(queued_by_depth)  # queued, in flight or held
-        self._held = HeldPages(spill_directory)
+        self._held = HeldPages(table)
+        # queued, in flight or held
+        self._unfinished = Counter(queued_by_depth) + self._held.restore()
         self._started: dict[int, Request] = {}  # by id: fetched, retried, not yet finished
         self._late: dict[int, Request] = {}  # started pages deeper ones no longer wait on
         # depth -> the visit keys claimed at it past unfinished shallower pages: in a
@@ -211,9 +215,6 @@ class BreadthFirstGate:
         self._started.pop(id(request), None)
         spill = id(request) not in self._late
         self._held.add(request, page, follow, pack=record_only, spill=spill)
-
-    def close(self) -> None:
-        self._held.close()
 
     def next_ready(self, everything: bool = False) -> Held | None:
         """A held page whose turn has come (any held page, shallowest first, if `everything`)."""
@@ -325,7 +326,8 @@ class Crawl:
             open_ended=store.shared,
             max_robots_fetches=robots_fetches_for(settings.concurrency, settings.per_host),
         )
-        self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared, settings.state)
+        self.gate = BreadthFirstGate(store.frontier.depths(), not store.shared, store.held)
+        self.scheduler.committed_elsewhere(self.gate.held)  # those a crash left held
         store.gate = self.gate
         self.stats.watch(store.visited_figures, store.frontier, self.scheduler, self.gate)
         self._workers: list[asyncio.Task[None]] = []
@@ -342,12 +344,14 @@ class Crawl:
                 self.store.keep_cookies(client.cookie_jar)
             if self._remaining is not None and self._remaining <= 0:
                 return
-            if not self.store.resumed:
-                try:
+            try:
+                if not self.store.resumed:
                     await self._enqueue_seeds()
-                except WriteFailed as exc:  # Redis refused the first commit: said as any
-                    self._fail(exc)
-                    return
+                else:  # the pages a crash left held whose turn has come
+                    await self._complete_held()
+            except WriteFailed as exc:  # the first commit refused: said as any
+                self._fail(exc)
+                return
             feeder = asyncio.create_task(self._feed())
             await self._run_workers()
             if self.settings.list_gone is not None:
@@ -363,7 +367,6 @@ class Crawl:
             await asyncio.gather(feeder, return_exceptions=True)
             if self.failure is None:  # pages held for shallower ones that will never come
                 await self._complete_held(everything=True)
-            self.gate.close()
 
     async def _run_workers(self) -> None:
         """Run the workers until the scheduler has nothing more."""
@@ -517,15 +520,24 @@ class Crawl:
             if self.hooks is not None:
                 follow = await self.hooks.apply(page, follow)
             if follow and self.gate.must_hold(request.depth):
-                record_only = self.consumer is None and self.store.sinks.archive is None
-                page.release(response=record_only)
-                self.gate.hold(request, page, follow, record_only)
+                self._hold(request, page, follow)
             else:
                 await self._commit(request, page, follow)
             await self._complete_held()
             self._page_done()
         finally:  # whatever went wrong, the host's slot must not stay taken
             self.scheduler.release(request, retry_after_s=_retry_after_s(response))
+
+    def _hold(self, request: Request, page: Page, follow: list[str]) -> None:
+        """Hold `page` in the gate: whole if its commit reads its response (a consumer,
+        or --warc without --state), else as its record, with --warc once archived."""
+        store = self.store
+        archived = store.sinks.archive is not None
+        record_only = self.consumer is None and (not archived or store.held is not None)
+        if record_only and archived:  # committed with the held page's row (state/held.py)
+            store.sinks.write_archived(page)
+        page.release(response=record_only)
+        self.gate.hold(request, page, follow, record_only)
 
     async def _crawl_sitemap(self, request: Request) -> None:
         """A sitemap, or robots.txt's list of them: its record, and what it lists queued."""

@@ -142,8 +142,13 @@ class SqliteFrontier:
     """
 
     def __init__(
-        self, db: sqlite3.Connection, buffer_per_host: int = 16, buffered_hosts: int = 1024
+        self,
+        db: sqlite3.Connection,
+        buffer_per_host: int = 16,
+        buffered_hosts: int = 1024,
+        last_seq: int = 0,
     ) -> None:
+        """`last_seq`: new rows are numbered past it (and past the table's rows)."""
         self._db = db
         self._buffer_size = buffer_per_host
         self._buffered_hosts = buffered_hosts
@@ -164,7 +169,9 @@ class SqliteFrontier:
             self._queued[host] = count
             self._after[host] = first - 1
             self._size += count
-        self._last_seq = db.execute("SELECT max(seq) FROM frontier").fetchone()[0] or 0
+        self._last_seq = max(
+            db.execute("SELECT max(seq) FROM frontier").fetchone()[0] or 0, last_seq
+        )
 
     def push(self, requests: Iterable[Request]) -> None:
         insert = self._db.execute

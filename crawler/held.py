@@ -1,24 +1,26 @@
-"""The pages the breadth-first gate holds (crawler/engine.py), kept small or on disk.
+"""The pages the breadth-first gate holds (crawler/engine.py), kept small, and with --state durable.
 
 A held page waits, fetched and parsed, until every shallower page is finished;
 a host with a long Crawl-delay can keep thousands waiting. Whole, with its 30
 links as strings, a page of the broad web takes about 3.7 KB. When nothing will
-read its response (no --warc, no API consumer) its record is all its commit
-needs, so it is kept as its record and links to follow, as JSON, compressed:
+read its response (no API consumer, and no --warc, or --warc with --state, which
+archives it as it is held) its record is all its commit needs, so it is kept as
+its record and links to follow, as JSON, compressed:
 about 600 bytes, and 1 KB with its request (benchmarks/README.md, "Broad
 crawls"). Packing and unpacking take about 12 us each, once per held page.
 
-With a --state directory, the packed pages past the first `IN_MEMORY` go, with
-their requests, to a scratch database there (`held.sqlite`, no journal: a crash
-loses nothing it holds, for a held page is not committed and its URL is still
-queued), so a long hold costs disk, not memory.
+With a --state directory, each packed page is also written, as it is held, to
+the `held` table of crawl.sqlite (crawler/state/held.py), and its row is deleted in the
+transaction that commits it: so a page held at a `kill -9` is held again on
+resume, not fetched again. Those past the first `IN_MEMORY` are then read back
+from there when their turn comes, so a long hold costs disk, not memory.
 """
 
 from __future__ import annotations
 
+import json
 import zlib
-from collections import deque
-from pathlib import Path
+from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 import orjson
@@ -27,12 +29,11 @@ from crawler.frontier import Request
 from crawler.page import Page
 
 if TYPE_CHECKING:
-    import sqlite3
+    from crawler.state.held import HeldTable
 
 # zlib's fastest level: a page's record with its links shrinks about 4x all the same.
 _LEVEL = 1
-IN_MEMORY = 500  # held pages kept in memory when the others can go to disk
-SPILL_FILE = "held.sqlite"
+IN_MEMORY = 500  # held pages kept in memory when the others can wait on disk
 
 Held = tuple[Request, Page, list[str]]  # a page, and the links it will claim
 
@@ -41,34 +42,50 @@ class HeldPages:
     """Held pages by depth, first in first out at each (those in memory first);
     `len()` of them, and the bytes of those in memory."""
 
-    def __init__(self, spill_directory: str | None = None) -> None:
+    def __init__(self, table: HeldTable | None = None) -> None:
         self._by_depth: dict[int, deque[tuple[Request, Page | bytes, list[str]]]] = {}
         self.in_memory = 0  # held pages in memory, whole or packed
-        self._spilled: dict[int, int] = {}  # depth -> pages on disk
-        self._spill_path = Path(spill_directory) / SPILL_FILE if spill_directory else None
-        self._db: sqlite3.Connection | None = None
-        self._spill_seq = 0
+        self._table = table
+        self._on_disk: dict[int, deque[int]] = {}  # depth -> seqs of pages only in the table
+        self._on_disk_count = 0
         self.nbytes = 0  # bodies of the whole pages in memory, and the packed ones
 
     def __len__(self) -> int:
-        return self.in_memory + sum(self._spilled.values())
+        return self.in_memory + self._on_disk_count
 
     def shallowest(self) -> int | None:
-        if not self._spilled:
+        if not self._on_disk:
             return min(self._by_depth) if self._by_depth else None
-        return min([*self._by_depth, *self._spilled])
+        return min([*self._by_depth, *self._on_disk])
+
+    def restore(self) -> Counter[int]:
+        """Hold again the pages a state directory's table holds (on resume); their
+        count at each depth."""
+        depths: Counter[int] = Counter()
+        if self._table is not None:
+            for depth, seq in self._table.rows():
+                self._on_disk.setdefault(depth, deque()).append(seq)
+                depths[depth] += 1
+            self._on_disk_count += depths.total()
+        return depths
 
     def add(
         self, request: Request, page: Page, follow: list[str], pack: bool, spill: bool = True
     ) -> None:
         """Hold `page`: packed if `pack` (only its record and its request's URL, depth,
-        seq and redirect hops will be read), and then on disk if the memory's share
-        is full and `spill`; whole otherwise."""
-        packed = _packed(page, follow, request) if pack else None
-        if packed is None:
+        seq and redirect hops will be read), and then written to the table if there is
+        one, and kept only there if the memory's share is full and `spill`; whole
+        otherwise."""
+        if not pack:
             self._keep(request, page, follow)
-        elif spill and self.in_memory >= IN_MEMORY and self._spill_path is not None:
-            self._to_disk(request.depth, packed)
+            return
+        packed = _packed(page, follow, request)
+        table = self._table
+        if table is not None:
+            table.keep(request, packed)
+        if spill and self.in_memory >= IN_MEMORY and table is not None:
+            self._on_disk.setdefault(request.depth, deque()).append(request.seq)
+            self._on_disk_count += 1
         else:
             self._keep(request, packed, [])
 
@@ -88,72 +105,43 @@ class HeldPages:
             page = kept
         return request, page, follow
 
-    def close(self) -> None:
-        """Drop what is on disk (nothing is, once every held page is committed)."""
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-            assert self._spill_path is not None
-            self._spill_path.unlink(missing_ok=True)
-        self._spilled.clear()
-
     def _keep(self, request: Request, kept: Page | bytes, follow: list[str]) -> None:
         self._by_depth.setdefault(request.depth, deque()).append((request, kept, follow))
         self.in_memory += 1
         self.nbytes += _size(kept)
 
-    def _to_disk(self, depth: int, packed: bytes) -> None:
-        if self._db is None:
-            self._db = self._open()
-        self._spill_seq += 1
-        self._db.execute("INSERT INTO held VALUES (?, ?, ?)", (depth, self._spill_seq, packed))
-        self._spilled[depth] = self._spilled.get(depth, 0) + 1
-
     def _from_disk(self, depth: int) -> bytes:
-        assert self._db is not None
-        seq, packed = self._db.execute(
-            "SELECT seq, packed FROM held WHERE depth = ? ORDER BY seq LIMIT 1", (depth,)
-        ).fetchone()
-        self._db.execute("DELETE FROM held WHERE depth = ? AND seq = ?", (depth, seq))
-        left = self._spilled[depth] - 1
-        if left:
-            self._spilled[depth] = left
-        else:
-            del self._spilled[depth]
-        return bytes(packed)
-
-    def _open(self) -> sqlite3.Connection:
-        assert self._spill_path is not None
-        self._spill_path.unlink(missing_ok=True)  # a crashed crawl's
-        import sqlite3  # only when pages spill, with --state
-
-        db = sqlite3.connect(self._spill_path, isolation_level=None)
-        # Scratch: nothing to recover after a crash, and the OS caches the pages.
-        db.execute("PRAGMA journal_mode=OFF")
-        db.execute("PRAGMA synchronous=OFF")
-        db.execute("PRAGMA cache_size=-1024")  # KiB
-        db.execute(
-            "CREATE TABLE held (depth INTEGER, seq INTEGER, packed BLOB, "
-            "PRIMARY KEY (depth, seq)) WITHOUT ROWID"
-        )
-        return db
+        assert self._table is not None
+        seqs = self._on_disk[depth]
+        seq = seqs.popleft()
+        if not seqs:
+            del self._on_disk[depth]
+        self._on_disk_count -= 1
+        return self._table.packed(seq)
 
 
 def _size(kept: Page | bytes) -> int:
     return len(kept) if isinstance(kept, bytes) else len(kept.body)
 
 
-def _packed(page: Page, follow: list[str], request: Request) -> bytes | None:
-    """`page`'s record, `follow` and what the commit reads of `request`, compressed;
-    None if the record has a lone surrogate, which JSON cannot carry as is (the
-    output sink replaces it; the page stays whole)."""
+def _packed(page: Page, follow: list[str], request: Request) -> bytes:
+    """`page`'s record, `follow` and what the commit reads of `request`, compressed.
+    A record with a lone surrogate, which orjson refuses (the output sink replaces
+    it), goes as the standard library's JSON, escaped."""
     asked = (request.url, request.depth, request.referrer, request.seq, request.kind, request.hops)
+    held = (asked, page.record(), follow)
     try:
-        return zlib.compress(orjson.dumps((asked, page.record(), follow)), _LEVEL)
+        encoded = orjson.dumps(held)
     except orjson.JSONEncodeError:
-        return None
+        encoded = json.dumps(held).encode()
+    return zlib.compress(encoded, _LEVEL)
 
 
 def _unpacked(packed: bytes) -> Held:
-    (url, depth, referrer, seq, kind, hops), record, follow = orjson.loads(zlib.decompress(packed))
+    encoded = zlib.decompress(packed)
+    try:
+        held = orjson.loads(encoded)
+    except orjson.JSONDecodeError:  # a lone surrogate's escape
+        held = json.loads(encoded)
+    (url, depth, referrer, seq, kind, hops), record, follow = held
     return Request(url, depth, referrer, seq, kind, hops=hops), Page.from_record(record), follow

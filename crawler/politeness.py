@@ -584,6 +584,11 @@ class HostScheduler:
 
     # -- what the engine calls ------------------------------------------------
 
+    def committed_elsewhere(self, records: int) -> None:
+        """`records` records of the budget go to pages not handed out here (held pages
+        a crash left, on resume)."""
+        self._budget -= records
+
     def add(self, requests: list[Request]) -> None:
         """Requests just pushed to the frontier: make their hosts ready."""
         for request in requests:

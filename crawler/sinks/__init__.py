@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 Archive = Callable[[Sequence["Exchange"]], object]
 
 
+OUTPUT = "jsonl"  # the sink of -o, by its name in a state directory's positions
+
+
 class WriteFailed(Exception):
     """Records or crawl state could not be written (disk full, output closed...)."""
 
@@ -62,6 +65,15 @@ class Sinks:
     def write(self, page: Page) -> None:
         for sink in self._in_order:
             sink.write(page)
+
+    def write_archived(self, page: Page) -> None:
+        """Write `page` to the sinks that read its response (the archive and its
+        indexes), not the output: a page held with --state is archived as it is held,
+        and its record, which says where, is output at its commit (its response gone,
+        the archive's sinks then write nothing)."""
+        for name, sink in self._sinks.items():
+            if name != OUTPUT:
+                sink.write(page)
 
     def positions(self) -> dict[str, Any]:
         return {name: sink.position for name, sink in self._sinks.items()}
@@ -111,5 +123,5 @@ def open_sinks(
                 settings.wacz, warc, positions.get("wacz"), earlier, settings.state
             )
     if settings.output:
-        sinks["jsonl"] = JsonlSink(settings.output, resume_at=positions.get("jsonl"))
+        sinks[OUTPUT] = JsonlSink(settings.output, resume_at=positions.get("jsonl"))
     return Sinks(sinks, archive)

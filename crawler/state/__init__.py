@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from crawler.history import PreviousCrawl, Unreached
     from crawler.politeness import HostScheduler, RulesTable, SharedRules
     from crawler.simhash import SimhashIndex
+    from crawler.state.held import HeldTable
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,10 @@ class Store(Protocol):
     @property
     def visited_figures(self) -> VisitedSet:
         """The visited set that decides, as the summary and --stats describe it."""
+
+    @property
+    def held(self) -> HeldTable | None:
+        """Where the breadth-first gate's held pages outlive the process, if anywhere."""
 
     @property
     def frontier(self) -> Frontier:
@@ -197,6 +202,7 @@ class LocalStore:
     previous_round: PreviousCrawl | None = None  # --revisit's rounds are read from files here
     robots: RulesTable | None = None
     shared_robots: SharedRules | None = None
+    held: HeldTable | None = None
     visited: Visited
     stats: Stats
     bloom: BloomFilter

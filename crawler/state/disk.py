@@ -3,13 +3,15 @@
 A state directory holds `crawl.sqlite` (in WAL mode: the frontier, a log of
 what each page changed, and robots.txt rules as they are read: state/robots.py)
 and `visited.bloom` (the Bloom filter, memory-mapped and changed in place); the
-breadth-first gate may keep pages there too, in `held.sqlite` (crawler/held.py),
-scratch that nothing on resume reads. After a page is fetched, one synchronous step:
+breadth-first gate keeps there the pages it holds (crawler/state/held.py), each
+written as it is held. After a page is fetched, or taken from the gate, one
+synchronous step:
 
 1. hands the page to the sinks (the --warc archive, the output file),
 2. commits, in one SQLite transaction, the page's new links as frontier rows and
    one log row: which request is done, each sink's position (file and length)
-   and the record count after it, and the visited-set keys it claimed,
+   and the record count after it, and the visited-set keys it claimed (and
+   deletes its held row, if it was held),
 3. sets those keys' bits in the Bloom filter.
 
 The bits come last on purpose: a URL's bit is never set before the URL is
@@ -21,10 +23,12 @@ requests' frontier rows and all but the last log row.
 
 On resume, each sink's file is cut back to its committed position (dropping a
 torn or uncommitted line or WARC record), the log past the header's position is replayed into the
-filter and folded into the frontier, and every row still in the frontier, those
-in flight at the crash included, is queued again. So after `kill -9` at any
-moment, each page appears in the output exactly once, and at most the URLs in
-flight at the crash are fetched a second time.
+filter and folded into the frontier, the pages held at the crash are held again
+(their frontier rows dropped), and every row still in the frontier, those in
+flight at the crash included, is queued again. So after `kill -9` at any moment,
+each page appears in the output exactly once, and at most the URLs in flight at
+the crash are fetched a second time (and those of pages held whole for an API
+consumer, whose responses are not written down).
 """
 
 from __future__ import annotations
@@ -45,10 +49,10 @@ from crawler.bloom import BloomFileError, BloomFilter
 from crawler.config import ConfigError, Settings
 from crawler.cookies import CookieJar
 from crawler.frontier import Request, SqliteFrontier
-from crawler.held import SPILL_FILE
 from crawler.page import Page
-from crawler.sinks import Sinks, WriteFailed, open_sinks
+from crawler.sinks import OUTPUT, Sinks, WriteFailed, open_sinks
 from crawler.state import LocalStore
+from crawler.state.held import HeldTable
 from crawler.state.host_counts import SqliteClaims, SqliteHostCounts
 from crawler.state.robots import SqliteRobotsRules
 from crawler.stats import Stats
@@ -86,6 +90,7 @@ CREATE TABLE IF NOT EXISTS simhash (fingerprint TEXT PRIMARY KEY, url TEXT NOT N
 CREATE TABLE IF NOT EXISTS claims (host TEXT PRIMARY KEY, records INTEGER NOT NULL) WITHOUT ROWID;
 """
 DATABASE, BLOOM, LOCK, COOKIES = "crawl.sqlite", "visited.bloom", "lock", "cookies.json"
+OLD_SPILL_FILE = "held.sqlite"  # where older versions spilled held pages, as scratch
 # The counters no record holds (retries, dropped URLs), in log.positions beside the sinks':
 # committed with each page, they resume where the last commit left them, never lower
 # (/metrics would show a drop, which Prometheus takes for a reset: a spike in rate()).
@@ -145,6 +150,7 @@ class DiskStore(LocalStore):
     bloom: BloomFilter
     visited: JournaledVisited
     frontier: SqliteFrontier
+    held: HeldTable
     robots: SqliteRobotsRules
     stats: Stats
     sinks: Sinks
@@ -185,7 +191,7 @@ class DiskStore(LocalStore):
         if self.resumed:
             shape = self._check_resume(settings, meta, shape, output_path)
             positions = json.loads(meta["positions"])
-            offset = positions.get("jsonl", 0)
+            offset = positions.get(OUTPUT, 0)
             self.stats = self._restored_stats(meta, output_path, offset)
             self.stats.restore_unrecorded(positions.get(UNRECORDED, {}))
         else:
@@ -218,11 +224,15 @@ class DiskStore(LocalStore):
             self.bloom.expected_missed_urls = float(meta["missed_urls"])
         if self.resumed:
             self._checkpoint()
-        self.frontier = SqliteFrontier(self._db)
+        self.held = HeldTable(self._db, self._log_positions if settings.warc else None)
+        if self.resumed and len(self.held):
+            self.visited.add_many(visit_keys(self.held.reclaim()))
+        self.frontier = SqliteFrontier(self._db, last_seq=self.held.last_seq)
         self.robots = SqliteRobotsRules(self._db)
-        # Finished: nothing queued or in flight at a clean end, or --max-pages reached.
+        # Finished: nothing queued, in flight or held at a clean end, or --max-pages reached.
         self.complete = self.resumed and (
-            not len(self.frontier) or 0 < settings.max_pages <= self.stats.records
+            not (len(self.frontier) or len(self.held))
+            or 0 < settings.max_pages <= self.stats.records
         )
         self.sinks = open_sinks(settings, positions, finished=self.complete)
         self._checkpointed_at = time.monotonic()
@@ -309,7 +319,7 @@ class DiskStore(LocalStore):
             )
         if output_path is None:
             return shape
-        offset = json.loads(meta["positions"]).get("jsonl", 0)
+        offset = json.loads(meta["positions"]).get(OUTPUT, 0)
         size = os.path.getsize(output_path) if os.path.exists(output_path) else 0
         if size < offset:
             raise ConfigError(
@@ -349,14 +359,14 @@ class DiskStore(LocalStore):
         keys = visit_keys([*(r.url for r in new), *claimed])
         if page is not None:
             self.sinks.write(page)
-        positions = self.sinks.positions()
-        self._offset = positions.get("jsonl", 0)
-        positions_json = json.dumps({**positions, UNRECORDED: self.stats.unrecorded()})
+        positions_json = self._positions()
         counted = page is not None and done is not None
         records = self.stats.records + counted
         self._log_seq += 1
         try:
             self._db.execute("BEGIN")
+            if done is not None:
+                self.held.forget(done)
             self.frontier.push(new)
             if self._max_pages_per_host:  # its claims, with the URLs they queue
                 self._claims.save()
@@ -388,6 +398,25 @@ class DiskStore(LocalStore):
             self.stats.count(page, done.host)
         if time.monotonic() - self._checkpointed_at >= CHECKPOINT_EVERY_S:
             self._checkpoint()
+
+    def _positions(self) -> str:
+        """The sinks' positions and the unrecorded counters, as a log row keeps them."""
+        positions = self.sinks.positions()
+        self._offset = positions.get(OUTPUT, 0)
+        return json.dumps({**positions, UNRECORDED: self.stats.unrecorded()})
+
+    def _log_positions(self) -> None:
+        """A log row that commits the sinks' positions alone (in a held page's transaction)."""
+        self._log_seq += 1
+        self._db.execute(
+            "INSERT INTO log VALUES (?, NULL, NULL, ?, ?, '', ?)",
+            (
+                self._log_seq,
+                self._positions(),
+                self.stats.records,
+                self.bloom.expected_missed_urls,
+            ),
+        )
 
     def _checkpoint(self) -> None:
         """Mark the log as applied to the filter, then fold it into the frontier."""
@@ -487,5 +516,5 @@ def _lock(directory: Path, fresh: bool) -> int:
 
 def _remove_state_files(directory: Path) -> None:
     """Only the crawler's own files: a state directory may hold the user's too."""
-    for name in (DATABASE, DATABASE + "-wal", DATABASE + "-shm", BLOOM, COOKIES, SPILL_FILE):
+    for name in (DATABASE, DATABASE + "-wal", DATABASE + "-shm", BLOOM, COOKIES, OLD_SPILL_FILE):
         (directory / name).unlink(missing_ok=True)

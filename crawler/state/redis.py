@@ -92,6 +92,7 @@ from crawler.urls import host_of, visit_key, visit_keys
 if TYPE_CHECKING:
     from crawler.history import PreviousCrawl, Unreached
     from crawler.politeness import RulesTable
+    from crawler.state.held import HeldTable
 
 log = logging.getLogger(__name__)
 
@@ -595,6 +596,7 @@ class RedisStore:
     previous_round: PreviousCrawl | None = None  # --revisit: set by _check_and_join()
     robots: RulesTable | None = None  # robots.txt rules are `shared_robots`, read by `load`
     shared_robots: SharedRobotsRules
+    held: HeldTable | None = None  # each process holds no page: the gate is off
     _record_args: Callable[[Page], tuple[str, bytes, str, str, str, str]] | None = None
     _previous_prefix = ""  # --revisit: the previous round's, whose rows are moved to ours
 
