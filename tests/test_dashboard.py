@@ -95,7 +95,19 @@ async def dashboard_crawl(
     """The crawl with --dashboard on a free port, and the dashboard's URL; killed at
     the end if it still runs."""
     command = crawl_command(tmp_path, site, "--dashboard", "127.0.0.1:0", *flags)
-    process = await asyncio.create_subprocess_exec(*command, stderr=asyncio.subprocess.PIPE)
+    async with dashboard_process(command) as started:
+        yield started
+
+
+@contextlib.asynccontextmanager
+async def dashboard_process(
+    command: list[str], **pipes: int
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """`command`, which gives --dashboard, run, and the dashboard's URL once it says it;
+    killed at the end if it still runs."""
+    process = await asyncio.create_subprocess_exec(
+        *command, stderr=asyncio.subprocess.PIPE, **pipes
+    )
     try:
         assert process.stderr is not None
         while b"dashboard at" not in (
@@ -405,13 +417,8 @@ async def test_with_revisit_the_page_and_metrics_follow_the_rounds_and_the_wait_
     command = [*CLI, str(seeds), "--revisit", str(tmp_path / "rounds"), "--ignore-robots"]
     command += ["--revisit-interval", "2", "--revisit-min-interval", "1", "--quiet"]
     command += ["--dashboard", "127.0.0.1:0"]
-    process = await asyncio.create_subprocess_exec(*command, stderr=asyncio.subprocess.PIPE)
     state = "document.getElementById('state').textContent"
-    try:
-        assert process.stderr is not None
-        while b"dashboard at" not in (line := await process.stderr.readline()):
-            assert line, "the crawl ended before its dashboard started"
-        url = line.decode().split("dashboard at ")[1].split(",")[0]
+    async with dashboard_process(command) as (process, url):
         async with Chromium(tmp_path / "profile") as browser, aiohttp.ClientSession() as session:
             tab = await browser.new_tab()
             await tab.open(url)
@@ -440,10 +447,6 @@ async def test_with_revisit_the_page_and_metrics_follow_the_rounds_and_the_wait_
             await tab.close()
         process.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(process.wait(), 10) == 130
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 # The CLI, with the index of a round's records held until a line comes on stdin.
@@ -475,14 +478,9 @@ async def test_with_revisit_the_metrics_answer_while_a_round_is_indexed(
     seeds.write_text(f"{site.url}/\n")
     command = [sys.executable, "-c", HELD_INDEX, str(seeds), "--revisit", str(tmp_path / "r")]
     command += ["--ignore-robots", "--revisit-interval", "60", "--dashboard", "127.0.0.1:0"]
-    process = await asyncio.create_subprocess_exec(
-        *command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
-    try:
-        while b"dashboard at" not in (line := await process.stderr.readline()):
-            assert line, "the crawl ended before its dashboard started"
-        url = line.decode().split("dashboard at ")[1].split(",")[0]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
+    async with dashboard_process(command, **pipes) as (process, url):
+        assert process.stdin and process.stdout and process.stderr
         assert await process.stdout.readline() == b"indexing\n"
         async with aiohttp.ClientSession() as session:
             indexing = await scrape(session, url)
@@ -497,10 +495,6 @@ async def test_with_revisit_the_metrics_answer_while_a_round_is_indexed(
                         break
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), 10) == 143
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 async def test_no_counter_goes_down_across_kill_9_and_a_state_resume(

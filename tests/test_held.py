@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import orjson
@@ -137,13 +138,7 @@ async def test_kill_9_while_pages_are_held_resumes_without_fetching_them_again(
     run = Run(site, tmp_path, *archive_flags(warc, archived))
     await killed_once_held(run, HELD)
     answer.set()
-    code, err = await run.until_done()
-
-    assert code == 0, err
-    records = read_records(run.output)
-    assert sorted(r["url"] for r in records) == sorted(site.url + path for path in site.routes)
-    seen = site.paths()
-    assert [path for path in site.routes if seen[path] != 1] == ["/slow"]  # it was in flight
+    records = await each_page_once_but_slow(site, run)
     x = next(r for r in records if r["url"] == site.url + "/x")
     assert (x["depth"], x["referrer"]) == (2, site.url + "/slow")  # held across the kill too
     if archived:  # warcio check passes; each page archived once, where its record says
@@ -174,6 +169,18 @@ async def test_pages_held_at_a_kill_count_toward_max_pages_on_resume(
     records = read_records(run.output)
     assert len(records) == 8 and len({r["url"] for r in records}) == 8
     assert sum(site.paths().values()) - site.count("/robots.txt") == 9  # /slow twice
+
+
+async def each_page_once_but_slow(site: Site, run: Run) -> list[dict[str, Any]]:
+    """The records of `run`, resumed to its end: one for each page of the site, each
+    page asked for once but /slow, which was in flight at the kill."""
+    code, err = await run.until_done()
+    assert code == 0, err
+    records = read_records(run.output)
+    assert sorted(r["url"] for r in records) == sorted(site.url + path for path in site.routes)
+    seen = site.paths()
+    assert [path for path in site.routes if seen[path] != 1] == ["/slow"]
+    return records
 
 
 async def killed_once_held(run: Run, held: int) -> None:
@@ -209,11 +216,5 @@ async def test_kill_9_while_pages_are_held_in_a_recrawl_resumes_as_a_first_crawl
     run = Run(site, tmp_path, "--since", str(first.output))
     await killed_once_held(run, HELD)
     answer.set()
-    code, err = await run.until_done()
-
-    assert code == 0, err
-    records = read_records(run.output)
-    assert sorted(r["url"] for r in records) == sorted(site.url + path for path in site.routes)
-    seen = site.paths()
-    assert [path for path in site.routes if seen[path] != 1] == ["/slow"]
+    records = await each_page_once_but_slow(site, run)
     assert all(r["changed"] is False for r in records)
