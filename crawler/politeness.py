@@ -26,7 +26,7 @@ import time
 import zlib
 from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from protego import Protego
 
@@ -123,6 +123,60 @@ class SharedRules(Protocol):
         """Share `origin`'s rules for `agent` until they expire."""
 
 
+_Value = TypeVar("_Value")
+
+
+class _SizedCache(Generic[_Value]):
+    """Values by key, least recently used first, each with the bytes it counts. Past
+    `max_items` of them, or past `max_bytes` in all, the least recently used go (the
+    newest stays, however big); without `max_items`, none goes."""
+
+    def __init__(self, max_items: int | None = None, max_bytes: int = 0) -> None:
+        self._entries: OrderedDict[str, tuple[_Value, int]] = OrderedDict()
+        self._bytes = 0
+        self._max_items = max_items
+        self._max_bytes = max_bytes
+
+    def peek(self, key: str) -> _Value | None:
+        """`key`'s value, left where it is in the order."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry[0]
+
+    def get(self, key: str) -> _Value | None:
+        """`key`'s value, now the most recently used."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        self._entries.move_to_end(key)
+        return entry[0]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes counted of the values held."""
+        return self._bytes
+
+    def values(self) -> list[_Value]:
+        return [value for value, _ in self._entries.values()]
+
+    def put(self, key: str, value: _Value, size: int) -> None:
+        entries = self._entries
+        replaced = entries.pop(key, None)
+        if replaced is not None:
+            self._bytes -= replaced[1]
+        entries[key] = value, size
+        self._bytes += size
+        if self._max_items is None:
+            return
+        while len(entries) > 1 and (
+            len(entries) > self._max_items or self._bytes > self._max_bytes
+        ):
+            _, (_, dropped) = entries.popitem(last=False)
+            self._bytes -= dropped
+
+
 @dataclass(frozen=True, slots=True)
 class RobotsFetch:
     """A job for a worker: fetch robots.txt for `origin`, whose host slot it occupies."""
@@ -202,12 +256,17 @@ class Robots:
         self._agent = product_token(user_agent)
         self._enabled = enabled
         self._retries = retries
-        # Every origin's rules, or with a table the MAX_CACHED used last (least first).
-        self._rules: OrderedDict[str, RobotsRules] = OrderedDict()
-        self._packed_bytes = 0  # of the rules held
-        # Least recently used first, each with what it counts toward MAX_PARSED_TEXT_BYTES.
-        self._parsed: OrderedDict[str, tuple[Protego, int]] = OrderedDict()
-        self._parsed_bytes = 0
+        # Every origin's rules, or, kept elsewhere too, those used last (each counting
+        # its packed text toward MAX_CACHED_PACKED_BYTES).
+        self._rules: _SizedCache[RobotsRules] = (
+            _SizedCache(self.MAX_CACHED, self.MAX_CACHED_PACKED_BYTES)
+            if self._bounded
+            else _SizedCache()
+        )
+        # Each counting its text and PARSED_EXTRA_BYTES toward MAX_PARSED_TEXT_BYTES.
+        self._parsed: _SizedCache[Protego] = _SizedCache(
+            self.MAX_PARSED, self.MAX_PARSED_TEXT_BYTES
+        )
         self._pending: dict[str, asyncio.Future[RobotsRules | None]] = {}
         # Of the origins whose robots.txt is being tried again, not of every one that
         # failed: at 10^5 dead hosts that was 10^5 entries for the crawl's life.
@@ -225,31 +284,20 @@ class Robots:
 
     def _recalled(self, origin: str) -> RobotsRules | None:
         """`origin`'s rules, fresh or not: from memory, or else from the table."""
-        rules = self._rules.get(origin)
         if not self._bounded:
+            return self._rules.peek(origin)
+        rules = self._rules.get(origin)
+        # Shared rules (no table) are read back by `load`, which may wait.
+        if rules is not None or self._table is None:
             return rules
-        if rules is not None:
-            self._rules.move_to_end(origin)
-            return rules
-        if self._table is None:  # shared ones are read back by `load`, which may wait
-            return None
         rules = self._table.get(origin, self._agent)
         if rules is not None:
             self._cache(origin, rules)
         return rules
 
     def _cache(self, origin: str, rules: RobotsRules) -> None:
-        held = self._rules
-        replaced = held.pop(origin, None)
-        self._packed_bytes += _packed_bytes(rules) - _packed_bytes(replaced)
-        held[sys.intern(origin)] = rules
-        if not self._bounded:
-            return
-        while len(held) > 1 and (
-            len(held) > self.MAX_CACHED or self._packed_bytes > self.MAX_CACHED_PACKED_BYTES
-        ):
-            _, dropped = held.popitem(last=False)  # kept in the table
-            self._packed_bytes -= _packed_bytes(dropped)
+        packed_bytes = len(rules.packed) if rules.packed is not None else 0
+        self._rules.put(sys.intern(origin), rules, packed_bytes)  # those dropped kept elsewhere
 
     def refusal(self, rules: RobotsRules, url: str) -> ErrorKind | None:
         """Why `url` may not be fetched under `rules` (a record's error), or None if it may."""
@@ -266,24 +314,12 @@ class Robots:
             return None
         kept = self._parsed.get(origin)
         if kept is not None:
-            self._parsed.move_to_end(origin)
-            return kept[0]
+            return kept
         text = zlib.decompress(rules.packed).decode()
         return self._keep_parsed(origin, parse_robots(text), len(text))
 
     def _keep_parsed(self, origin: str, parser: Protego, text_bytes: int) -> Protego:
-        parsed = self._parsed
-        replaced = parsed.pop(origin, None)
-        if replaced is not None:
-            self._parsed_bytes -= replaced[1]
-        cost = text_bytes + self.PARSED_EXTRA_BYTES
-        parsed[origin] = parser, cost
-        self._parsed_bytes += cost
-        while len(parsed) > 1 and (
-            len(parsed) > self.MAX_PARSED or self._parsed_bytes > self.MAX_PARSED_TEXT_BYTES
-        ):
-            _, (_, dropped) = parsed.popitem(last=False)
-            self._parsed_bytes -= dropped
+        self._parsed.put(origin, parser, text_bytes + self.PARSED_EXTRA_BYTES)
         return parser
 
     async def load(self, origin: str) -> RobotsRules | None:
@@ -372,7 +408,7 @@ class Robots:
             return RobotsRules(denied=ErrorKind.BLOCKED_ADDRESS)
         failures = self._failures.get(origin)
         if failures is None:  # a host held as unreachable before gets one attempt a hold
-            held = self._rules.get(origin)
+            held = self._rules.peek(origin)
             unreachable = held is not None and held.denied == ErrorKind.ROBOTS_UNREACHABLE
             failures = self._retries if unreachable else 0
         failures += 1
@@ -452,10 +488,6 @@ def _known_line(line: str) -> bool:
         return True
     words = line.lower().split(None, _MOST_KEY_WORDS)
     return any(" ".join(words[:count]) in _ROBOTS_KEYS for count in range(1, _MOST_KEY_WORDS + 1))
-
-
-def _packed_bytes(rules: RobotsRules | None) -> int:
-    return len(rules.packed) if rules is not None and rules.packed is not None else 0
 
 
 def robots_fetches_for(concurrency: int, per_host: int) -> int:

@@ -311,9 +311,11 @@ async def test_robots_txt_is_read_once_per_host_across_kill_9_and_its_rules_stil
     assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.2  # across the kills too
 
 
-def test_robots_txt_rules_stay_right_for_origins_no_longer_held_parsed() -> None:
+def test_robots_txt_rules_stay_right_for_origins_no_longer_held_parsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(Robots, "MAX_PARSED", 2)
     robots = Robots(fetcher=None, user_agent="crawler", enabled=True, retries=0)  # type: ignore[arg-type]
-    robots.MAX_PARSED = 2
     origins = [f"http://127.16.0.{h}:80" for h in range(5)]
     rules = {
         origin: robots._parse(origin, f"User-agent: *\nDisallow: /{h}/\n".encode())
@@ -418,10 +420,8 @@ def one_at_a_time(frontier: MemoryFrontier, robots: Robots) -> HostScheduler:
 
 async def test_hosts_with_nothing_to_do_are_forgotten_once_their_delay_is_over() -> None:
     robots = Robots(fetcher=None, user_agent="crawler", enabled=True, retries=0)  # type: ignore[arg-type]
-    robots._rules["http://a:80"] = robots._parse(
-        "http://a:80", b"User-agent: *\nCrawl-delay: 0.2\n"
-    )
-    robots._rules["http://b:80"] = robots._parse("http://b:80", b"User-agent: *\n")
+    robots._cache("http://a:80", robots._parse("http://a:80", b"User-agent: *\nCrawl-delay: 0.2\n"))
+    robots._cache("http://b:80", robots._parse("http://b:80", b"User-agent: *\n"))
     frontier = MemoryFrontier()
     scheduler = one_at_a_time(frontier, robots)
 
@@ -561,10 +561,14 @@ async def test_dead_and_throttled_hosts_are_forgotten_once_their_hold_and_backof
     assert scheduler.failing == 0
 
 
-def test_robots_txt_kept_parsed_or_compressed_is_bounded_by_size_not_only_by_number() -> None:
+def test_robots_txt_kept_parsed_or_compressed_is_bounded_by_size_not_only_by_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A robots.txt may be 500 KiB: 2,048 such parsed would take 9 GiB, 4,096 compressed
     940 MiB (with --state; without it every host's rules are kept, compressed)."""
     db = sqlite3.connect(":memory:")
+    monkeypatch.setattr(Robots, "MAX_PARSED_TEXT_BYTES", 2 * 2**20)  # 8 MiB: room for 2 parsed
+    monkeypatch.setattr(Robots, "MAX_CACHED_PACKED_BYTES", 2**20)  # 16 MiB: and for 3 compressed
     robots = Robots(
         fetcher=None,  # type: ignore[arg-type]
         user_agent="crawler",
@@ -572,19 +576,17 @@ def test_robots_txt_kept_parsed_or_compressed_is_bounded_by_size_not_only_by_num
         retries=0,
         table=SqliteRobotsRules(db),
     )
-    robots.MAX_PARSED_TEXT_BYTES = 2 * 2**20  # 8 MiB: room for two of these parsed
-    robots.MAX_CACHED_PACKED_BYTES = 2**20  # 16 MiB: and for three compressed
     rng = random.Random(5)
     origins = [f"http://127.16.0.{h}:80" for h in range(6)]
     for h, origin in enumerate(origins):  # 20,000 rules of random paths, about 600 KiB
         paths = [f"/{rng.getrandbits(96):024x}/" for _ in range(20_000)]
         text = "User-agent: *\n" + "".join(f"Disallow: {path}\n" for path in [f"/{h}/", *paths])
         robots._cache(origin, robots._parse(origin, text.encode()))
-        robots._table.put(origin, "crawler", robots._rules[origin])  # as load() keeps them
+        robots._table.put(origin, "crawler", robots._rules.peek(origin))  # as load() keeps them
 
-    assert robots._parsed_bytes <= 2 * 2**20 and len(robots._parsed) == 2
-    assert robots._packed_bytes <= 2**20 and len(robots._rules) == 3
-    assert robots._packed_bytes == sum(len(r.packed or b"") for r in robots._rules.values())
+    assert robots._parsed.nbytes <= 2 * 2**20 and len(robots._parsed) == 2
+    assert robots._rules.nbytes <= 2**20 and len(robots._rules) == 3
+    assert robots._rules.nbytes == sum(len(r.packed or b"") for r in robots._rules.values())
     for h, origin in enumerate(origins):  # the others read back and parsed again
         rules = robots.cached(origin)
         assert rules is not None
