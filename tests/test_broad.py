@@ -106,12 +106,15 @@ def assert_obeyed(counters: dict[str, int]) -> None:
     assert counters["wrong_host"] == 0
 
 
-def test_a_crawl_of_10_000_hosts_fetches_every_page_once_at_its_depth_obeying_robots(
+def test_a_crawl_of_3_000_hosts_fetches_every_page_once_at_its_depth_obeying_robots(
     tmp_path: Path,
 ) -> None:
+    # 3,000 hosts, not 10,000 (16 s of the suite's time): the connection pool, the host
+    # table and robots.txt per host are each passed many times over either way, and
+    # benchmarks/broad_bench.py crawls 10^5 hosts.
     raise_open_files_limit()
     with BroadWeb(
-        hosts=10_000, pages=11_100, seeds=100, same_host=1, slow_hosts=0, filler_bytes=100
+        hosts=3_000, pages=3_330, seeds=30, same_host=1, slow_hosts=0, filler_bytes=100
     ) as web:
         crawler = crawl(web, tmp_path)
         _, err = crawler.communicate(timeout=120)
@@ -121,7 +124,7 @@ def test_a_crawl_of_10_000_hosts_fetches_every_page_once_at_its_depth_obeying_ro
 
     assert crawler.returncode == 0, err.decode()
     assert_exact(records(tmp_path / "out.jsonl"), web)
-    assert len(hosts) >= 9_900
+    assert len(hosts) >= 2_970
     assert counters["robots"] == len(hosts) and counters["robots_twice"] == 0
     assert counters["pages"] == web.shape.pages and counters["twice"] == 0
     assert_obeyed(counters)

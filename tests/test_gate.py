@@ -16,6 +16,7 @@ from aiohttp import web
 from crawler import Crawler, Settings
 from crawler.engine import BreadthFirstGate
 from crawler.frontier import Request
+from crawler.politeness import BACKOFF_BASE_S
 from tests.conftest import TEST_SETTINGS, Site, by_url, read_records
 
 SITE_PAGES = 2000
@@ -54,7 +55,7 @@ def depths(directory: Path) -> dict[str, int]:
 
 
 async def test_a_url_that_never_answers_stalls_the_crawl_only_for_the_gate_timeout(
-    site: Site, tmp_path, caplog
+    site: Site, tmp_path, caplog, monkeypatch
 ):
     build_site(site)
     site.page("/hang", "answers at once in the reference crawl")
@@ -73,16 +74,17 @@ async def test_a_url_that_never_answers_stalls_the_crawl_only_for_the_gate_timeo
 
     site.handle("/hang", never_answers)
     site.hits.clear()
-    # The defaults, scaled down twentyfold to keep the suite fast: a 1.5 s timeout, 2 retries,
-    # and the gate timeout in the same proportion to the timeout as by default.
-    timeout_s = DEFAULT_TIMEOUT_S / 20
+    # The defaults, scaled down fortyfold to keep the suite fast: a 0.75 s timeout, 2 retries
+    # after backoffs as short, and the gate timeout in the same proportion as by default.
+    timeout_s = DEFAULT_TIMEOUT_S / 40
+    monkeypatch.setattr("crawler.politeness.BACKOFF_BASE_S", BACKOFF_BASE_S / 40)
     with caplog.at_level("WARNING", logger="crawler"):
         ended = await crawl_into(
             tmp_path / "hung",
             site,
             timeout=timeout_s,
             retries=2,
-            gate_timeout=DEFAULT_GATE_TIMEOUT_S / 20,
+            gate_timeout=DEFAULT_GATE_TIMEOUT_S / 40,
         )
 
     assert len(gave_up) == 3
