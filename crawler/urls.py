@@ -490,7 +490,9 @@ def canonical_links(hrefs: Iterable[str], base: str, encoding: str = "utf-8") ->
     `base` must be canonical already (a fetched URL is): it is not checked again.
     `encoding` is the page's (a Python codec): non-ASCII in a query is encoded in it.
     """
-    hrefs = hrefs if isinstance(hrefs, list) else list(hrefs)
+    # each href once: a page links most of its targets many times over (the Python
+    # docs' pages: 99,649 distinct hrefs of 164,265; 23,092 without fragments)
+    hrefs = list(dict.fromkeys(hrefs))
     if encoding not in _UTF8_QUERY:  # a legacy page's: most are UTF-8, and pay nothing
         hrefs = [_query_in(href, encoding) for href in hrefs]
     resolver = _Base(base, userinfo=False)  # a link's own user:password is not kept
@@ -499,7 +501,7 @@ def canonical_links(hrefs: Iterable[str], base: str, encoding: str = "utf-8") ->
     if joined.count("\n") == len(hrefs) - 1 and _made_of(joined, _PLAIN_OR_FRAGMENT_BYTES):
         # most pages: every href plain, so each one's cleaning and check are skipped
         if "#" in joined:
-            hrefs = [href.partition("#")[0] for href in hrefs]
+            hrefs = list(dict.fromkeys([href.partition("#")[0] for href in hrefs]))
         plain, resolve = resolver._plain, resolver.resolve
         for href in hrefs:
             url = plain(href) if not href.endswith("?") else None
