@@ -216,7 +216,9 @@ def visible_text(tree: LexborHTMLParser, keep_tree: bool = True) -> str:
         and (tag_id not in hidden_ids or _set_apart(hidden, node))
     ]
     for node in inline:
-        node.unwrap()
+        # An empty one goes too: kept, it parted the text on either side into two lines
+        # (Sphinx puts an empty <span class=target> before each PEP it cites).
+        node.unwrap(delete_empty=True)
     for node in reversed(hidden):  # one inside another goes first
         node.decompose()
     copy.merge_text_nodes()
