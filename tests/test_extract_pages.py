@@ -11,10 +11,11 @@ from tests.extract_pages import pages, score, summary
 # F1 of the token means when the floors were set: dev 0.988 (26 pages: QA round 4's 23,
 # at 0.990, and 3 of its test pages that round 5 was made for), test 0.975 (13 pages;
 # with those 3, 0.930 before round 5 and 0.975 after), holdout 0.935 (20 pages written
-# for round 5 before its changes, 0.935 before and after; scored only, never tuned on).
+# for round 5 before its changes, 0.935 before and after; scored only, never tuned on),
+# holdout2 0.923 (20 pages written for round 8 before its changes; scored only).
 # The floors leave a margin for a change that trades a little on one page for more on
 # others.
-FLOORS = {"dev": 0.97, "test": 0.95, "holdout": 0.91}
+FLOORS = {"dev": 0.97, "test": 0.95, "holdout": 0.91, "holdout2": 0.90}
 ORDER_F1_FLOOR = 0.90
 
 
