@@ -57,7 +57,7 @@ from crawler.htmlguard import INLINE_MAX_CHARS
 from crawler.page import Page
 from crawler.parse import copy_of
 from crawler.simhash import CJK_CHARACTER, simhash, to_hex
-from crawler.urls import canonicalize
+from crawler.urls import canonicalize, document_base, without_userinfo
 
 # Never content: their text is no part of what a reader reads.
 _STRIPPED_TAGS = [
@@ -357,6 +357,7 @@ _WHITESPACE = re.compile(r"\s+")
 # Elements nested deeper are written as their flat text (Python's stack has limits).
 _MAX_DEPTH = 150
 # What a browser leaves unescaped in a fragment (all but controls, space, '"<>`').
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _FRAGMENT_KEPT = "!#$%&'()*+,-./:;=?@[\\]^_{|}~"
 
 
@@ -405,10 +406,11 @@ def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extrac
     """The main content of `tree` (a page of `url`, in `encoding`, a Python codec) and its
     metadata; `tree` is left as it was."""
     metadata = page_metadata(tree)
-    base = url
+    # The links' base is the one the crawl follows them from (the frozen base URL).
+    base: str | None = url
     base_node = tree.css_first("base[href]")
-    if base_node is not None:
-        base = urljoin(url, (base_node.attrs.get("href") or "").strip())
+    if base_node is not None and (base_href := base_node.attrs.get("href")):
+        base = document_base(base_href, url, encoding)
     titles = _titles(tree, metadata)
     writer = _written(tree, _Writer(base, titles, encoding), noscript=False)
     text = writer.text()
@@ -913,7 +915,7 @@ class _Writer:
 
     def __init__(
         self,
-        base: str,
+        base: str | None,
         titles: frozenset[str] = frozenset(),
         encoding: str = "utf-8",
         in_cell: bool = False,
@@ -972,13 +974,21 @@ class _Writer:
             self._text.append(text)
             self._md.append(_md_escaped(text))
 
-    def _destination(self, reference: str) -> str:
-        """A link's URL as a Markdown link destination: absolute, and percent-encoded as a
-        browser requests it (a space ended the link, and Markdown showed its text), its
-        fragment kept; in <> if it holds a space or a parenthesis, which would end it."""
+    def _destination(self, reference: str) -> str | None:
+        """A link's URL as a Markdown link destination: absolute, as the crawl's links are
+        (against the frozen base URL, without userinfo), and percent-encoded as a browser
+        requests it (a space ended the link, and Markdown showed its text), its fragment
+        kept; in <> if it holds a space or a parenthesis, which would end it. None for a
+        relative reference of a page whose <base> is of another scheme (mailto:)."""
         reference, hash_sign, fragment = reference.partition("#")
         url = canonicalize(reference, self.base, self.encoding)
-        if url is None:  # mailto:, ftp: and the like, as written
+        if url is not None:
+            url = without_userinfo(url)
+        elif _SCHEME.match(reference):  # mailto:, ftp: and the like, as written
+            url = reference
+        elif self.base is None:
+            return None
+        else:
             url = urljoin(self.base, reference)
         if hash_sign:
             url += "#" + quote(fragment, safe=_FRAGMENT_KEPT)
@@ -1000,17 +1010,20 @@ class _Writer:
                 return
             self._link_chars += (0.3 if href[1:] and href[0] == "#" else 1) * len(inner.strip())
             if href and not href.startswith(("javascript:", "#")) and inner.strip():
+                destination = self._destination(href)
+                if destination is None:
+                    return
                 label = "".join(self._md[start_md:]).strip()
                 del self._md[start_md:]
                 if self._md:
                     self._md[-1] = _before_link(self._md[-1])
-                self._md.append(f"[{label}]({self._destination(href)})")
+                self._md.append(f"[{label}]({destination})")
                 self._last_span = None
         elif tag == "img":
             alt = (node.attrs.get("alt") or "").strip()
             src = (node.attrs.get("src") or "").strip()
-            if src and not src.startswith("data:"):
-                self._md.append(f"![{_md_escaped(alt)}]({self._destination(src)})")
+            if src and not src.startswith("data:") and (destination := self._destination(src)):
+                self._md.append(f"![{_md_escaped(alt)}]({destination})")
         elif tag in _CODE_TAGS:
             # A code span takes no escapes: its text as it is, between backticks.
             code = _WHITESPACE.sub(" ", node.text(deep=True))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -1380,3 +1381,38 @@ async def test_a_paragraph_in_a_div_beside_the_content_comes_with_it(site: Site,
     main_text = await extracted(site, tmp_path, page, "/retry.py")
 
     assert main_text == f"{description}\n{code}"
+
+
+async def test_markdown_links_resolve_against_the_base_the_crawl_follows_them_from(
+    site: Site, tmp_path
+):
+    """Markdown's links are the record's links: resolved against the frozen base URL, as
+    a browser resolves them (a javascript: <base> is none, backslashes are slashes, a
+    tab inside is dropped), without the userinfo the crawl never keeps; a page whose
+    <base> is mailto: has no relative link a reader can follow, and Markdown gives
+    the text alone."""
+    prose = "An article long enough to be the main content, whose links are written here: "
+    links = '<a href="a.html">one</a>, <a href="/b.html">two</a> and '
+    links += '<a href="mailto:x@y.z">mail</a>.'
+    bases = {
+        "/js/": "javascript:void(0)",
+        "/slash/": "\\docs\\v2\\",
+        "/tab/": "/do\tcs/",
+        "/userinfo/": f"http://user:secret@{site.url.removeprefix('http://')}/private/",
+        "/mailto/": "mailto:editor@example.com",
+    }
+    for path, base in bases.items():
+        site.page(path, body=f'<base href="{base}">' + _article(f"<p>{prose}{links}</p>"))
+
+    records = await crawl(tmp_path, [site.url + p for p in bases], extract=True, max_depth=0)
+
+    markdown = {r["url"].removeprefix(site.url): r["markdown"] for r in records}
+    followed = {r["url"].removeprefix(site.url): r["links"] for r in records}
+    for path in ("/js/", "/slash/", "/tab/", "/userinfo/"):
+        destinations = re.findall(r"\]\(([^)]*)\)", markdown[path])
+        assert destinations[:2] == [u for u in followed[path] if "html" in u], path
+        assert destinations[2] == "mailto:x@y.z"
+        assert "secret" not in markdown[path]
+    assert followed["/slash/"][0] == site.url + "/docs/v2/a.html"
+    assert "[" not in markdown["/mailto/"].replace("[mail](mailto:x@y.z)", "")
+    assert "one, two and [mail](mailto:x@y.z)." in markdown["/mailto/"]
