@@ -12,8 +12,8 @@ of QA round 8: Tieba, CSDN, cnblogs, Jianshu, Hexo, WeChat and Bilibili articles
 novel chapter, GB2312 and university notices with attachments, a Douban review, a news
 list page, MDN, pkg.go.dev, Wikipedia with infobox and references, a recipe, XenForo
 quotes, newsletter and cookie pop-ups, text in <noscript>, AMP) are scored only at the
-start and the end of a round of changes, never between. A page is NAME.html (the bytes a server sends,
-GBK ones included) and NAME.txt (its main text, one block a line).
+start and the end of a round of changes, never between. A page is NAME.html (the bytes
+a server sends, GBK ones included) and NAME.txt (its main text, one block a line).
 
 Scores are over tokens: a word (`\\w+`), or one Han, kana or Hangul character, as
 Chinese and Japanese are compared character by character. A page's precision and

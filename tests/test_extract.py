@@ -18,11 +18,12 @@ from selectolax.lexbor import LexborHTMLParser
 from crawler.extract import extract
 from crawler.page import Page
 from crawler.simhash import (
-    MAX_DISTANCE,
     SimhashIndex,
     distance,
     from_hex,
+    near,
     simhash,
+    tokens,
 )
 from tests.conftest import Site, by_url, crawl, read_records
 from tests.test_hostile_html import LoopWatch
@@ -567,6 +568,87 @@ async def test_planted_near_duplicates_point_at_the_first_page(site: Site, tmp_p
     assert "near_duplicate_of" not in records[site.url + "/distinct"]
 
 
+CHINESE_SENTENCES = [
+    "今年春茶开采比往年提前了一周，山区的茶农周一表示，这是因为冬天温暖而干燥。",
+    "清明前后，村里家家户户都在忙着采茶、炒茶，空气里到处是茶叶的香味。",
+    "合作社的负责人说，今年的茶叶品质很好，收购价格比去年略有上涨。",
+    "为了让茶叶卖得更远，村里去年建起了电商服务站，年轻人回乡做起了直播。",
+    "一位返乡青年告诉记者，他每天晚上直播两个小时，订单来自全国各地。",
+    "县农业部门派出技术人员，到茶园指导病虫害防治和科学施肥。",
+    "专家提醒，采茶季节雨水较多，茶农要注意茶园排水，防止茶树根部受损。",
+    "据统计，全县茶园面积已经超过十万亩，茶产业成为群众增收的重要来源。",
+    "下一步，当地计划打造茶文化旅游线路，吸引更多游客到山里体验采茶。",
+]
+OTHER_CHINESE_SENTENCES = [
+    "市气象台昨天发布暴雨蓝色预警，预计未来三天全市将有一次明显降雨过程。",
+    "受降雨影响，部分路段可能出现积水，交警部门提醒市民出行注意安全。",
+    "各区已组织人员对地下通道、低洼路段进行排查，并备好抽水设备。",
+    "教育部门通知，如遇红色预警，中小学和幼儿园将停课一天。",
+    "水务部门表示，全市水库蓄水情况良好，可以满足汛期调度需要。",
+    "气象专家分析，今年入汛时间偏早，降雨总量可能比常年偏多。",
+    "市民如发现道路塌陷、树木倒伏等险情，可拨打城市服务热线反映。",
+    "目前，各相关部门已进入应急值守状态，确保城市安全度汛。",
+]
+OTHER_PARAGRAPHS = [
+    "The library will close its main reading room for three months this summer while "
+    "workers replace the roof, which has leaked onto the stacks during heavy storms.",
+    "Books from the reading room will move to the east wing, and staff will fetch any "
+    "title on request within a day, the head librarian said at a meeting on Thursday.",
+    "The children's section and the computer lab stay open as usual, and the evening "
+    "lectures move to the town hall until the work is finished in late September.",
+    "The repairs are paid for by a bequest from a former teacher, who left the library "
+    "most of her savings and asked that it be spent on the building, not on furniture.",
+    "Volunteers will help carry the most fragile maps and manuscripts, which need to be "
+    "kept at a steady temperature and cannot be packed in ordinary cardboard boxes.",
+    "The library expects more visitors than ever next year, when the new school opens "
+    "across the street and its pupils are given free cards and weekly class visits.",
+]
+TEMPLATE = """<html><head><meta charset="utf-8"><title>{title}</title></head><body>
+<div class="nav"><a href="/">首页 Home</a> | <a href="/news/">新闻 News</a>
+| <a href="/about/">关于我们 About us</a> | <a href="/contact/">联系我们 Contact</a>
+| <a href="/jobs/">招聘 Jobs</a></div>
+<article><h1>{title}</h1>{article}</article>
+<div class="footer"><p>版权所有 © 2024 某某日报社 All rights reserved. 地址：某某市人民路1号。</p>
+<p>违法和不良信息举报电话：0000-12345678。Contact the newsroom at any hour.</p></div>
+</body></html>"""
+
+
+async def test_pages_that_differ_in_one_sentence_are_near_and_two_articles_are_not(
+    site: Site, tmp_path
+):
+    """In Chinese and in English, an article with a sentence added, or one put in the
+    place of another, is a near-duplicate of the first page that had it (a whole-text
+    SimHash found a quarter of such Chinese pairs: a sentence brings new character pairs
+    mostly); another article on the same template, nav and footer, is none."""
+    new_zh = "记者在采访中了解到，不少茶农今年还尝试种植了新的茶树品种。"
+    new_en = "A spokesman for the council said the final cost would be known in May."
+    articles = {
+        "zh": CHINESE_SENTENCES,
+        "zh-added": [*CHINESE_SENTENCES[:4], new_zh, *CHINESE_SENTENCES[4:]],
+        "zh-replaced": [*CHINESE_SENTENCES[:6], new_zh, *CHINESE_SENTENCES[7:]],
+        "zh-other": OTHER_CHINESE_SENTENCES,
+        "en": PARAGRAPHS,
+        "en-added": [*PARAGRAPHS[:3], new_en, *PARAGRAPHS[3:]],
+        "en-replaced": [*PARAGRAPHS[:5], new_en, *PARAGRAPHS[6:]],
+        "en-other": OTHER_PARAGRAPHS,
+    }
+    for name, sentences in articles.items():
+        paragraphs = "".join(f"<p>{''.join(sentences[i : i + 2])}</p>" for i in range(0, 9, 2))
+        if name.startswith("en"):
+            paragraphs = "".join(f"<p>{p}</p>" for p in sentences)
+        site.page(f"/{name}", body=TEMPLATE.format(title=name, article=paragraphs))
+    urls = [f"{site.url}/{name}" for name in articles]
+
+    records = by_url(await crawl(tmp_path, urls, extract=True, max_depth=0, concurrency=1))
+
+    for language in ("zh", "en"):
+        first = f"{site.url}/{language}"
+        assert "near_duplicate_of" not in records[first]
+        for kind in ("added", "replaced"):
+            assert records[f"{first}-{kind}"].get("near_duplicate_of") == first, kind
+        assert "near_duplicate_of" not in records[f"{first}-other"]
+
+
 OLD_SITE = """<html><head><meta http-equiv="Content-Type" content="text/html; charset=gb2312">
 <title>{title}--某某县人民政府网</title></head><body><table width="778" align="center">
 <tr><td><a href="/">首 页</a> | <a href="/xwzx/">新闻中心</a> | <a href="/zwgk/">政务公开</a>
@@ -644,18 +726,30 @@ async def test_the_near_duplicate_index_survives_a_resume(site: Site, tmp_path):
     assert site.count("/a") == 1
 
 
-def test_the_index_finds_exactly_what_a_scan_finds():
-    rng = random.Random(5)
-    index = SimhashIndex()
-    stored = []
-    for i in range(3000):
+def fingerprints_near_and_far(rng: random.Random, count: int) -> list[int]:
+    """Fingerprints as pages make them: some with groups of no sentence (bytes of 0),
+    and a third near an earlier one: a few bits flipped, or a few groups changed."""
+    made: list[int] = []
+    for i in range(count):
         fingerprint = rng.getrandbits(64)
-        if i % 3 == 0 and stored:  # a near one of an earlier fingerprint
-            fingerprint = rng.choice(stored)[0]
+        for byte in rng.sample(range(8), rng.choice((0, 0, 2, 5, 7))):
+            fingerprint &= ~(0xFF << (8 * byte))
+        if i % 3 == 0 and made:
+            fingerprint = rng.choice(made)
             for bit in rng.sample(range(64), rng.randint(0, 5)):
                 fingerprint ^= 1 << bit
+            for byte in rng.sample(range(8), rng.randint(0, 3)):
+                fingerprint ^= rng.getrandbits(8) << (8 * byte)
+        made.append(fingerprint)
+    return made
+
+
+def test_the_index_finds_exactly_what_a_scan_finds():
+    index = SimhashIndex()
+    stored = []
+    for i, fingerprint in enumerate(fingerprints_near_and_far(random.Random(5), 3000)):
         url = f"u{i}"
-        expected = next((u for f, u in stored if distance(f, fingerprint) <= MAX_DISTANCE), None)
+        expected = next((u for f, u in stored if near(f, fingerprint)), None)
         assert index.first_near(fingerprint) == expected
         if index.add(fingerprint, url):
             stored.append((fingerprint, url))
@@ -663,13 +757,13 @@ def test_the_index_finds_exactly_what_a_scan_finds():
 
 
 def test_chinese_is_shingled_on_characters():
-    text = "今年春茶开采比往年提前了一周，山区的茶农周一表示，这是因为冬天温暖而干燥。" * 3
-    other = "上海的天气预报说明天有大雨，市民出门请带好雨具，注意交通安全，学校推迟上课。" * 3
-    near = text.replace("一周", "两周")
-    a, b, c = simhash(text), simhash(near), simhash(other)
+    assert tokens("春茶开采 Tea 2024") == ["春茶", "茶开", "开采", "tea", "2024"]
+    text = "".join(CHINESE_SENTENCES)
+    other = "".join(s[::-1] for s in CHINESE_SENTENCES)  # the same characters, other pairs
+    a, b, c = simhash(text), simhash(text.replace("一周", "两周")), simhash(other)
     assert a is not None and b is not None and c is not None
+    assert near(a, b) and not near(a, c)
     assert distance(a, c) > 10
-    assert distance(a, b) < distance(a, c)
     assert from_hex(f"{a:016x}") == a
 
 
