@@ -357,6 +357,9 @@ _WHITESPACE = re.compile(r"\s+")
 # Elements nested deeper are written as their flat text (Python's stack has limits).
 _MAX_DEPTH = 150
 # What a browser leaves unescaped in a fragment (all but controls, space, '"<>`').
+_ATTACHMENT = re.compile(
+    r"\.(?:pdf|docx?|xlsx?|pptx?|wps|et|dps|odt|ods|odp|rtf|csv|zip|rar|7z)$", re.IGNORECASE
+)
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _FRAGMENT_KEPT = "!#$%&'()*+,-./:;=?@[\\]^_{|}~"
 
@@ -1008,7 +1011,16 @@ class _Writer:
                 # A heading's permalink ("¶", "§", "#", an icon): no part of the text.
                 del self._text[start_text:], self._md[start_md:]
                 return
-            self._link_chars += (0.3 if href[1:] and href[0] == "#" else 1) * len(inner.strip())
+            # An in-page link weighs less, and so does an attachment (a notice's 附件, a
+            # report's PDF): a paragraph of attachments is the content's, where one beside
+            # another link ("Download PDF", "Route map") is a page's machinery.
+            if href[1:] and href[0] == "#":
+                weight = 0.3
+            elif _ATTACHMENT.search(href.partition("?")[0].partition("#")[0]):
+                weight = 0.5
+            else:
+                weight = 1.0
+            self._link_chars += weight * len(inner.strip())
             if href and not href.startswith(("javascript:", "#")) and inner.strip():
                 destination = self._destination(href)
                 if destination is None:

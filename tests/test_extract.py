@@ -1510,3 +1510,27 @@ async def test_markdown_links_resolve_against_the_base_the_crawl_follows_them_fr
     assert followed["/slash/"][0] == site.url + "/docs/v2/a.html"
     assert "[" not in markdown["/mailto/"].replace("[mail](mailto:x@y.z)", "")
     assert "one, two and [mail](mailto:x@y.z)." in markdown["/mailto/"]
+
+
+async def test_a_notices_attachments_are_its_content(site: Site, tmp_path):
+    """A Chinese notice ends with its attachments, each a paragraph that is a link to a
+    file: being all link, they were left out as a list of stories is. A link to a
+    document weighs half, so a paragraph of them stays, and one beside another link
+    (a page's "Download PDF" and "Route map") still goes."""
+    notice = "".join(
+        f"<p>{line}</p>"
+        for line in (
+            "各学院：",
+            "为深入推进创新创业教育改革，现将2024年项目申报工作有关事项通知如下，请各学院认真组织。",
+            "学生于3月25日前登录管理系统在线填报，各学院于4月10日前完成初审并提交推荐汇总表。",
+            "附件：",
+            '<a href="/files/a.docx">1.项目申报书.docx</a>',
+            '<a href="/files/b.XLSX?v=2">2.推荐项目汇总表.xlsx</a>',
+            '<a href="/files/t.pdf">Download PDF timetable</a> <a href="/map">Route map</a>',
+        )
+    )
+
+    main_text = await extracted(site, tmp_path, _article(notice))
+
+    assert main_text.split("\n")[-2:] == ["1.项目申报书.docx", "2.推荐项目汇总表.xlsx"]
+
