@@ -306,8 +306,19 @@ _LABELS = frozenset(
 _REPLY = re.compile(r"^(?:re|aw|sv|vs|回复|回覆|答复)\s*[:：]\s*")
 # A Chinese news article's last lines: who edited it ("（责任编辑：李明）", "(责编：赵敏)"),
 # and where it came from ("本文来源：都市晨报 责任编辑：王芳_NN1234", NetEase's).
+# A WeChat article's credits ("文字 | 林小园　图片 | 林小园", "编辑丨阿青") are alike.
 _CREDIT = re.compile(
-    r"[（(【\[]?\s*(?:责任编辑|責任編輯|责编|責編|编辑|編輯|校对|校對|(?:本文)?[来來]源)\s*[:：]"
+    r"[（(【\[]?\s*(?:责任编辑|責任編輯|责编|責編|编辑|編輯|校对|校對|(?:本文)?[来來]源"
+    r"|文字|撰文|图片|圖片|摄影|攝影|排版|审核|審核|美编|美編)\s*[:：|｜丨]"
+)
+# Lines a platform puts around every article: a WeChat account's call to follow it
+# ("▼ 点击上方蓝字关注我们 ▼", "长按识别二维码 关注...") and its end mark ("- END -"), and a
+# page's note to a browser without scripts ("Please enable JavaScript...").
+_PLATFORM_LINE = re.compile(
+    r"[\W_]*(?:点击上方.{0,12}关注|點擊上方.{0,12}關注|长按.{0,6}二维码|長按.{0,6}二維碼|扫码关注"
+    r"|end[\W_]*$|(?:please\s+)?(?:enable|turn on)\s+javascript"
+    r"|javascript\s+is\s+(?:disabled|required))",
+    re.IGNORECASE,
 )
 # A Chinese page's meta line ("发布时间：2025-03-10　来源：县林业局　浏览次数：1024"): two
 # or more of these labels in a short block, which is never content, and on a page of
@@ -317,6 +328,7 @@ _META_LABEL = re.compile(
     r"|浏览次数|阅读次数|字号|字號)\s*[:：]"
 )
 _META_LINE_CHARS = 100
+_PLATFORM_LINE_CHARS = 80
 # A Chinese site's footer: the licence every site shows ("京ICP证030173号", "沪ICP备05012345号",
 # "京公网安备 11000002000088号"), in a block of a few lines.
 _SITE_LICENCE = re.compile(r"ICP\s*[备證证]|公网安备|公網安備")
@@ -1221,6 +1233,8 @@ class _Writer:
             text.casefold().rstrip(_LABEL_END).strip() in _LABELS or _CREDIT.match(text)
         ):
             return False  # a heading too: "Related", "Share this:", "相关阅读"
+        if len(text) < _PLATFORM_LINE_CHARS and _PLATFORM_LINE.match(text):
+            return False
         if _meta_line(text):
             return False
         if self._prefix.startswith("#"):

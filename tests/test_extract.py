@@ -1534,3 +1534,25 @@ async def test_a_notices_attachments_are_its_content(site: Site, tmp_path):
 
     assert main_text.split("\n")[-2:] == ["1.项目申报书.docx", "2.推荐项目汇总表.xlsx"]
 
+
+async def test_a_wechat_articles_calls_to_follow_and_credits_are_left_out(site: Site, tmp_path):
+    body = "".join(
+        f"<p><span>{line}</span></p>"
+        for line in (
+            "▼ 点击上方蓝字关注我们 ▼",
+            "去年春天，我在阳台上种下了第一盆小葱，没想到一年下来，阳台上已经有了十几种蔬菜。",
+            "新手最好从小葱、生菜、小白菜这些生长快、不挑环境的蔬菜开始，一个月左右就能吃上。",
+            "- END -",
+            "文字 | 林小园　图片 | 林小园",
+            "编辑丨阿青",
+            "长按识别二维码 关注周末生活家",
+            "Please enable JavaScript for the best experience on our site.",
+        )
+    )
+
+    main_text = await extracted(site, tmp_path, _article(body))
+
+    assert main_text.split("\n") == [
+        "去年春天，我在阳台上种下了第一盆小葱，没想到一年下来，阳台上已经有了十几种蔬菜。",
+        "新手最好从小葱、生菜、小白菜这些生长快、不挑环境的蔬菜开始，一个月左右就能吃上。",
+    ]
