@@ -210,6 +210,7 @@ _SHARE_KEPT = 0.5
 _SHARE_HELD = 0.75
 # Main text this short may be a page whose text is in <noscript>, for browsers without scripts.
 _SHORT_CHARS = 200
+_HEADLINE_CHARS = 10
 _LEAD_CHARS = 80
 # A lead's class: one of these words as a class name, after a hyphen or an underscore
 # ("article-excerpt", "story_dek"), or first before a hyphen ("lead-text"). One query finds
@@ -480,7 +481,32 @@ def _written(tree: LexborHTMLParser, writer: _Writer, noscript: bool) -> _Writer
     for root in roots:
         writer.render(root)
     writer.end_block()
+    if roots[0].mem_id == body.mem_id and len(writer.text()) < _SHORT_CHARS:
+        # No block of prose, the page's own: a list page (a news site's "滚动新闻", a
+        # forum's topics, an archive) whose content is its list of headlines.
+        headlines = _headline_list(body)
+        if headlines is not None and len(headlines.text()) > 2 * len(writer.text()):
+            writer.blocks.clear()
+            writer.keep_links = True
+            writer.render(headlines)
+            writer.end_block()
     return writer
+
+
+def _headline_list(body: LexborNode) -> LexborNode | None:
+    """The list whose items are headlines (a link of _HEADLINE_CHARS or more each, five
+    at least) holding the most of their text, if the page has one."""
+    best, best_chars = None, 0
+    for node in body.css("ul, ol"):
+        items = [child for child in node.iter() if child.tag == "li"]
+        lengths = [
+            max((len(link.text(deep=True).strip()) for link in item.css("a")), default=0)
+            for item in items
+        ]
+        headlines = sum(length >= _HEADLINE_CHARS for length in lengths)
+        if headlines >= 5 and headlines >= 0.8 * len(items) and sum(lengths) > best_chars:
+            best, best_chars = node, sum(lengths)
+    return best
 
 
 def _article_body(metadata: dict[str, Any]) -> str:
@@ -938,6 +964,7 @@ class _Writer:
         self.base = base
         # A table cell's Markdown is inline: its lists, quotes and headings are text.
         self.in_cell = in_cell
+        self.keep_links = False  # a list page's headlines, all links, are its content
         self.titles = titles  # a heading that repeats the page's title is left out
         self.encoding = encoding  # the page's, which a link's query is encoded in
         self.blocks: list[_Block] = []
@@ -1241,7 +1268,7 @@ class _Writer:
             # A forum's reply is titled "Re: " and the thread's title.
             heading = _REPLY.sub("", " ".join(text.split()).casefold())
             return heading not in self.titles
-        return self._link_chars <= 0.5 * len(text)
+        return self.keep_links or self._link_chars <= 0.5 * len(text)
 
     def text(self) -> str:
         return "\n".join(block.text for block in self.blocks if block.text)

@@ -1556,3 +1556,32 @@ async def test_a_wechat_articles_calls_to_follow_and_credits_are_left_out(site: 
         "去年春天，我在阳台上种下了第一盆小葱，没想到一年下来，阳台上已经有了十几种蔬菜。",
         "新手最好从小葱、生菜、小白菜这些生长快、不挑环境的蔬菜开始，一个月左右就能吃上。",
     ]
+
+
+async def test_a_list_pages_main_text_is_its_list_of_headlines(site: Site, tmp_path):
+    """A news site's list page ("滚动新闻") has no paragraph: its content is the list of
+    headlines, each a link, which was left out as links are; its main text was the site's
+    top bar and sidebar labels. Its menu and its sidebar's short list are not headlines."""
+    headlines = [
+        "多地启动防汛四级应急响应 做好强降雨防范",
+        "高考临近 各地加强考点周边环境整治",
+        "铁路部门端午假期预计发送旅客超六千万人次",
+        "夏粮收购陆续展开 小麦收购价格总体平稳",
+        "全国首条跨海高铁桥梁主体工程完工",
+        "新一批国家级非物质文化遗产代表性项目名录公示",
+    ]
+    items = "".join(
+        f'<li><span class="time">06-03 10:{i}0</span> <a href="/n/{i}.html">{h}</a></li>'
+        for i, h in enumerate(headlines)
+    )
+    menu = "".join(f'<li><a href="/{c}/">{c}</a></li>' for c in ("首页", "国内", "国际", "财经"))
+    page = (
+        f'<html><body><div class="top"><a href="/">某某网首页</a> 2024年6月3日</div><ul>{menu}</ul>'
+        f'<div class="left"><div class="crumb">当前位置：首页 &gt; 国内</div>'
+        f'<ul class="news">{items}</ul></div><div class="right"><h3>热点排行</h3>'
+        '<ol><li><a href="#">端午出行指南</a></li></ol></div></body></html>'
+    )
+
+    main_text = await extracted(site, tmp_path, page)
+
+    assert main_text.split("\n") == [f"06-03 10:{i}0 {h}" for i, h in enumerate(headlines)]
