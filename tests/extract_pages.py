@@ -8,11 +8,12 @@ scorer that compares what `extract` finds with it.
 `tests/data/extract_pages/dev` is tuned on; `test` is scored only, to tell whether a
 change helps pages it was not made for; `holdout` (20 pages of kinds the first two lack,
 written before the changes of QA round 5) and `holdout2` (20 more, written before those
-of QA round 8: Tieba, CSDN, cnblogs, Jianshu, Hexo, WeChat and Bilibili articles, a GBK
-novel chapter, GB2312 and university notices with attachments, a Douban review, a news
-list page, MDN, pkg.go.dev, Wikipedia with infobox and references, a recipe, XenForo
-quotes, newsletter and cookie pop-ups, text in <noscript>, AMP) are scored only at the
-start and the end of a round of changes, never between. A page is NAME.html (the bytes
+of QA round 8: Tieba, CSDN, cnblogs, Jianshu, Hexo and Bilibili articles, a GBK novel
+chapter, a GB2312 notice, a Douban review, MDN, pkg.go.dev, Wikipedia with infobox and
+references, a recipe, XenForo quotes, newsletter and cookie pop-ups, AMP; its WeChat
+article, university notice, news list page and <noscript> article, which that round's
+changes were made for, are in dev now) are scored only at the start and the end of a
+round of changes, never between. A page is NAME.html (the bytes
 a server sends, GBK ones included) and NAME.txt (its main text, one block a line).
 
 Scores are over tokens: a word (`\\w+`), or one Han, kana or Hangul character, as
