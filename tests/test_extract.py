@@ -1585,3 +1585,45 @@ async def test_a_list_pages_main_text_is_its_list_of_headlines(site: Site, tmp_p
     main_text = await extracted(site, tmp_path, page)
 
     assert main_text.split("\n") == [f"06-03 10:{i}0 {h}" for i, h in enumerate(headlines)]
+
+
+async def test_markdown_of_tables_nested_lists_code_and_chinese_punctuation_reads_back(
+    site: Site, tmp_path
+):
+    """What a CommonMark reader (markdown-it-py, GFM tables) finds in the Markdown is the
+    main text, block for block: Chinese punctuation and look-alikes of markup, code
+    holding backticks, lists three deep, and a table whose cells hold pipes, backticks
+    and brackets."""
+    body = (
+        "<p>中文标点：“引号”、《书名》【方括号】（圆括号）——破折号……！？* 星号 # 井号 1. 数字。</p>"
+        "<p>Use <code>a`b</code>, <code>``x``</code> and <code>`</code> here.</p>"
+        "<pre><code>line with ``` three\n  indented `tick`\n</code></pre>"
+        "<ul><li>第一项<ul><li>嵌套一<ol><li>更深 1</li><li>更深 2</li></ol></li>"
+        "<li>嵌套二：<code>x*y</code></li></ul></li><li>Second <em>item</em> | pipe</li></ul>"
+        "<table><tr><th>名称</th><th>说明 | 竖线</th></tr>"
+        "<tr><td>a`b`c</td><td>“中文”，标点；*星*</td></tr>"
+        "<tr><td>[x](y)</td><td>&lt;b&gt;</td></tr></table>"
+        "<p>1) 不是列表 + 也不是 &gt; 引用</p>"
+    )
+
+    markdown, blocks, main_text = await read_back(site, tmp_path, body)
+
+    lines = main_text.split("\n")
+    assert blocks == [
+        ("p", lines[0]),
+        ("p", lines[1]),
+        ("p", "Use a`b, ``x`` and ` here."),
+        ("pre", "line with ``` three\n  indented `tick`"),
+        ("ul/li/p", "第一项"),
+        ("ul/li/ul/li/p", "嵌套一"),
+        ("ul/li/ul/li/ol/li/p", "更深 1"),
+        ("ul/li/ul/li/ol/li/p", "更深 2"),
+        ("ul/li/ul/li/p", "嵌套二：x*y"),
+        ("ul/li/p", "Second item | pipe"),
+        *[("table/thead/tr/th", cell) for cell in lines[11].split("\t")],
+        *[("table/tbody/tr/td", cell) for line in lines[12:14] for cell in line.split("\t")],
+        ("p", "1) 不是列表 + 也不是 > 引用"),
+    ]
+    assert blocks[1][1].startswith("中文标点：“引号”")
+    assert blocks[1][1].endswith("* 星号 # 井号 1. 数字。")
+    assert "\\*" in markdown and "\\|" in markdown
