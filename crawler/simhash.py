@@ -2,8 +2,9 @@
 
 A page's fingerprint is 8 SimHashes of 8 bits (Charikar's), one of each group of its
 main text's sentences: a sentence (cut at a line's end, at 。！？!? and at a full stop
-before a space) belongs to the group its words' hash names, so the same sentence is in
-the same group on every page. A group's tokens (words; in Chinese and Japanese, which
+before a space) belongs to the group its least-hashed shingle names, so the same
+sentence is in the same group on every page, and a word changed moves it only if it
+was that shingle. A group's tokens (words; in Chinese and Japanese, which
 put no spaces between words, each pair of adjacent characters) are cut into shingles
 of SHINGLE_TOKENS, each distinct shingle is hashed with MurmurHash3 (mmh3), and bit i
 of the group's byte is set when more than half the shingles' hashes have it set; a
@@ -78,12 +79,8 @@ def tokens(text: str) -> list[str]:
     return found
 
 
-def shingles(text: str, size: int = SHINGLE_TOKENS) -> set[str]:
-    """The distinct runs of `size` tokens (the whole text if it has fewer)."""
-    return _shingled(tokens(text), size)
-
-
 def _shingled(words: list[str], size: int) -> set[str]:
+    """The distinct runs of `size` of `words` (all of them if they are fewer)."""
     if len(words) <= size:
         return {" ".join(words)} if words else set()
     if size == 1:
