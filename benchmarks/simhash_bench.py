@@ -15,7 +15,7 @@ the same page fetched twice or under two URLs:
 - **comments**: a comment section (3 comments, 60 words) appended;
 - **words**: 3 words replaced by others.
 
-Recall is the share of planted pairs within MAX_DISTANCE bits. The distinct pairs
+Recall is the share of planted pairs found near (crawler.simhash.near). The distinct pairs
 are every pair of two different articles (16,290 pairs), plain and each wrapped in
 the same long template (300 words of menus, footer and cookie notice, as when
 extraction fails and keeps the page's frame): precision counts the pairs flagged
@@ -35,7 +35,15 @@ import time
 from itertools import combinations
 from pathlib import Path
 
-from crawler.simhash import MAX_DISTANCE, SHINGLE_TOKENS, SimhashIndex, distance, simhash
+from crawler.simhash import (
+    MAX_DISTANCE,
+    MAX_GROUPS_CHANGED,
+    SHINGLE_TOKENS,
+    SimhashIndex,
+    distance,
+    near,
+    simhash,
+)
 
 _AD = (
     "Advertisement. Get 50% off your first year of unlimited digital access to award winning "
@@ -205,17 +213,14 @@ def html_pairs_report(pages: list[tuple[str, str, str]], shingle_tokens: int) ->
         for kind, (a, b) in planted_html(html, body, rng).items():
             fa = _extracted_simhash(a, url, shingle_tokens)
             fb = _extracted_simhash(b, url, shingle_tokens)
-            near = fa is not None and fb is not None and distance(fa, fb) <= MAX_DISTANCE
-            found[kind] = found.get(kind, 0) + near
+            near_pair = fa is not None and fb is not None and near(fa, fb)
+            found[kind] = found.get(kind, 0) + near_pair
     for kind, hits in found.items():
         print(f"  recall, {kind:9} {hits / len(pages):.3f}  ({hits}/{len(pages)})")
     hits = sum(found.values())
     print(f"  recall, all       {hits / (4 * len(pages)):.3f}")
     prints = [_extracted_simhash(html, url, shingle_tokens) for url, html, _ in pages]
-    false = sum(
-        a is not None and b is not None and distance(a, b) <= MAX_DISTANCE
-        for a, b in combinations(prints, 2)
-    )
+    false = sum(a is not None and b is not None and near(a, b) for a, b in combinations(prints, 2))
     pairs = len(pages) * (len(pages) - 1) // 2
     print(f"  distinct pages: {false} of {pairs} pairs flagged")
 
@@ -228,13 +233,13 @@ def template(text: str) -> str:
 
 def pairs_report(texts: list[str], shingle_tokens: int) -> None:
     rng = random.Random(24)
-    print(f"shingles of {shingle_tokens} tokens; near-duplicate: distance <= {MAX_DISTANCE}")
+    print(f"shingles of {shingle_tokens} tokens; near-duplicate: crawler.simhash.near")
     found: dict[str, int] = {}
     for text in texts:
         for kind, (a, b) in planted(text, rng).items():
             fa, fb = simhash(a, shingle_tokens), simhash(b, shingle_tokens)
             assert fa is not None and fb is not None
-            found[kind] = found.get(kind, 0) + (distance(fa, fb) <= MAX_DISTANCE)
+            found[kind] = found.get(kind, 0) + near(fa, fb)
     planted_hits = sum(found.values())
     for kind, hits in found.items():
         print(f"  recall, {kind:9} {hits / len(texts):.3f}  ({hits}/{len(texts)})")
@@ -242,7 +247,7 @@ def pairs_report(texts: list[str], shingle_tokens: int) -> None:
     for name, wrap in (("distinct", str), ("distinct + template", template)):
         prints = [simhash(wrap(t), shingle_tokens) for t in texts]
         false = sum(
-            distance(a, b) <= MAX_DISTANCE  # type: ignore[arg-type]
+            near(a, b)  # type: ignore[arg-type]
             for a, b in combinations(prints, 2)
         )
         pairs = len(texts) * (len(texts) - 1) // 2
@@ -250,6 +255,7 @@ def pairs_report(texts: list[str], shingle_tokens: int) -> None:
         print(f"  {name:20}: {false} of {pairs} pairs flagged; precision {precision:.4f}")
 
 
+_LIMITS = (MAX_DISTANCE, MAX_GROUPS_CHANGED)  # the shared index's, as crawler.state.redis's
 _SENTENCES = [
     "另据了解，相关部门还将在下月召开专题会议，对下一阶段工作作出具体安排。",
     "记者注意到，不少市民对此表示欢迎，认为这一做法切实解决了群众的实际困难。",
@@ -263,7 +269,9 @@ def chinese_report(articles: int, parts: int) -> None:
     distances between those main texts, each with another."""
     pages = Path(__file__).parent.parent / "tests" / "data" / "extract_pages"
     texts = [path.read_text(encoding="utf-8").strip() for path in sorted(pages.rglob("*.txt"))]
-    texts = [t for t in texts if sum("\u4e00" <= c <= "\u9fff" for c in t) > 100]
+    texts = [
+        t for t in texts if sum("\u4e00" <= c <= "\u9fff" for c in t) > 100 and t.count("。") > 2
+    ]
     rng = random.Random(5)
     found = {"added": 0, "replaced": 0}
     lengths = []
@@ -279,14 +287,18 @@ def chinese_report(articles: int, parts: int) -> None:
         }
         before = simhash(article)
         for kind, after in changed.items():
-            near = distance(before, simhash("".join(after))) <= MAX_DISTANCE  # type: ignore[arg-type]
-            found[kind] += near
+            found[kind] += near(before, simhash("".join(after)))  # type: ignore[arg-type]
     print(f"{articles} Chinese articles of {parts} texts, {sum(lengths) // len(lengths)} chars:")
     for kind, hits in found.items():
         print(f"  recall, a sentence {kind:8} {hits / articles:.3f}  ({hits}/{articles})")
     prints = [simhash(t) for t in texts]
-    gaps = [distance(a, b) for a, b in combinations(prints, 2)]  # type: ignore[arg-type]
-    print(f"  distinct texts: {len(gaps)} pairs, smallest distance {min(gaps)} bits")
+    pairs = list(combinations(prints, 2))
+    gaps = [distance(a, b) for a, b in pairs]  # type: ignore[arg-type]
+    flagged = sum(near(a, b) for a, b in pairs)  # type: ignore[arg-type]
+    print(
+        f"  distinct texts: {len(gaps)} pairs, {flagged} found near, smallest distance"
+        f" {min(gaps)} bits"
+    )
 
 
 def index_report(n: int, lookups: int) -> None:
@@ -332,7 +344,7 @@ def redis_index_report(n: int) -> None:
         for i in range(n):
             f = rng.getrandbits(64)
             url = f"https://example.com/articles/{i:07d}.html"
-            near(args=["crawler:{bench}:", f >> 32, f & 0xFFFFFFFF, url, MAX_DISTANCE], client=pipe)
+            near(args=["crawler:{bench}:", f >> 32, f & 0xFFFFFFFF, url, *_LIMITS], client=pipe)
             if i % 1000 == 999:
                 pipe.execute()
         pipe.execute()
@@ -341,7 +353,7 @@ def redis_index_report(n: int) -> None:
         for i in range(10_000):
             f = rng.getrandbits(64)
             url = f"https://example.com/more/{i:07d}.html"
-            near(args=["crawler:{bench}:", f >> 32, f & 0xFFFFFFFF, url, MAX_DISTANCE], client=pipe)
+            near(args=["crawler:{bench}:", f >> 32, f & 0xFFFFFFFF, url, *_LIMITS], client=pipe)
         pipe.execute()
         usec = client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"]
         print(f"{n:,} fingerprints in Redis: {grown / n:.0f} bytes each (used_memory);")

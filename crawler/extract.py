@@ -57,7 +57,7 @@ from crawler.htmlguard import INLINE_MAX_CHARS
 from crawler.page import Page
 from crawler.parse import copy_of
 from crawler.simhash import CJK_CHARACTER, simhash, to_hex
-from crawler.urls import canonicalize
+from crawler.urls import canonicalize, document_base, without_userinfo
 
 # Never content: their text is no part of what a reader reads.
 _STRIPPED_TAGS = [
@@ -210,6 +210,7 @@ _SHARE_KEPT = 0.5
 _SHARE_HELD = 0.75
 # Main text this short may be a page whose text is in <noscript>, for browsers without scripts.
 _SHORT_CHARS = 200
+_HEADLINE_CHARS = 10
 _LEAD_CHARS = 80
 # A lead's class: one of these words as a class name, after a hyphen or an underscore
 # ("article-excerpt", "story_dek"), or first before a hyphen ("lead-text"). One query finds
@@ -306,8 +307,19 @@ _LABELS = frozenset(
 _REPLY = re.compile(r"^(?:re|aw|sv|vs|回复|回覆|答复)\s*[:：]\s*")
 # A Chinese news article's last lines: who edited it ("（责任编辑：李明）", "(责编：赵敏)"),
 # and where it came from ("本文来源：都市晨报 责任编辑：王芳_NN1234", NetEase's).
+# A WeChat article's credits ("文字 | 林小园　图片 | 林小园", "编辑丨阿青") are alike.
 _CREDIT = re.compile(
-    r"[（(【\[]?\s*(?:责任编辑|責任編輯|责编|責編|编辑|編輯|校对|校對|(?:本文)?[来來]源)\s*[:：]"
+    r"[（(【\[]?\s*(?:责任编辑|責任編輯|责编|責編|编辑|編輯|校对|校對|(?:本文)?[来來]源"
+    r"|文字|撰文|图片|圖片|摄影|攝影|排版|审核|審核|美编|美編)\s*[:：|｜丨]"
+)
+# Lines a platform puts around every article: a WeChat account's call to follow it
+# ("▼ 点击上方蓝字关注我们 ▼", "长按识别二维码 关注...") and its end mark ("- END -"), and a
+# page's note to a browser without scripts ("Please enable JavaScript...").
+_PLATFORM_LINE = re.compile(
+    r"[\W_]*(?:点击上方.{0,12}关注|點擊上方.{0,12}關注|长按.{0,6}二维码|長按.{0,6}二維碼|扫码关注"
+    r"|end[\W_]*$|(?:please\s+)?(?:enable|turn on)\s+javascript"
+    r"|javascript\s+is\s+(?:disabled|required))",
+    re.IGNORECASE,
 )
 # A Chinese page's meta line ("发布时间：2025-03-10　来源：县林业局　浏览次数：1024"): two
 # or more of these labels in a short block, which is never content, and on a page of
@@ -317,6 +329,7 @@ _META_LABEL = re.compile(
     r"|浏览次数|阅读次数|字号|字號)\s*[:：]"
 )
 _META_LINE_CHARS = 100
+_PLATFORM_LINE_CHARS = 80
 # A Chinese site's footer: the licence every site shows ("京ICP证030173号", "沪ICP备05012345号",
 # "京公网安备 11000002000088号"), in a block of a few lines.
 _SITE_LICENCE = re.compile(r"ICP\s*[备證证]|公网安备|公網安備")
@@ -357,6 +370,10 @@ _WHITESPACE = re.compile(r"\s+")
 # Elements nested deeper are written as their flat text (Python's stack has limits).
 _MAX_DEPTH = 150
 # What a browser leaves unescaped in a fragment (all but controls, space, '"<>`').
+_ATTACHMENT = re.compile(
+    r"\.(?:pdf|docx?|xlsx?|pptx?|wps|et|dps|odt|ods|odp|rtf|csv|zip|rar|7z)$", re.IGNORECASE
+)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _FRAGMENT_KEPT = "!#$%&'()*+,-./:;=?@[\\]^_{|}~"
 
 
@@ -405,10 +422,11 @@ def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extrac
     """The main content of `tree` (a page of `url`, in `encoding`, a Python codec) and its
     metadata; `tree` is left as it was."""
     metadata = page_metadata(tree)
-    base = url
+    # The links' base is the one the crawl follows them from (the frozen base URL).
+    base: str | None = url
     base_node = tree.css_first("base[href]")
-    if base_node is not None:
-        base = urljoin(url, (base_node.attrs.get("href") or "").strip())
+    if base_node is not None and (base_href := base_node.attrs.get("href")):
+        base = document_base(base_href, url, encoding)
     titles = _titles(tree, metadata)
     writer = _written(tree, _Writer(base, titles, encoding), noscript=False)
     text = writer.text()
@@ -463,7 +481,32 @@ def _written(tree: LexborHTMLParser, writer: _Writer, noscript: bool) -> _Writer
     for root in roots:
         writer.render(root)
     writer.end_block()
+    if roots[0].mem_id == body.mem_id and len(writer.text()) < _SHORT_CHARS:
+        # No block of prose, the page's own: a list page (a news site's "滚动新闻", a
+        # forum's topics, an archive) whose content is its list of headlines.
+        headlines = _headline_list(body)
+        if headlines is not None and len(headlines.text()) > 2 * len(writer.text()):
+            writer.blocks.clear()
+            writer.keep_links = True
+            writer.render(headlines)
+            writer.end_block()
     return writer
+
+
+def _headline_list(body: LexborNode) -> LexborNode | None:
+    """The list whose items are headlines (a link of _HEADLINE_CHARS or more each, five
+    at least) holding the most of their text, if the page has one."""
+    best, best_chars = None, 0
+    for node in body.css("ul, ol"):
+        items = [child for child in node.iter() if child.tag == "li"]
+        lengths = [
+            max((len(link.text(deep=True).strip()) for link in item.css("a")), default=0)
+            for item in items
+        ]
+        headlines = sum(length >= _HEADLINE_CHARS for length in lengths)
+        if headlines >= 5 and headlines >= 0.8 * len(items) and sum(lengths) > best_chars:
+            best, best_chars = node, sum(lengths)
+    return best
 
 
 def _article_body(metadata: dict[str, Any]) -> str:
@@ -913,7 +956,7 @@ class _Writer:
 
     def __init__(
         self,
-        base: str,
+        base: str | None,
         titles: frozenset[str] = frozenset(),
         encoding: str = "utf-8",
         in_cell: bool = False,
@@ -921,6 +964,7 @@ class _Writer:
         self.base = base
         # A table cell's Markdown is inline: its lists, quotes and headings are text.
         self.in_cell = in_cell
+        self.keep_links = False  # a list page's headlines, all links, are its content
         self.titles = titles  # a heading that repeats the page's title is left out
         self.encoding = encoding  # the page's, which a link's query is encoded in
         self.blocks: list[_Block] = []
@@ -972,13 +1016,21 @@ class _Writer:
             self._text.append(text)
             self._md.append(_md_escaped(text))
 
-    def _destination(self, reference: str) -> str:
-        """A link's URL as a Markdown link destination: absolute, and percent-encoded as a
-        browser requests it (a space ended the link, and Markdown showed its text), its
-        fragment kept; in <> if it holds a space or a parenthesis, which would end it."""
+    def _destination(self, reference: str) -> str | None:
+        """A link's URL as a Markdown link destination: absolute, as the crawl's links are
+        (against the frozen base URL, without userinfo), and percent-encoded as a browser
+        requests it (a space ended the link, and Markdown showed its text), its fragment
+        kept; in <> if it holds a space or a parenthesis, which would end it. None for a
+        relative reference of a page whose <base> is of another scheme (mailto:)."""
         reference, hash_sign, fragment = reference.partition("#")
         url = canonicalize(reference, self.base, self.encoding)
-        if url is None:  # mailto:, ftp: and the like, as written
+        if url is not None:
+            url = without_userinfo(url)
+        elif _SCHEME.match(reference):  # mailto:, ftp: and the like, as written
+            url = reference
+        elif self.base is None:
+            return None
+        else:
             url = urljoin(self.base, reference)
         if hash_sign:
             url += "#" + quote(fragment, safe=_FRAGMENT_KEPT)
@@ -998,19 +1050,31 @@ class _Writer:
                 # A heading's permalink ("¶", "§", "#", an icon): no part of the text.
                 del self._text[start_text:], self._md[start_md:]
                 return
-            self._link_chars += (0.3 if href[1:] and href[0] == "#" else 1) * len(inner.strip())
+            # An in-page link weighs less, and so does an attachment (a notice's 附件, a
+            # report's PDF): a paragraph of attachments is the content's, where one beside
+            # another link ("Download PDF", "Route map") is a page's machinery.
+            if href[1:] and href[0] == "#":
+                weight = 0.3
+            elif _ATTACHMENT.search(href.partition("?")[0].partition("#")[0]):
+                weight = 0.5
+            else:
+                weight = 1.0
+            self._link_chars += weight * len(inner.strip())
             if href and not href.startswith(("javascript:", "#")) and inner.strip():
+                destination = self._destination(href)
+                if destination is None:
+                    return
                 label = "".join(self._md[start_md:]).strip()
                 del self._md[start_md:]
                 if self._md:
                     self._md[-1] = _before_link(self._md[-1])
-                self._md.append(f"[{label}]({self._destination(href)})")
+                self._md.append(f"[{label}]({destination})")
                 self._last_span = None
         elif tag == "img":
             alt = (node.attrs.get("alt") or "").strip()
             src = (node.attrs.get("src") or "").strip()
-            if src and not src.startswith("data:"):
-                self._md.append(f"![{_md_escaped(alt)}]({self._destination(src)})")
+            if src and not src.startswith("data:") and (destination := self._destination(src)):
+                self._md.append(f"![{_md_escaped(alt)}]({destination})")
         elif tag in _CODE_TAGS:
             # A code span takes no escapes: its text as it is, between backticks.
             code = _WHITESPACE.sub(" ", node.text(deep=True))
@@ -1196,13 +1260,15 @@ class _Writer:
             text.casefold().rstrip(_LABEL_END).strip() in _LABELS or _CREDIT.match(text)
         ):
             return False  # a heading too: "Related", "Share this:", "相关阅读"
+        if len(text) < _PLATFORM_LINE_CHARS and _PLATFORM_LINE.match(text):
+            return False
         if _meta_line(text):
             return False
         if self._prefix.startswith("#"):
             # A forum's reply is titled "Re: " and the thread's title.
             heading = _REPLY.sub("", " ".join(text.split()).casefold())
             return heading not in self.titles
-        return self._link_chars <= 0.5 * len(text)
+        return self.keep_links or self._link_chars <= 0.5 * len(text)
 
     def text(self) -> str:
         return "\n".join(block.text for block in self.blocks if block.text)

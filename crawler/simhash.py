@@ -1,25 +1,34 @@
 """Near-duplicate pages (--extract): 64-bit SimHash fingerprints and their index.
 
-A page's fingerprint is Charikar's SimHash of its main text: the text is cut into
-tokens (words; in Chinese and Japanese, which put no spaces between words, each
-pair of adjacent characters), the tokens into shingles of SHINGLE_TOKENS, each
-distinct shingle is hashed to 64 bits with MurmurHash3 (mmh3), and bit i of the
-fingerprint is set when more than half the shingles' hashes have it set. Pages that
-differ in a few shingles have fingerprints a few bits apart. Shingles of one token
-(the set of words, or of character bigrams) found the most planted near-duplicates,
-with no false ones among 16,290 pairs of distinct articles, plain or sharing a long
-template; longer shingles change in more places for one changed word
-(benchmarks/README.md has the figures).
+A page's fingerprint is 8 SimHashes of 8 bits (Charikar's), one of each group of its
+main text's sentences: a sentence (cut at a line's end, at 。！？!? and at a full stop
+before a space) belongs to the group its least-hashed shingle names, so the same
+sentence is in the same group on every page, and a word changed moves it only if it
+was that shingle. A group's tokens (words; in Chinese and Japanese, which
+put no spaces between words, each pair of adjacent characters) are cut into shingles
+of SHINGLE_TOKENS, each distinct shingle is hashed with MurmurHash3 (mmh3), and bit i
+of the group's byte is set when more than half the shingles' hashes have it set; a
+group without a sentence is 0. Byte g of the fingerprint is group g's.
 
-Two pages are near-duplicates when their fingerprints are at most 3 bits apart, the
-threshold Manku, Jain and Das Sarma found right for 64-bit SimHash of web pages
-("Detecting Near-Duplicates for Web Crawling", WWW 2007). Finding them among a
-million pages without comparing with each is their permuted tables' trick: cut the
-64 bits into 4 blocks of 16; two fingerprints at most 3 bits apart differ in at most
-3 blocks, so they agree on one block at least (pigeonhole). `SimhashIndex` keeps 4
-tables, one per block, from the block's value to the fingerprints that have it; a
-lookup reads 4 buckets, about 4 * n / 65536 fingerprints (60 at a million pages),
-and compares each with one XOR and a popcount.
+Why groups: one 64-bit SimHash of the whole text flips a bit with a chance of about
+atan(sqrt(f))/pi when a share f of its shingles changes, so 3 bits found changes of
+about 1% of the text, and a sentence added or replaced (5 to 15% of a Chinese article's
+character pairs, whose pairs a new sentence brings mostly new) was found a quarter of
+the time. A changed sentence changes one group, or two (a sentence out of one, another
+into another), and leaves the others' bytes exactly as they were; a few words changed
+here and there move each group's byte a bit or so, as a whole-text SimHash moves.
+
+Two pages are near-duplicates (`near`) when their fingerprints are equal, or when
+they share two non-zero bytes and a non-zero 16-bit block, and differ in at most
+MAX_GROUPS_CHANGED bytes or at most MAX_DISTANCE bits (Manku, Jain and Das Sarma's
+threshold for 64-bit SimHash of web pages, "Detecting Near-Duplicates for Web
+Crawling", WWW 2007). The shared bytes keep apart short pages of a sentence or two,
+most of whose bytes are 0 on both. Finding them among a million pages without
+comparing with each is their permuted tables' trick: two near fingerprints agree on a
+16-bit block that is not 0 (pigeonhole: 3 bytes or bits changed leave one of the 4
+blocks whole), so `SimhashIndex` keeps 4 tables, one per block, from the block's value
+to the fingerprints that have it, 0 left out (two empty groups, on most short pages);
+a lookup reads 4 buckets, about 4 * n / 65536 fingerprints (60 at a million pages).
 
 A fingerprint is written as 16 hex digits: JSON numbers past 2**53 lose bits in
 JavaScript and in many JSON readers.
@@ -35,7 +44,11 @@ import mmh3
 from crawler.page import Page
 
 MAX_DISTANCE = 3  # bits; Manku et al.'s k for 64-bit fingerprints
+MAX_GROUPS_CHANGED = 2  # bytes: a sentence out of one group and another into another
 SHINGLE_TOKENS = 1  # measured best: benchmarks/simhash_bench.py
+_GROUPS = 8
+_BYTE_LOWS = 0x0101_0101_0101_0101
+_BLOCK_LOWS = 0x0001_0001_0001_0001
 _BLOCKS = 4
 _BLOCK_BITS = 64 // _BLOCKS
 _BLOCK_MASK = (1 << _BLOCK_BITS) - 1
@@ -44,6 +57,7 @@ _BLOCK_MASK = (1 << _BLOCK_BITS) - 1
 _CJK = "\u2e80-\u2fdf\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
 _TOKENS = re.compile(f"[{_CJK}]+|[^\\W{_CJK}]+")
 CJK_CHARACTER = re.compile(f"[{_CJK}]")
+_SENTENCE_END = re.compile(r"[。！？!?\n]|\.\s")
 # Byte value -> its 8 bits spread into 8 lanes of 32 bits, so that adding the
 # spread bytes of many hashes counts, in one big integer, how many have each bit.
 _LANE_BITS = 32
@@ -65,9 +79,8 @@ def tokens(text: str) -> list[str]:
     return found
 
 
-def shingles(text: str, size: int = SHINGLE_TOKENS) -> set[str]:
-    """The distinct runs of `size` tokens (the whole text if it has fewer)."""
-    words = tokens(text)
+def _shingled(words: list[str], size: int) -> set[str]:
+    """The distinct runs of `size` of `words` (all of them if they are fewer)."""
     if len(words) <= size:
         return {" ".join(words)} if words else set()
     if size == 1:
@@ -76,20 +89,30 @@ def shingles(text: str, size: int = SHINGLE_TOKENS) -> set[str]:
 
 
 def simhash(text: str, shingle_tokens: int = SHINGLE_TOKENS) -> int | None:
-    """The 64-bit SimHash of `text`'s shingles; None for a text without a word."""
-    features = shingles(text, shingle_tokens)
-    if not features:
+    """The fingerprint of `text`: byte g is the 8-bit SimHash of the shingles of its
+    sentences of group g (see the module's account); None for a text without a word."""
+    folded = text.casefold()
+    tokenized = tokens if CJK_CHARACTER.search(folded) else _TOKENS.findall
+    sentences = [_shingled(tokenized(s), shingle_tokens) for s in _SENTENCE_END.split(folded)]
+    sentences = [features for features in sentences if features]
+    if not sentences:
         return None
-    # The first 8 bytes of each hash, little-endian: byte k holds bits 8k to 8k+7.
-    digests = b"".join([mmh3.hash_bytes(feature)[:8] for feature in features])
-    half = len(features) / 2
+    hashes = {feature: mmh3.hash(feature, signed=False) for feature in set().union(*sentences)}
+    hash_of = hashes.__getitem__
+    groups: list[set[str]] = [set() for _ in range(_GROUPS)]
+    for features in sentences:
+        # The group of the least-hashed shingle: a word changed moves the sentence to
+        # another group only if it was that one.
+        groups[min(map(hash_of, features)) % _GROUPS] |= features
     fingerprint = 0
     spread = _SPREAD.__getitem__
-    for byte in range(8):
-        counts = sum(map(spread, digests[byte::8]))
+    for group, features in enumerate(groups):
+        # Bits 8 to 15 of each hash: its low bits named the group of some of them.
+        counts = sum(map(spread, [(hash_of(f) >> 8) & 0xFF for f in features]))
+        half = len(features) / 2
         for bit in range(8):
             if (counts >> (_LANE_BITS * bit)) & _LANE_MASK > half:
-                fingerprint |= 1 << (8 * byte + bit)
+                fingerprint |= 1 << (8 * group + bit)
     return fingerprint
 
 
@@ -106,12 +129,35 @@ def distance(a: int, b: int) -> int:
     return (a ^ b).bit_count()
 
 
+def near(a: int, b: int) -> bool:
+    """Whether the pages of fingerprints `a` and `b` are near-duplicates."""
+    if a == b:
+        return True
+    differ = a ^ b
+    changed = _non_zero_bytes(differ)
+    if changed.bit_count() > MAX_GROUPS_CHANGED and differ.bit_count() > MAX_DISTANCE:
+        return False  # most candidates: one test of a few integer operations
+    unchanged = ~changed & _BYTE_LOWS
+    filled = _non_zero_bytes(a)
+    # A 16-bit block that is the same in both, and not 0.
+    same_block = unchanged & (unchanged >> 8) & (filled | (filled >> 8)) & _BLOCK_LOWS
+    return (filled & unchanged).bit_count() >= 2 and same_block != 0
+
+
+def _non_zero_bytes(x: int) -> int:
+    """The lowest bit of each byte of `x` that is not 0, set."""
+    x |= x >> 4
+    x |= x >> 2
+    x |= x >> 1
+    return x & _BYTE_LOWS
+
+
 class SimhashIndex:
     """Fingerprints, each with the URL of the first page that had it, found by nearness.
 
-    `first_near(f)` is the URL of the earliest fingerprint added within
-    MAX_DISTANCE bits of `f`, or None. Memory: 16 bytes a fingerprint in each of
-    the 4 tables (the fingerprint and its order, in arrays), and the URLs.
+    `first_near(f)` is the URL of the earliest fingerprint added that is `near` `f`, or
+    None. Memory: 16 bytes a fingerprint in each of the tables of its non-zero blocks
+    (the fingerprint and its order, in arrays), and the URLs.
     """
 
     def __init__(self) -> None:
@@ -123,16 +169,22 @@ class SimhashIndex:
         return len(self._urls)
 
     def __contains__(self, fingerprint: int) -> bool:
-        bucket = self._tables[0].get(fingerprint & _BLOCK_MASK)
-        return bucket is not None and fingerprint in bucket[::2]
+        for table, block in zip(self._tables, _blocks(fingerprint), strict=True):
+            if block:
+                bucket = table.get(block)
+                return bucket is not None and fingerprint in bucket[::2]
+        return False
 
     def add(self, fingerprint: int, url: str) -> bool:
-        """Remember `url` for `fingerprint`; False (and nothing changes) if it had one."""
-        if fingerprint in self:
+        """Remember `url` for `fingerprint`; False (and nothing changes) if it had one, or
+        if it is 0 (no text: nothing is near it)."""
+        if not fingerprint or fingerprint in self:
             return False
         order = len(self._urls)
         self._urls.append(url)
         for table, block in zip(self._tables, _blocks(fingerprint), strict=True):
+            if not block:
+                continue
             bucket = table.get(block)
             if bucket is None:
                 table[block] = array("Q", (fingerprint, order))
@@ -141,15 +193,15 @@ class SimhashIndex:
                 bucket.append(order)
         return True
 
-    def first_near(self, fingerprint: int, max_distance: int = MAX_DISTANCE) -> str | None:
-        """The URL of the first fingerprint added within `max_distance` bits, or None."""
+    def first_near(self, fingerprint: int) -> str | None:
+        """The URL of the first fingerprint added that is `near` `fingerprint`, or None."""
         first = len(self._urls)
         for table, block in zip(self._tables, _blocks(fingerprint), strict=True):
-            bucket = table.get(block)
+            bucket = table.get(block) if block else None
             if bucket is None:
                 continue
             for i in range(0, len(bucket), 2):
-                if bucket[i + 1] < first and (bucket[i] ^ fingerprint).bit_count() <= max_distance:
+                if bucket[i + 1] < first and near(bucket[i], fingerprint):
                     first = bucket[i + 1]
         return self._urls[first] if first < len(self._urls) else None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -17,11 +18,12 @@ from selectolax.lexbor import LexborHTMLParser
 from crawler.extract import extract
 from crawler.page import Page
 from crawler.simhash import (
-    MAX_DISTANCE,
     SimhashIndex,
     distance,
     from_hex,
+    near,
     simhash,
+    tokens,
 )
 from tests.conftest import Site, by_url, crawl, read_records
 from tests.test_hostile_html import LoopWatch
@@ -566,6 +568,87 @@ async def test_planted_near_duplicates_point_at_the_first_page(site: Site, tmp_p
     assert "near_duplicate_of" not in records[site.url + "/distinct"]
 
 
+CHINESE_SENTENCES = [
+    "今年春茶开采比往年提前了一周，山区的茶农周一表示，这是因为冬天温暖而干燥。",
+    "清明前后，村里家家户户都在忙着采茶、炒茶，空气里到处是茶叶的香味。",
+    "合作社的负责人说，今年的茶叶品质很好，收购价格比去年略有上涨。",
+    "为了让茶叶卖得更远，村里去年建起了电商服务站，年轻人回乡做起了直播。",
+    "一位返乡青年告诉记者，他每天晚上直播两个小时，订单来自全国各地。",
+    "县农业部门派出技术人员，到茶园指导病虫害防治和科学施肥。",
+    "专家提醒，采茶季节雨水较多，茶农要注意茶园排水，防止茶树根部受损。",
+    "据统计，全县茶园面积已经超过十万亩，茶产业成为群众增收的重要来源。",
+    "下一步，当地计划打造茶文化旅游线路，吸引更多游客到山里体验采茶。",
+]
+OTHER_CHINESE_SENTENCES = [
+    "市气象台昨天发布暴雨蓝色预警，预计未来三天全市将有一次明显降雨过程。",
+    "受降雨影响，部分路段可能出现积水，交警部门提醒市民出行注意安全。",
+    "各区已组织人员对地下通道、低洼路段进行排查，并备好抽水设备。",
+    "教育部门通知，如遇红色预警，中小学和幼儿园将停课一天。",
+    "水务部门表示，全市水库蓄水情况良好，可以满足汛期调度需要。",
+    "气象专家分析，今年入汛时间偏早，降雨总量可能比常年偏多。",
+    "市民如发现道路塌陷、树木倒伏等险情，可拨打城市服务热线反映。",
+    "目前，各相关部门已进入应急值守状态，确保城市安全度汛。",
+]
+OTHER_PARAGRAPHS = [
+    "The library will close its main reading room for three months this summer while "
+    "workers replace the roof, which has leaked onto the stacks during heavy storms.",
+    "Books from the reading room will move to the east wing, and staff will fetch any "
+    "title on request within a day, the head librarian said at a meeting on Thursday.",
+    "The children's section and the computer lab stay open as usual, and the evening "
+    "lectures move to the town hall until the work is finished in late September.",
+    "The repairs are paid for by a bequest from a former teacher, who left the library "
+    "most of her savings and asked that it be spent on the building, not on furniture.",
+    "Volunteers will help carry the most fragile maps and manuscripts, which need to be "
+    "kept at a steady temperature and cannot be packed in ordinary cardboard boxes.",
+    "The library expects more visitors than ever next year, when the new school opens "
+    "across the street and its pupils are given free cards and weekly class visits.",
+]
+TEMPLATE = """<html><head><meta charset="utf-8"><title>{title}</title></head><body>
+<div class="nav"><a href="/">首页 Home</a> | <a href="/news/">新闻 News</a>
+| <a href="/about/">关于我们 About us</a> | <a href="/contact/">联系我们 Contact</a>
+| <a href="/jobs/">招聘 Jobs</a></div>
+<article><h1>{title}</h1>{article}</article>
+<div class="footer"><p>版权所有 © 2024 某某日报社 All rights reserved. 地址：某某市人民路1号。</p>
+<p>违法和不良信息举报电话：0000-12345678。Contact the newsroom at any hour.</p></div>
+</body></html>"""
+
+
+async def test_pages_that_differ_in_one_sentence_are_near_and_two_articles_are_not(
+    site: Site, tmp_path
+):
+    """In Chinese and in English, an article with a sentence added, or one put in the
+    place of another, is a near-duplicate of the first page that had it (a whole-text
+    SimHash found a quarter of such Chinese pairs: a sentence brings new character pairs
+    mostly); another article on the same template, nav and footer, is none."""
+    new_zh = "记者在采访中了解到，不少茶农今年还尝试种植了新的茶树品种。"
+    new_en = "A spokesman for the council said the final cost would be known in May."
+    articles = {
+        "zh": CHINESE_SENTENCES,
+        "zh-added": [*CHINESE_SENTENCES[:4], new_zh, *CHINESE_SENTENCES[4:]],
+        "zh-replaced": [*CHINESE_SENTENCES[:6], new_zh, *CHINESE_SENTENCES[7:]],
+        "zh-other": OTHER_CHINESE_SENTENCES,
+        "en": PARAGRAPHS,
+        "en-added": [*PARAGRAPHS[:3], new_en, *PARAGRAPHS[3:]],
+        "en-replaced": [*PARAGRAPHS[:5], new_en, *PARAGRAPHS[6:]],
+        "en-other": OTHER_PARAGRAPHS,
+    }
+    for name, sentences in articles.items():
+        paragraphs = "".join(f"<p>{''.join(sentences[i : i + 2])}</p>" for i in range(0, 9, 2))
+        if name.startswith("en"):
+            paragraphs = "".join(f"<p>{p}</p>" for p in sentences)
+        site.page(f"/{name}", body=TEMPLATE.format(title=name, article=paragraphs))
+    urls = [f"{site.url}/{name}" for name in articles]
+
+    records = by_url(await crawl(tmp_path, urls, extract=True, max_depth=0, concurrency=1))
+
+    for language in ("zh", "en"):
+        first = f"{site.url}/{language}"
+        assert "near_duplicate_of" not in records[first]
+        for kind in ("added", "replaced"):
+            assert records[f"{first}-{kind}"].get("near_duplicate_of") == first, kind
+        assert "near_duplicate_of" not in records[f"{first}-other"]
+
+
 OLD_SITE = """<html><head><meta http-equiv="Content-Type" content="text/html; charset=gb2312">
 <title>{title}--某某县人民政府网</title></head><body><table width="778" align="center">
 <tr><td><a href="/">首 页</a> | <a href="/xwzx/">新闻中心</a> | <a href="/zwgk/">政务公开</a>
@@ -643,18 +726,30 @@ async def test_the_near_duplicate_index_survives_a_resume(site: Site, tmp_path):
     assert site.count("/a") == 1
 
 
-def test_the_index_finds_exactly_what_a_scan_finds():
-    rng = random.Random(5)
-    index = SimhashIndex()
-    stored = []
-    for i in range(3000):
+def fingerprints_near_and_far(rng: random.Random, count: int) -> list[int]:
+    """Fingerprints as pages make them: some with groups of no sentence (bytes of 0),
+    and a third near an earlier one: a few bits flipped, or a few groups changed."""
+    made: list[int] = []
+    for i in range(count):
         fingerprint = rng.getrandbits(64)
-        if i % 3 == 0 and stored:  # a near one of an earlier fingerprint
-            fingerprint = rng.choice(stored)[0]
+        for byte in rng.sample(range(8), rng.choice((0, 0, 2, 5, 7))):
+            fingerprint &= ~(0xFF << (8 * byte))
+        if i % 3 == 0 and made:
+            fingerprint = rng.choice(made)
             for bit in rng.sample(range(64), rng.randint(0, 5)):
                 fingerprint ^= 1 << bit
+            for byte in rng.sample(range(8), rng.randint(0, 3)):
+                fingerprint ^= rng.getrandbits(8) << (8 * byte)
+        made.append(fingerprint)
+    return made
+
+
+def test_the_index_finds_exactly_what_a_scan_finds():
+    index = SimhashIndex()
+    stored = []
+    for i, fingerprint in enumerate(fingerprints_near_and_far(random.Random(5), 3000)):
         url = f"u{i}"
-        expected = next((u for f, u in stored if distance(f, fingerprint) <= MAX_DISTANCE), None)
+        expected = next((u for f, u in stored if near(f, fingerprint)), None)
         assert index.first_near(fingerprint) == expected
         if index.add(fingerprint, url):
             stored.append((fingerprint, url))
@@ -662,13 +757,13 @@ def test_the_index_finds_exactly_what_a_scan_finds():
 
 
 def test_chinese_is_shingled_on_characters():
-    text = "今年春茶开采比往年提前了一周，山区的茶农周一表示，这是因为冬天温暖而干燥。" * 3
-    other = "上海的天气预报说明天有大雨，市民出门请带好雨具，注意交通安全，学校推迟上课。" * 3
-    near = text.replace("一周", "两周")
-    a, b, c = simhash(text), simhash(near), simhash(other)
+    assert tokens("春茶开采 Tea 2024") == ["春茶", "茶开", "开采", "tea", "2024"]
+    text = "".join(CHINESE_SENTENCES)
+    other = "".join(s[::-1] for s in CHINESE_SENTENCES)  # the same characters, other pairs
+    a, b, c = simhash(text), simhash(text.replace("一周", "两周")), simhash(other)
     assert a is not None and b is not None and c is not None
+    assert near(a, b) and not near(a, c)
     assert distance(a, c) > 10
-    assert distance(a, b) < distance(a, c)
     assert from_hex(f"{a:016x}") == a
 
 
@@ -1380,3 +1475,155 @@ async def test_a_paragraph_in_a_div_beside_the_content_comes_with_it(site: Site,
     main_text = await extracted(site, tmp_path, page, "/retry.py")
 
     assert main_text == f"{description}\n{code}"
+
+
+async def test_markdown_links_resolve_against_the_base_the_crawl_follows_them_from(
+    site: Site, tmp_path
+):
+    """Markdown's links are the record's links: resolved against the frozen base URL, as
+    a browser resolves them (a javascript: <base> is none, backslashes are slashes, a
+    tab inside is dropped), without the userinfo the crawl never keeps; a page whose
+    <base> is mailto: has no relative link a reader can follow, and Markdown gives
+    the text alone."""
+    prose = "An article long enough to be the main content, whose links are written here: "
+    links = '<a href="a.html">one</a>, <a href="/b.html">two</a> and '
+    links += '<a href="mailto:x@y.z">mail</a>.'
+    bases = {
+        "/js/": "javascript:void(0)",
+        "/slash/": "\\docs\\v2\\",
+        "/tab/": "/do\tcs/",
+        "/userinfo/": f"http://user:secret@{site.url.removeprefix('http://')}/private/",
+        "/mailto/": "mailto:editor@example.com",
+    }
+    for path, base in bases.items():
+        site.page(path, body=f'<base href="{base}">' + _article(f"<p>{prose}{links}</p>"))
+
+    records = await crawl(tmp_path, [site.url + p for p in bases], extract=True, max_depth=0)
+
+    markdown = {r["url"].removeprefix(site.url): r["markdown"] for r in records}
+    followed = {r["url"].removeprefix(site.url): r["links"] for r in records}
+    for path in ("/js/", "/slash/", "/tab/", "/userinfo/"):
+        destinations = re.findall(r"\]\(([^)]*)\)", markdown[path])
+        assert destinations[:2] == [u for u in followed[path] if "html" in u], path
+        assert destinations[2] == "mailto:x@y.z"
+        assert "secret" not in markdown[path]
+    assert followed["/slash/"][0] == site.url + "/docs/v2/a.html"
+    assert "[" not in markdown["/mailto/"].replace("[mail](mailto:x@y.z)", "")
+    assert "one, two and [mail](mailto:x@y.z)." in markdown["/mailto/"]
+
+
+async def test_a_notices_attachments_are_its_content(site: Site, tmp_path):
+    """A Chinese notice ends with its attachments, each a paragraph that is a link to a
+    file: being all link, they were left out as a list of stories is. A link to a
+    document weighs half, so a paragraph of them stays, and one beside another link
+    (a page's "Download PDF" and "Route map") still goes."""
+    notice = "".join(
+        f"<p>{line}</p>"
+        for line in (
+            "各学院：",
+            "为深入推进创新创业教育改革，现将2024年项目申报工作有关事项通知如下，请各学院认真组织。",
+            "学生于3月25日前登录管理系统在线填报，各学院于4月10日前完成初审并提交推荐汇总表。",
+            "附件：",
+            '<a href="/files/a.docx">1.项目申报书.docx</a>',
+            '<a href="/files/b.XLSX?v=2">2.推荐项目汇总表.xlsx</a>',
+            '<a href="/files/t.pdf">Download PDF timetable</a> <a href="/map">Route map</a>',
+        )
+    )
+
+    main_text = await extracted(site, tmp_path, _article(notice))
+
+    assert main_text.split("\n")[-2:] == ["1.项目申报书.docx", "2.推荐项目汇总表.xlsx"]
+
+
+async def test_a_wechat_articles_calls_to_follow_and_credits_are_left_out(site: Site, tmp_path):
+    body = "".join(
+        f"<p><span>{line}</span></p>"
+        for line in (
+            "▼ 点击上方蓝字关注我们 ▼",
+            "去年春天，我在阳台上种下了第一盆小葱，没想到一年下来，阳台上已经有了十几种蔬菜。",
+            "新手最好从小葱、生菜、小白菜这些生长快、不挑环境的蔬菜开始，一个月左右就能吃上。",
+            "- END -",
+            "文字 | 林小园　图片 | 林小园",
+            "编辑丨阿青",
+            "长按识别二维码 关注周末生活家",
+            "Please enable JavaScript for the best experience on our site.",
+        )
+    )
+
+    main_text = await extracted(site, tmp_path, _article(body))
+
+    assert main_text.split("\n") == [
+        "去年春天，我在阳台上种下了第一盆小葱，没想到一年下来，阳台上已经有了十几种蔬菜。",
+        "新手最好从小葱、生菜、小白菜这些生长快、不挑环境的蔬菜开始，一个月左右就能吃上。",
+    ]
+
+
+async def test_a_list_pages_main_text_is_its_list_of_headlines(site: Site, tmp_path):
+    """A news site's list page ("滚动新闻") has no paragraph: its content is the list of
+    headlines, each a link, which was left out as links are; its main text was the site's
+    top bar and sidebar labels. Its menu and its sidebar's short list are not headlines."""
+    headlines = [
+        "多地启动防汛四级应急响应 做好强降雨防范",
+        "高考临近 各地加强考点周边环境整治",
+        "铁路部门端午假期预计发送旅客超六千万人次",
+        "夏粮收购陆续展开 小麦收购价格总体平稳",
+        "全国首条跨海高铁桥梁主体工程完工",
+        "新一批国家级非物质文化遗产代表性项目名录公示",
+    ]
+    items = "".join(
+        f'<li><span class="time">06-03 10:{i}0</span> <a href="/n/{i}.html">{h}</a></li>'
+        for i, h in enumerate(headlines)
+    )
+    menu = "".join(f'<li><a href="/{c}/">{c}</a></li>' for c in ("首页", "国内", "国际", "财经"))
+    page = (
+        f'<html><body><div class="top"><a href="/">某某网首页</a> 2024年6月3日</div><ul>{menu}</ul>'
+        f'<div class="left"><div class="crumb">当前位置：首页 &gt; 国内</div>'
+        f'<ul class="news">{items}</ul></div><div class="right"><h3>热点排行</h3>'
+        '<ol><li><a href="#">端午出行指南</a></li></ol></div></body></html>'
+    )
+
+    main_text = await extracted(site, tmp_path, page)
+
+    assert main_text.split("\n") == [f"06-03 10:{i}0 {h}" for i, h in enumerate(headlines)]
+
+
+async def test_markdown_of_tables_nested_lists_code_and_chinese_punctuation_reads_back(
+    site: Site, tmp_path
+):
+    """What a CommonMark reader (markdown-it-py, GFM tables) finds in the Markdown is the
+    main text, block for block: Chinese punctuation and look-alikes of markup, code
+    holding backticks, lists three deep, and a table whose cells hold pipes, backticks
+    and brackets."""
+    body = (
+        "<p>中文标点：“引号”、《书名》【方括号】（圆括号）——破折号……！？* 星号 # 井号 1. 数字。</p>"
+        "<p>Use <code>a`b</code>, <code>``x``</code> and <code>`</code> here.</p>"
+        "<pre><code>line with ``` three\n  indented `tick`\n</code></pre>"
+        "<ul><li>第一项<ul><li>嵌套一<ol><li>更深 1</li><li>更深 2</li></ol></li>"
+        "<li>嵌套二：<code>x*y</code></li></ul></li><li>Second <em>item</em> | pipe</li></ul>"
+        "<table><tr><th>名称</th><th>说明 | 竖线</th></tr>"
+        "<tr><td>a`b`c</td><td>“中文”，标点；*星*</td></tr>"
+        "<tr><td>[x](y)</td><td>&lt;b&gt;</td></tr></table>"
+        "<p>1) 不是列表 + 也不是 &gt; 引用</p>"
+    )
+
+    markdown, blocks, main_text = await read_back(site, tmp_path, body)
+
+    lines = main_text.split("\n")
+    assert blocks == [
+        ("p", lines[0]),
+        ("p", lines[1]),
+        ("p", "Use a`b, ``x`` and ` here."),
+        ("pre", "line with ``` three\n  indented `tick`"),
+        ("ul/li/p", "第一项"),
+        ("ul/li/ul/li/p", "嵌套一"),
+        ("ul/li/ul/li/ol/li/p", "更深 1"),
+        ("ul/li/ul/li/ol/li/p", "更深 2"),
+        ("ul/li/ul/li/p", "嵌套二：x*y"),
+        ("ul/li/p", "Second item | pipe"),
+        *[("table/thead/tr/th", cell) for cell in lines[11].split("\t")],
+        *[("table/tbody/tr/td", cell) for line in lines[12:14] for cell in line.split("\t")],
+        ("p", "1) 不是列表 + 也不是 > 引用"),
+    ]
+    assert blocks[1][1].startswith("中文标点：“引号”")
+    assert blocks[1][1].endswith("* 星号 # 井号 1. 数字。")
+    assert "\\*" in markdown and "\\|" in markdown

@@ -8,13 +8,15 @@ from __future__ import annotations
 from tests.conftest import Site, crawl
 from tests.extract_pages import pages, score, summary
 
-# F1 of the token means when the floors were set: dev 0.988 (26 pages: QA round 4's 23,
-# at 0.990, and 3 of its test pages that round 5 was made for), test 0.975 (13 pages;
-# with those 3, 0.930 before round 5 and 0.975 after), holdout 0.935 (20 pages written
-# for round 5 before its changes, 0.935 before and after; scored only, never tuned on).
-# The floors leave a margin for a change that trades a little on one page for more on
-# others.
-FLOORS = {"dev": 0.97, "test": 0.95, "holdout": 0.91}
+# F1 of the token means when the floors were set: dev 0.990 (30 pages: QA round 4's 23,
+# the 3 test pages round 5 was made for, and the 4 holdout2 pages round 8 was: a
+# university notice's attachments, a WeChat article, a news list page, a "Please enable
+# JavaScript" note), test 0.975 (13 pages), holdout 0.935 (20 pages written for round 5
+# before its changes, 0.935 before and after; scored only, never tuned on), holdout2
+# 0.967 (16 pages written for round 8 before its changes, 0.966 before; 20 pages, 0.923
+# before, with the 4 it was tuned on). The floors leave a margin for a change that
+# trades a little on one page for more on others.
+FLOORS = {"dev": 0.97, "test": 0.95, "holdout": 0.91, "holdout2": 0.94}
 ORDER_F1_FLOOR = 0.90
 
 

@@ -804,27 +804,20 @@ async def test_a_shared_recrawl_that_left_links_unfollowed_counts_none_gone(
 
 
 def test_the_shared_near_duplicate_index_answers_as_the_local_one(redis_server):
-    from crawler.simhash import MAX_DISTANCE, SimhashIndex
+    from crawler.simhash import MAX_DISTANCE, MAX_GROUPS_CHANGED, SimhashIndex
     from crawler.state.redis import SCRIPTS
+    from tests.test_extract import fingerprints_near_and_far
 
     client = redis_server.client()
     near = client.register_script(SCRIPTS["near"])
     prefix = f"crawler:{{{crawl_id()}}}:"
-    rng = random.Random(11)
     local = SimhashIndex()
-    added: list[int] = []
-    for i in range(1500):
-        fingerprint = rng.getrandbits(64)
-        if i % 2 and added:  # near an earlier one, or the same
-            fingerprint = rng.choice(added)
-            for bit in rng.sample(range(64), rng.randint(0, 5)):
-                fingerprint ^= 1 << bit
+    for i, fingerprint in enumerate(fingerprints_near_and_far(random.Random(11), 1500)):
         url = f"http://example.com/{i}"
-        args = [prefix, fingerprint >> 32, fingerprint & 0xFFFFFFFF, url, MAX_DISTANCE]
-        reply = near(args=args)
+        high, low = fingerprint >> 32, fingerprint & 0xFFFFFFFF
+        reply = near(args=[prefix, high, low, url, MAX_DISTANCE, MAX_GROUPS_CHANGED])
         assert (reply.decode() if reply else None) == local.first_near(fingerprint)
-        if local.add(fingerprint, url):
-            added.append(fingerprint)
+        local.add(fingerprint, url)
 
 
 CHAIN_PAGES = 8

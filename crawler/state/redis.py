@@ -338,14 +338,15 @@ return {'ok', top, flags, taken}
 )
 
 
-# near(P, high, low, url, max_distance): the near-duplicate index of --extract, shared
-# by all processes. The 64-bit fingerprint comes as two 32-bit halves (Lua numbers are
-# doubles; its bit library works on 32 bits). As in crawler/simhash.py, 4 lists, one
-# per 16-bit block, hold "order:high:low" of each distinct fingerprint, and
-# simhash:urls maps order -> URL. Answers the URL of the first fingerprint within
-# max_distance bits (false if none) and records this one, in one step.
+# near(P, high, low, url, max_distance, max_groups_changed): the near-duplicate index of
+# --extract, shared by all processes. The 64-bit fingerprint comes as two 32-bit halves
+# (Lua numbers are doubles; its bit library works on 32 bits). As in crawler/simhash.py,
+# 4 lists, one per 16-bit block that is not 0, hold "order:high:low" of each distinct
+# fingerprint, and simhash:urls maps order -> URL. Answers the URL of the first
+# fingerprint near this one (crawler.simhash.near; false if none) and records this
+# one, in one step.
 _NEAR = r"""
-local P, url, k = ARGV[1], ARGV[4], tonumber(ARGV[5])
+local P, url, k, groups = ARGV[1], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local high, low = tonumber(ARGV[2]), tonumber(ARGV[3])
 -- budget minus the bits set in x, or -1 once past it: most candidates differ in
 -- about 32 bits, and counting stops at the fourth.
@@ -358,27 +359,62 @@ local function spare(x, budget)
   end
   return budget
 end
+-- how many of the 4 bytes of the 32 bits x are not 0
+local function changed_bytes(x)
+  local n = 0
+  for shift = 0, 24, 8 do
+    if bit.band(bit.rshift(x, shift), 255) ~= 0 then n = n + 1 end
+  end
+  return n
+end
+-- the 8 bytes (groups) of a fingerprint, low byte first
+local function bytes_of(h, l)
+  local b = {}
+  for i = 0, 3 do
+    b[i + 1] = math.floor(l / 2 ^ (8 * i)) % 256
+    b[i + 5] = math.floor(h / 2 ^ (8 * i)) % 256
+  end
+  return b
+end
+local mine = bytes_of(high, low)
+local function near(h, l)
+  if h == high and l == low then return true end
+  local dh, dl = bit.bxor(h, high), bit.bxor(l, low)
+  if changed_bytes(dh) + changed_bytes(dl) > groups then
+    local left = spare(dh, k)
+    if left < 0 or spare(dl, left) < 0 then return false end
+  end
+  local theirs, shared, block = bytes_of(h, l), 0, false
+  for g = 1, 8 do
+    if theirs[g] == mine[g] and mine[g] ~= 0 then shared = shared + 1 end
+  end
+  for t = 1, 7, 2 do
+    if theirs[t] == mine[t] and theirs[t + 1] == mine[t + 1]
+      and (mine[t] ~= 0 or mine[t + 1] ~= 0) then block = true end
+  end
+  return shared >= 2 and block
+end
 local lists = {}
 local blocks = {low % 65536, math.floor(low / 65536), high % 65536, math.floor(high / 65536)}
-for t = 1, 4 do lists[t] = P .. 'simhash:' .. t .. ':' .. blocks[t] end
-local first, known = nil, false
 for t = 1, 4 do
-  for _, entry in ipairs(redis.call('LRANGE', lists[t], 0, -1)) do
+  if blocks[t] ~= 0 then lists[#lists + 1] = P .. 'simhash:' .. t .. ':' .. blocks[t] end
+end
+local first, known = nil, false
+for _, list in ipairs(lists) do
+  for _, entry in ipairs(redis.call('LRANGE', list, 0, -1)) do
     local order, h, l = string.match(entry, '(%d+):(%d+):(%d+)')
-    local left = spare(bit.bxor(tonumber(h), high), k)
-    if left >= 0 then left = spare(bit.bxor(tonumber(l), low), left) end
-    if left == k then known = true end
-    order = tonumber(order)
-    if left >= 0 and (first == nil or order < first) then first = order end
+    h, l, order = tonumber(h), tonumber(l), tonumber(order)
+    if h == high and l == low then known = true end
+    if (first == nil or order < first) and near(h, l) then first = order end
   end
 end
 local found = false
 if first ~= nil then found = redis.call('HGET', P .. 'simhash:urls', first) end
-if not known then
+if not known and #lists > 0 then
   local order = redis.call('INCR', P .. 'simhash:order')
   redis.call('HSET', P .. 'simhash:urls', order, url)
   local entry = order .. ':' .. ARGV[2] .. ':' .. ARGV[3]
-  for t = 1, 4 do redis.call('RPUSH', lists[t], entry) end
+  for _, list in ipairs(lists) do redis.call('RPUSH', list, entry) end
 end
 return found
 """
@@ -1015,11 +1051,12 @@ class RedisStore:
 
     async def _mark_near_duplicate(self, page: Page) -> None:
         """--extract: the page's near_duplicate_of, from the index all processes share."""
-        from crawler.simhash import MAX_DISTANCE
+        from crawler.simhash import MAX_DISTANCE, MAX_GROUPS_CHANGED
 
         fingerprint = int(page.fields["simhash"], 16)
         high, low = fingerprint >> 32, fingerprint & 0xFFFFFFFF
-        first = await self._call(_command("near", self._prefix, high, low, page.url, MAX_DISTANCE))
+        limits = (MAX_DISTANCE, MAX_GROUPS_CHANGED)
+        first = await self._call(_command("near", self._prefix, high, low, page.url, *limits))
         # After a crash, a page fetched again may find the fingerprint it left itself.
         if first is not None and first.decode() != page.url:
             page.fields["near_duplicate_of"] = first.decode()
