@@ -1352,11 +1352,11 @@ def _seed_lines(data: bytes) -> Iterator[tuple[str | None, str | None]]:
     the whole file (PowerShell's `>` writes UTF-16). Other lines that are not UTF-8 are
     read in the legacy encoding their bytes suggest, as browsers read a page that says
     none: a file saved by Notepad on a Chinese Windows is in GBK."""
-    for bom, encoding in BOMS:
-        if data.startswith(bom):
-            for line in _LINE_BREAK.split(data[len(bom) :].decode(encoding, "replace")):
-                yield line, None
-            return
+    unicode = _unicode_text(data)
+    if unicode is not None:
+        for line in _LINE_BREAK.split(unicode):
+            yield line, None
+        return
     legacy: str | None = None
     for raw in data.splitlines():
         try:
@@ -1369,6 +1369,24 @@ def _seed_lines(data: bytes) -> Iterator[tuple[str | None, str | None]]:
                 yield decode_as(raw, legacy), legacy
         else:
             yield text, None
+
+
+def _unicode_text(data: bytes) -> str | None:
+    """A seeds file's text if a byte order mark says its encoding, or if it is UTF-16
+    without one (as some tools write it): ASCII text in UTF-16 has a NUL in every other
+    byte, after each character in little-endian, before it in big-endian, and a URL is
+    ASCII or mostly so. None for a file in an ASCII-compatible encoding."""
+    for bom, encoding in BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(encoding, "replace")
+    sample = data[:4096]
+    even_nuls, odd_nuls = sample[0::2].count(0), sample[1::2].count(0)
+    half = len(sample) // 4  # half of one parity's bytes
+    if odd_nuls > half and even_nuls == 0:
+        return data.decode("utf-16-le", "replace")
+    if even_nuls > half and odd_nuls == 0:
+        return data.decode("utf-16-be", "replace")
+    return None
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as bytes.splitlines breaks lines

@@ -154,6 +154,16 @@ async def test_a_seeds_file_in_utf16_with_a_byte_order_mark_is_read(site: Site, 
     assert [r["title"] for r in records] == ["home"]
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_a_seeds_file_in_utf16_without_a_byte_order_mark_is_read(encoding, tmp_path, caplog):
+    # What .NET's Encoding.Unicode.GetBytes, `iconv -t UTF-16LE` and some exporters write.
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes("# 种子\nhttp://a.test/搜索\r\nhttp://b.test/\n".encode(encoding))
+
+    assert read_seeds(str(seeds), 2048) == ["http://a.test/%E6%90%9C%E7%B4%A2", "http://b.test/"]
+    assert caplog.messages == []
+
+
 async def test_a_seeds_file_in_gbk_is_read_as_gbk_with_a_warning(site: Site, tmp_path):
     # What older Notepads save on a Chinese Windows.
     site.page("/搜索", "search")
