@@ -992,13 +992,33 @@ _SETTINGS_FIELDS = [f.name for f in fields(Settings)]
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are ConfigErrors: one line, exit 2, no usage dump."""
+    """An argument parser whose errors are ConfigErrors: one line, exit 2, no usage dump.
+
+    A flag is taken only as spelled in full: were `--max-dep` read as --max-depth, a flag
+    added later (`--max-depth-bytes`) would silently change what a saved command means."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_abbrev=False, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise ConfigError(message)
 
+    def parse_all(self, argv: Sequence[str] | None) -> argparse.Namespace:
+        """The arguments, or a ConfigError that names the flag a mistyped one likely meant."""
+        namespace, unknown = self.parse_known_args(argv)
+        if unknown:
+            raise ConfigError(f"unrecognized arguments: {' '.join(unknown)}{self._meant(unknown)}")
+        return namespace
 
-def build_parser() -> argparse.ArgumentParser:
+    def _meant(self, unknown: Sequence[str]) -> str:
+        """' (did you mean --max-depth?)' for a mistyped --max-dpeth among `unknown`, as a
+        config file's mistyped key is told its name; else ''."""
+        flags = [flag for action in self._actions for flag in action.option_strings]
+        mistyped = [argument.partition("=")[0] for argument in unknown if argument.startswith("--")]
+        return _did_you_mean(mistyped[0], flags, "{}") if mistyped else ""
+
+
+def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="crawler",
         usage="%(prog)s [options] [SEEDS]",  # the sections below list the options
@@ -1187,10 +1207,7 @@ def _config_text(data: bytes) -> str:
 
 def load_settings(argv: Sequence[str] | None = None) -> Settings:
     """Defaults, then the --config file, then the flags; raise ConfigError on bad input."""
-    namespace, unknown = build_parser().parse_known_args(argv)
-    if unknown:
-        raise ConfigError(f"unrecognized arguments: {' '.join(unknown)}{_meant_flag(unknown)}")
-    args = vars(namespace)
+    args = vars(build_parser().parse_all(argv))
     config_path = args.pop("config", None)
     values: dict[str, Any] = read_config_file(config_path) if config_path else {}
     for name, raw in args.items():
@@ -1222,15 +1239,6 @@ def _check_needed(settings: Settings, flags: Collection[str]) -> None:
                 for parent in needs
             )
             raise ConfigError(f"{_BY_NAME[name].flag} only makes sense with {wanted}")
-
-
-def _meant_flag(unknown: Sequence[str]) -> str:
-    """' (did you mean --max-depth?)' for a mistyped --max-dpeth among `unknown`, as a
-    config file's mistyped key is told its name; else ''."""
-    flags = ["--config", *(option.flag for option in OPTIONS)]
-    flags += [f"--no-{option.flag[2:]}" for option in OPTIONS if option.kind in ("bool", "cookies")]
-    mistyped = [argument.partition("=")[0] for argument in unknown if argument.startswith("--")]
-    return _did_you_mean(mistyped[0], flags, "{}") if mistyped else ""
 
 
 def _did_you_mean(name: str, known: Sequence[str], spelled: str) -> str:

@@ -254,6 +254,9 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--max-dpeth", "3"], "unrecognized arguments: --max-dpeth 3 (did you mean --max-depth?)"),
         (["--exlude", "/cart"], "(did you mean --exclude?)"),
         (["--ouptut=x.jsonl"], "(did you mean --output?)"),
+        # Only a flag spelled in full: a later --max-depth-bytes would change what it means
+        (["--max-dep", "3"], "unrecognized arguments: --max-dep 3 (did you mean --max-depth?)"),
+        (["--ignore-rob"], "(did you mean --ignore-robots?)"),
         (["--state", "dir"], "-o"),
         # Flags that do nothing without another: no archive, no revisits, in silence
         (["--warc-prefix", "site"], "--warc-prefix only makes sense with --warc DIR"),

@@ -190,6 +190,13 @@ def test_bad_report_arguments_are_one_line_naming_what_the_user_gave(tmp_path: P
             f"directory {tmp_path / 'no-dir'} does not exist"
         ),
         (str(records), "-o", ""): "crawler: error: -o must not be empty",
+        # Only a flag spelled in full, and a mistyped one is told its name
+        (str(records), "--stat", "s.json"): (
+            "crawler: error: unrecognized arguments: --stat s.json (did you mean --stats?)"
+        ),
+        (str(records), "--outptu=r.html"): (
+            "crawler: error: unrecognized arguments: --outptu=r.html (did you mean --output?)"
+        ),
     }
     for args, message in cases.items():
         result = report_in_process(*args)

@@ -584,7 +584,7 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
         default="report.html",
         help="default report.html; - for stdout",
     )
-    return parser.parse_args(argv)
+    return parser.parse_all(argv)
 
 
 def _read_stats(path: str) -> dict[str, Any]:
