@@ -405,3 +405,45 @@ async def test_a_content_type_that_opens_a_comment_in_a_script_leaves_the_charts
         assert "text/html<!--<script>" in bars
         assert tab.errors == []
         await tab.close()
+
+
+async def test_the_report_shows_hosts_in_unicode_and_pages_with_their_titles_escaped(
+    tmp_path: Path,
+) -> None:
+    """Hosts were shown in Punycode (xn--fiq228c.xn--fiqs8s) and pages by URL alone: the
+    Unicode form is shown, as browsers show it, the links still go to the URL crawled,
+    and a page's title is under its link, as text."""
+    home, search = "http://xn--fiq228c.xn--fiqs8s/", "http://xn--fiq228c.xn--fiqs8s/%E6%90%9C"
+    spoof = "http://xn--pple-43d.com/"  # a Cyrillic "а" among Latin letters: kept in Punycode
+    hostile = "<img src=x onerror=alert(1)></td></table><script>alert(2)</script>"
+    records = tmp_path / "pages.jsonl"
+    records.write_text(
+        "".join(
+            json.dumps(record, ensure_ascii=False) + "\n"
+            for record in (
+                {"url": home, "status": 200, "title": "中文首页", "elapsed_ms": 900, "bytes": 9000},
+                {"url": search, "status": 404, "title": hostile, "referrer": home, "bytes": 10},
+                {"url": spoof, "status": 200, "title": "apple", "elapsed_ms": 5, "bytes": 5},
+            )
+        )
+    )
+    output = tmp_path / "report.html"
+    assert report_in_process(str(records), "-o", str(output)).returncode == 0
+    async with Chromium(tmp_path / "profile") as browser:
+        tab = await browser.new_tab()
+        await tab.open(output.as_uri())
+        tables = await tab.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('table')].map(t => [t.id,"
+            " [...t.tBodies[0].rows].map(r => r.cells[0].innerText.trim())]))"
+        )
+        assert tables["slowest"] == ["http://中文.中国/\n中文首页", f"{spoof}\napple"]
+        assert tables["broken"] == [f"http://中文.中国/%E6%90%9C\n{hostile}"]
+        hrefs = await tab.evaluate("[...document.querySelectorAll('#largest a')].map(a => a.href)")
+        assert hrefs == [home, search, spoof]
+        bars = await tab.evaluate(
+            "[...document.querySelectorAll('#chart-hosts rect.bar title')].map(t => t.textContent)"
+        )
+        assert sorted(bars) == ["xn--pple-43d.com: 1", "中文.中国: 2"]
+        assert await tab.evaluate("document.querySelectorAll('img').length") == 0
+        assert tab.errors == []
+        await tab.close()

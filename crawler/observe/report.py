@@ -41,6 +41,7 @@ from crawler.config import (
     silence,
 )
 from crawler.files import check_writable, same_file, write_whole
+from crawler.observe.display import display_host, display_url
 from crawler.stats import LATENCY_BUCKETS_MS
 
 STATIC = Path(__file__).parent / "static"
@@ -51,6 +52,7 @@ MAX_REFERRERS = 10  # linking pages listed per broken URL
 MAX_DUPLICATE_URLS = 10  # URLs listed per repeated digest
 MAX_DUPLICATE_GROUPS = 20_000  # repeated digests whose URLs are looked for
 MAX_REDIRECTS = 500
+MAX_TITLE_SHOWN = 200  # characters of a page's title under its link
 MAX_CONTENT_TYPES = 1000  # counted apart; the others together
 OTHER_CONTENT_TYPES = "(other types)"
 SIZE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
@@ -63,6 +65,7 @@ class Broken:
     status: int
     error: str | None
     referrer: str | None  # the page the crawl found it on
+    title: str | None  # an error page's own, as "404 Not Found"
     linked_from: list[str] = field(default_factory=list)
     links: int = 0  # links to it, from every page
 
@@ -82,8 +85,9 @@ class Figures:
     latency: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))
     sizes: list[int] = field(default_factory=lambda: [0] * (len(SIZE_BUCKETS) + 1))
     bytes: int = 0
-    slowest: list[tuple[float, int, str]] = field(default_factory=list)  # heaps of TOP
-    largest: list[tuple[int, int, str]] = field(default_factory=list)
+    # heaps of TOP: (figure, record number, URL, title); the number breaks ties
+    slowest: list[tuple[float, int, str, str | None]] = field(default_factory=list)
+    largest: list[tuple[int, int, str, str | None]] = field(default_factory=list)
     broken: dict[str, Broken] = field(default_factory=dict)
     broken_count: int = 0
     redirects: list[tuple[str, str, int | None]] = field(default_factory=list)
@@ -99,6 +103,7 @@ class Figures:
         self.records += 1
         n = self.records
         url = record.get("url") or ""
+        title = record.get("title")
         status = record.get("status")
         self.statuses["none" if status is None else str(status)] += 1
         error = record.get("error")
@@ -123,17 +128,17 @@ class Figures:
         elapsed_ms = record.get("elapsed_ms")
         if elapsed_ms is not None:
             self.latency[bisect_left(LATENCY_BUCKETS_MS, elapsed_ms)] += 1
-            _keep_top(self.slowest, (elapsed_ms, n, url))
+            _keep_top(self.slowest, (elapsed_ms, n, url, title))
         size = record.get("bytes")
         if size is not None:
             if not _carried(record):
                 self.bytes += size
             self.sizes[bisect_left(SIZE_BUCKETS, size)] += 1
-            _keep_top(self.largest, (size, n, url))
+            _keep_top(self.largest, (size, n, url, title))
         if status is not None and status >= 400:
             self.broken_count += 1
             if len(self.broken) < MAX_BROKEN:
-                self.broken[url] = Broken(status, error, record.get("referrer"))
+                self.broken[url] = Broken(status, error, record.get("referrer"), title)
         final_url = record.get("final_url")
         redirect_status = status is not None and 300 <= status < 400 and status != 304
         if (final_url and final_url != url) or redirect_status:
@@ -230,6 +235,7 @@ Number = (int, float)
 # The fields the report reads, with the types a crawl writes them in (each may be null).
 RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
     "url": str,
+    "title": str,
     "final_url": str,
     "status": int,
     "depth": int,
@@ -340,7 +346,7 @@ def _chart_data(figures: Figures) -> dict[str, Any]:
         "statuses": _labelled(figures.statuses, lambda s: "no response" if s == "none" else s),
         "depths": [[str(d), n] for d, n in sorted(figures.depths.items())],
         "content_types": figures.content_types.most_common(15),
-        "hosts": figures.hosts.most_common(HOSTS_CHARTED),
+        "hosts": [[display_host(h), n] for h, n in figures.hosts.most_common(HOSTS_CHARTED)],
         "errors": figures.errors.most_common(15),
         "latency": list(zip(latency_labels, figures.latency, strict=True)),
         "sizes": list(zip(size_labels, figures.sizes, strict=True)),
@@ -368,8 +374,13 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def _link(url: str) -> str:
-    return f'<a href="{_e(url)}" rel="noreferrer">{_e(url)}</a>'
+def _link(url: str, title: str | None = None) -> str:
+    """A link to `url`, its host shown as browsers show it, and the page's title under it."""
+    link = f'<a href="{_e(url)}" rel="noreferrer">{_e(display_url(url))}</a>'
+    if not title or not title.strip():
+        return link
+    shown = title if len(title) <= MAX_TITLE_SHOWN else title[: MAX_TITLE_SHOWN - 1] + "…"
+    return f'{link}<div class="title">{_e(shown)}</div>'
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], table_id: str) -> str:
@@ -468,7 +479,7 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
         charts.append(_chart("languages", "Pages by language", "bars"))
     broken_rows = [
         [
-            _link(url),
+            _link(url, b.title),
             _e(b.status),
             f"{b.links:,}",
             '<ul class="refs">'
@@ -491,8 +502,8 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
             else ""
         )
     )
-    slowest = [[_link(u), f"{ms:,.0f}"] for ms, _, u in sorted(figures.slowest, reverse=True)]
-    largest = [[_link(u), _size(n)] for n, _, u in sorted(figures.largest, reverse=True)]
+    slowest = [[_link(u, t), f"{ms:,.0f}"] for ms, _, u, t in sorted(figures.slowest, reverse=True)]
+    largest = [[_link(u, t), _size(n)] for n, _, u, t in sorted(figures.largest, reverse=True)]
     groups = sorted(((n, d) for d, n in figures.duplicate_counts.items() if n > 1), reverse=True)
     duplicate_rows = [
         [
