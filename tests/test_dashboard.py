@@ -696,3 +696,38 @@ async def test_the_claims_of_every_host_are_in_the_stats_files_last_write_only(
         await crawl
     host = site.url.removeprefix("http://")
     assert json.loads(stats.read_text())["claims_per_host"] == {host: 3}
+
+
+async def test_the_dashboard_shows_hosts_and_urls_in_unicode(site: Site, tmp_path: Path) -> None:
+    """The busiest hosts and the last errors were shown in Punycode, as no browser
+    shows a host. The site is the crawl's proxy, so that it answers for an IDN host."""
+    from crawler import Crawler
+
+    release = held_page(site, "/held", [])
+    site.page("/", "home", ["/broken", "/held"])
+    site.page("/broken", "broken", headers={"Content-Encoding": "gzip"})  # not gzip
+    settings = Settings(
+        seeds="-", ignore_robots=True, dashboard="127.0.0.1:0", quiet=True, proxy=site.url,
+        retries=0,
+    )  # fmt: skip
+    async with (
+        Crawler(["http://xn--fiq228c.xn--fiqs8s/"], settings) as crawler,
+        Chromium(tmp_path / "profile") as browser,
+    ):
+        crawl = asyncio.create_task(crawler.crawl())
+        assert crawler.dashboard_url is not None
+        tab = await browser.new_tab()
+        await tab.open(crawler.dashboard_url)
+        errors = await tab.until(
+            "[...document.querySelectorAll('#errors tbody tr')].map(r => r.cells[3].innerText)"
+            ".join()"
+        )
+        assert errors == "http://中文.中国/broken"
+        hosts = await tab.evaluate(
+            "[...document.querySelectorAll('#hosts tbody tr')].map(r => r.cells[0].innerText)"
+        )
+        assert hosts == ["中文.中国"]
+        release.set()
+        await crawl
+        assert tab.errors == []
+        await tab.close()

@@ -94,10 +94,10 @@ function update(f) {
   Charts.bars(document.getElementById("chart-dropped"), sorted(f.dropped), "dropped URLs");
 
   fillTable("hosts", f.busiest_hosts, [
-    ["host"], ["records", "n"], ["queued", "n"], ["in_flight", "n"], ["retrying", "n"],
+    ["shown"], ["records", "n"], ["queued", "n"], ["in_flight", "n"], ["retrying", "n"],
     ["delay_s", "n"], ["backoff_s", "n"], ["wait_s", "n"], ["robots"],
   ]);
-  fillTable("errors", [...f.last_errors].reverse(), [["at"], ["error"], ["status", "n"], ["url", "url"]]);
+  fillTable("errors", [...f.last_errors].reverse(), [["at"], ["error"], ["status", "n"], ["shown", "url"]]);
   const slow = document.getElementById("slow-pages");
   slow.replaceChildren(...f.slow_pages.map((url) => {
     const item = document.createElement("li");
