@@ -1311,6 +1311,10 @@ def read_seeds(path: str, max_url_length: int) -> list[str]:
         data = sys.stdin.buffer.read() if path == "-" else _read_file(path)
     except OSError as exc:
         raise ConfigError(f"cannot read seeds file {path}: {exc.strerror}") from None
+    if data.startswith(_GZIP_MAGIC):
+        raise ConfigError(f"seeds file {name} is gzip-compressed; give it uncompressed")
+    if b"\0" in data and _unicode_text(data) is None:  # each line of it was warned of
+        raise ConfigError(f"seeds file {name} is not text (it holds NUL bytes)")
     seeds = []
     told_encoding = False
     lines = list(_seed_lines(data))
@@ -1397,6 +1401,7 @@ def _unicode_text(data: bytes) -> str | None:
     return None
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as bytes.splitlines breaks lines
 _INNER_WHITESPACE = re.compile(r"\s")  # in a line stripped of it at both ends
 

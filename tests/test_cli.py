@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import io
 import json
 import os
@@ -232,6 +233,22 @@ def test_a_file_where_a_directory_is_wanted_is_named_as_such(tmp_path, flag):
     result = run_main(str(seeds), flag, str(seeds))
     assert_one_line_error(result, f"cannot use {flag} {seeds}: it is a file, not a directory")
     assert seeds.read_text() == "http://127.0.0.1:9/\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (gzip.compress(b"http://a.test/\n"), "is gzip-compressed; give it uncompressed"),
+        (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 40, "is not text (it holds NUL bytes)"),
+    ],
+)
+def test_a_binary_seeds_file_is_one_line_not_a_warning_a_line(data, says, tmp_path):
+    # A warning for each "line" of it flooded the terminal, then the error came.
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes(data)
+    result = run_main(str(seeds))
+    assert result.stderr.splitlines() == [f"crawler: error: seeds file {seeds} {says}"]
+    assert result.returncode == 2
 
 
 def test_a_directory_as_seeds_file_is_an_error(tmp_path):
