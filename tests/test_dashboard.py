@@ -659,6 +659,43 @@ async def test_a_crawl_stopped_with_urls_still_queued_is_not_said_finished(
         await tab.close()
 
 
+async def test_a_crawl_stopped_with_a_request_in_flight_is_not_said_finished(
+    site: Site, tmp_path: Path
+) -> None:
+    """A request abandoned at --drain-timeout, with nothing queued: 'crawl finished'."""
+    from crawler import Crawler
+
+    async def hang(_request: web.Request) -> web.Response:
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+    site.page("/", "home", ["/slow"])
+    site.handle("/slow", hang)
+    asked = site.hits_reached(2)
+    settings = Settings(
+        seeds="-", ignore_robots=True, dashboard="127.0.0.1:0", quiet=True, drain_timeout=0.2
+    )
+    async with (
+        Crawler([site.url + "/"], settings) as crawler,
+        Chromium(tmp_path / "profile") as browser,
+    ):
+        crawl = asyncio.create_task(crawler.crawl())
+        assert crawler.dashboard_url is not None
+        tab = await browser.new_tab()
+        await tab.open(crawler.dashboard_url)
+        await tab.until("document.getElementById('state').textContent === 'live'")
+        await asyncio.wait_for(asked.wait(), 30)
+        crawler.stop()
+        await crawl
+        state = await tab.until(
+            "document.getElementById('state').className === 'state done'"
+            " && document.getElementById('state').textContent"
+        )
+        assert state == "crawl stopped, 1 URL not fetched"
+        assert tab.errors == []
+        await tab.close()
+
+
 async def test_the_claims_of_every_host_are_in_the_stats_files_last_write_only(
     site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

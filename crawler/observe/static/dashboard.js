@@ -122,7 +122,7 @@ function connect() {
     update(figures);
     if (figures.done) { // at --max-pages, or interrupted, URLs are left queued
       events.close();
-      const left = figures.queued;
+      const left = figures.queued + figures.in_flight; // in flight past --drain-timeout
       show(left ? `crawl stopped, ${left.toLocaleString("en")} URL${left === 1 ? "" : "s"} `
         + "not fetched" : "crawl finished", "done");
     } else if (figures.round_over || figures.next_round_at) {
