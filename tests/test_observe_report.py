@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import os
 import re
@@ -447,3 +448,31 @@ async def test_the_report_shows_hosts_in_unicode_and_pages_with_their_titles_esc
         assert await tab.evaluate("document.querySelectorAll('img').length") == 0
         assert tab.errors == []
         await tab.close()
+
+
+def test_records_kept_gzip_compressed_are_read_as_since_reads_them(tmp_path: Path) -> None:
+    """`report pages.jsonl.gz` said "none of its 3 lines is a JSON record"."""
+    lines = "".join(
+        json.dumps({"url": f"http://a.test/{n}", "status": 404 if n == 2 else 200, "depth": 1})
+        + "\n"
+        for n in range(5)
+    ).encode()
+    plain, compressed = tmp_path / "pages.jsonl", tmp_path / "pages.jsonl.gz"
+    plain.write_bytes(lines)
+    compressed.write_bytes(gzip.compress(lines))
+    for records in (plain, compressed):
+        result = report_in_process(str(records), "-o", str(tmp_path / f"{records.name}.html"))
+        assert result.returncode == 0, result.stderr
+    as_plain = (tmp_path / "pages.jsonl.html").read_text()
+    as_gzip = (tmp_path / "pages.jsonl.gz.html").read_text()
+    assert 'data-figure="records">5<' in as_gzip and 'data-figure="broken">1<' in as_gzip
+    assert as_gzip.split("<header>")[1] == as_plain.split("<header>")[1].replace(
+        "pages.jsonl,", "pages.jsonl.gz,"
+    )
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gzip.compress(lines)[:-12])
+    result = report_in_process(str(cut), "-o", str(tmp_path / "cut.html"))
+    assert (result.returncode, result.stderr.decode().splitlines()) == (
+        2,
+        [f"crawler: error: {cut} is cut short: its gzip stream ends early"],
+    )

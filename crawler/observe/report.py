@@ -16,10 +16,12 @@ broken URL and the URLs of up to MAX_DUPLICATE_GROUPS repeated digests.
 from __future__ import annotations
 
 import argparse
+import gzip
 import heapq
 import html
 import os
 import sys
+import zlib
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -218,17 +220,34 @@ def read_records(path: str, figures: Figures) -> Iterator[dict[str, Any]]:
     """The records of a JSONL file, one at a time; lines that are not JSON objects are
     counted in `figures.bad_lines` (a crawl cut short may leave half a line)."""
     times: set[str] = set()  # the fetched_at seconds read: one a second of the crawl
+    for line in _lines(path):
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            figures.bad_lines += line.strip() != b""
+            continue
+        if _is_record(record, times):
+            yield record
+        else:
+            figures.bad_lines += 1
+
+
+def _lines(path: str) -> Iterator[bytes]:
+    """The file's lines; gzip-compressed, as many keep old crawls' records (and as
+    --since reads them), uncompressed as read."""
     with open(path, "rb") as f:
-        for line in f:
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                figures.bad_lines += line.strip() != b""
-                continue
-            if _is_record(record, times):
-                yield record
-            else:
-                figures.bad_lines += 1
+        if f.read(2) != b"\x1f\x8b":
+            f.seek(0)
+            yield from f
+            return
+        f.seek(0)
+        try:
+            with gzip.open(f) as lines:
+                yield from lines
+        except EOFError:
+            raise ConfigError(f"{path} is cut short: its gzip stream ends early") from None
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise ConfigError(f"{path} begins as gzip but is not gzip data ({exc})") from None
 
 
 Number = (int, float)
