@@ -907,3 +907,30 @@ def test_a_state_that_cannot_be_made_is_one_line_naming_the_problem(tmp_path):
         timeout=60,
     )
     assert_one_line_error(result, "cannot open the crawl files: File too large")
+
+
+async def test_a_second_ctrl_c_while_the_wacz_is_packaged_quits_at_once(site: Site, tmp_path):
+    """Packaging (minutes for 100 GiB of WARC) holds the event loop; a second Ctrl-C
+    waited for its end, then quit without a word."""
+    site.page("/", "home")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    slow_packaging = (  # the package takes a minute, as a large crawl's does
+        "import sys, time; import crawler.sinks.wacz as wacz; "
+        "wacz.write_wacz = lambda *args, **kwargs: time.sleep(60); "
+        "from crawler.__main__ import main; sys.exit(main(sys.argv[1:]))"
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", slow_packaging, str(seeds), "-o", str(tmp_path / "out.jsonl"),
+        "--warc", str(tmp_path / "warc"), "--wacz", str(tmp_path / "crawl.wacz"),
+        "--ignore-robots", stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stderr is not None
+    while b"packaging the crawl as" not in await process.stderr.readline():
+        pass
+    for _ in range(20):  # Ctrl-C, Ctrl-C...: two signals at once are one to Python
+        process.send_signal(signal.SIGINT)
+        with contextlib.suppress(TimeoutError):
+            assert await asyncio.wait_for(process.wait(), 0.5) == 130
+            return
+    raise AssertionError("Ctrl-C pressed for 10 s, and the crawl still packaged")

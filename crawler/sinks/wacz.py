@@ -137,6 +137,7 @@ class WaczSink:
         self._pages.close()
         warc = self._warc
         own = [warc.directory / name for name in warc.files]
+        log.info("packaging the crawl as %s", self.path)  # a few seconds a GiB of WARC
         write_wacz(self.path, with_referred_files(own, self._earlier_dirs), self.pages_path)
         if self._scratch:  # no crawl will resume to list more
             self.pages_path.unlink(missing_ok=True)
