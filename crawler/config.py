@@ -1189,6 +1189,10 @@ def read_config_file(path: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     values = {}
     for key, raw in data.items():
+        if key not in _BY_NAME and key not in _TOML_ONLY and isinstance(raw, dict):
+            raise ConfigError(  # [crawler], as in a pyproject.toml
+                f"{path}: unknown table [{key}]; the keys go at the top level, with no table"
+            )
         if key not in _BY_NAME and key not in _TOML_ONLY:
             hint = _did_you_mean(key.replace("-", "_"), [*_BY_NAME, *_TOML_ONLY], "'{}'")
             raise ConfigError(f"{path}: unknown key '{key}'{hint}")

@@ -316,6 +316,8 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, flags, named):
         ("any_host = 1\n", "any_host"),
         ("delay = [1]\n", "delay"),
         ("not toml at all\n", "TOML"),
+        # A table, as in a pyproject.toml: it said "did you mean 'crawl_id'?"
+        ("[crawler]\nmax_depth = 3\n", "unknown table [crawler]; the keys go at the top level"),
     ],
 )
 def test_bad_config_files_name_the_key(tmp_path, toml, named):
