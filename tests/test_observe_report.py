@@ -476,3 +476,38 @@ def test_records_kept_gzip_compressed_are_read_as_since_reads_them(tmp_path: Pat
         2,
         [f"crawler: error: {cut} is cut short: its gzip stream ends early"],
     )
+
+
+async def test_a_report_served_over_http_asks_for_nothing_else(tmp_path: Path) -> None:
+    """Served by a web server, the report had Chromium ask for /favicon.ico: a 404, and
+    a console error, on a page meant to need nothing but itself."""
+    records = one_record(tmp_path)
+    output = tmp_path / "report.html"
+    assert report_in_process(str(records), "-o", str(output)).returncode == 0
+    asked: list[str] = []
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        asked.append(request.path)
+        if request.path == "/report.html":
+            return web.FileResponse(output)
+        if request.path == "/next":  # a page after it, once its own requests are made
+            return web.Response(text='<link rel="icon" href="data:,">', content_type="text/html")
+        raise web.HTTPNotFound()
+
+    app = web.Application()
+    app.router.add_get("/{path:.*}", serve)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with Chromium(tmp_path / "profile") as browser:
+            tab = await browser.new_tab()
+            await tab.open(f"{base}/report.html")
+            assert tab.errors == []
+            await tab.open(f"{base}/next")
+            assert asked == ["/report.html", "/next"]
+            assert tab.errors == []
+            await tab.close()
+    finally:
+        await runner.cleanup()

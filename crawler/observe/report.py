@@ -583,6 +583,7 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>crawl report: {_e(os.path.basename(source))}</title>
+<link rel="icon" href="data:,">
 <style>{style}</style>
 </head>
 <body>
