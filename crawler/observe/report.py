@@ -606,7 +606,9 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
         prog="crawler report",
         description="Turn a crawl's JSON lines (and its --stats file) into one HTML report.",
     )
-    parser.add_argument("records", metavar="PAGES.jsonl", help="the crawl's records (-o)")
+    parser.add_argument(
+        "records", metavar="PAGES.jsonl", help="the crawl's records (-o), or them gzip-compressed"
+    )
     parser.add_argument("--stats", metavar="FILE", help="the crawl's --stats file")
     parser.add_argument(
         "-o",
