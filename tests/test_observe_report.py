@@ -12,8 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
+from crawler.observe.display import display_host, display_url
 from crawler.observe.report import MAX_CONTENT_TYPES, OTHER_CONTENT_TYPES, analyse
 from tests.browser import Chromium
 from tests.conftest import Site, crawl, html, link_and_fifo, read_records
@@ -511,3 +513,21 @@ async def test_a_report_served_over_http_asks_for_nothing_else(tmp_path: Path) -
             await tab.close()
     finally:
         await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("host", "shown"),
+    [
+        ("xn--fiq228c.xn--fiqs8s", "中文.中国"),
+        ("xn--mnchen-3ya.de:8080", "münchen.de:8080"),
+        ("xn--r8jz45g.jp", "例え.jp"),  # Han and kana: one name's mix
+        ("xn--pple-43d.com", "xn--pple-43d.com"),  # Cyrillic among Latin: kept
+        ("xn--ls8h.la", "xn--ls8h.la"),  # a symbol: kept
+        ("xn--a.test", "xn--a.test"),  # not Punycode: as it is
+        ("xn--é.test", "xn--é.test"),  # a hand-made record's: as it is, not a crash
+        ("example.com", "example.com"),
+    ],
+)
+def test_a_host_is_shown_in_unicode_where_a_browser_shows_it(host: str, shown: str) -> None:
+    assert display_host(host) == shown
+    assert display_url(f"http://{host}/a?b=xn--fiq228c") == f"http://{shown}/a?b=xn--fiq228c"

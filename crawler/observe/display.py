@@ -41,7 +41,7 @@ def display_url(url: str) -> str:
 
 
 def _display_label(label: str) -> str:
-    if not label.startswith("xn--"):
+    if not label.startswith("xn--") or not label.isascii():  # a record not of a crawl
         return label
     from ada_url import idna  # only for a host in Punycode: its import takes 6 ms
 
