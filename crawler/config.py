@@ -624,7 +624,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "retries",
         "int",
-        "retries after a connection error, timeout, 429 or 5xx",
+        "retries after a connection error, timeout, 429, 500, 502, 503 or 504",
         _at_least(0),
         metavar="N",
         group="limits",

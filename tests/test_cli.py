@@ -512,6 +512,15 @@ def test_the_example_config_lists_every_key_with_its_default():
             assert example[option.name] == expected, option.name
 
 
+def test_the_help_of_retries_names_the_statuses_retried():
+    # It said "429 or 5xx": a 501 or a 505 is an answer, and is not asked again.
+    from crawler.fetch import RETRY_STATUSES
+
+    (retries,) = [option for option in OPTIONS if option.name == "retries"]
+    named = {int(word) for word in retries.help.replace(",", " ").split() if word.isdigit()}
+    assert named == RETRY_STATUSES
+
+
 def test_help_lists_every_flag_in_the_section_of_what_it_is_for():
     result = run_cli("--help")
     assert result.returncode == 0
