@@ -1391,16 +1391,18 @@ def _unicode_text(data: bytes) -> str | None:
     """A seeds file's text if a byte order mark says its encoding, or if it is UTF-16
     without one (as some tools write it): ASCII text in UTF-16 has a NUL in every other
     byte, after each character in little-endian, before it in big-endian, and a URL is
-    ASCII or mostly so. None for a file in an ASCII-compatible encoding."""
+    ASCII or mostly so (a comment in Chinese has fewer, and a few on the other side:
+    一 is U+4E00). None for a file in an ASCII-compatible encoding, or a binary one,
+    whose NULs fall on both sides."""
     for bom, encoding in BOMS:
         if data.startswith(bom):
             return data[len(bom) :].decode(encoding, "replace")
     sample = data[:4096]
     even_nuls, odd_nuls = sample[0::2].count(0), sample[1::2].count(0)
-    half = len(sample) // 4  # half of one parity's bytes
-    if odd_nuls > half and even_nuls == 0:
+    quarter = len(sample) // 8  # a quarter of one side's bytes
+    if odd_nuls > quarter and even_nuls * 8 < odd_nuls:
         return data.decode("utf-16-le", "replace")
-    if even_nuls > half and odd_nuls == 0:
+    if even_nuls > quarter and odd_nuls * 8 < even_nuls:
         return data.decode("utf-16-be", "replace")
     return None
 

@@ -159,7 +159,8 @@ async def test_a_seeds_file_in_utf16_with_a_byte_order_mark_is_read(site: Site, 
 def test_a_seeds_file_in_utf16_without_a_byte_order_mark_is_read(encoding, tmp_path, caplog):
     # What .NET's Encoding.Unicode.GetBytes, `iconv -t UTF-16LE` and some exporters write.
     seeds = tmp_path / "seeds.txt"
-    seeds.write_bytes("# 种子\nhttp://a.test/搜索\r\nhttp://b.test/\n".encode(encoding))
+    comment = "# 一份种子清单：这些网址是每天要抓取的中文网站的首页和搜索页\n"  # 一 is U+4E00
+    seeds.write_bytes(f"{comment}http://a.test/搜索\r\nhttp://b.test/\n".encode(encoding))
 
     assert read_seeds(str(seeds), 2048) == ["http://a.test/%E6%90%9C%E7%B4%A2", "http://b.test/"]
     assert caplog.messages == []
