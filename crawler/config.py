@@ -1202,11 +1202,9 @@ def read_config_file(path: str) -> dict[str, Any]:
 
 def _config_text(data: bytes) -> str:
     """A config file's text. A byte order mark, as Windows editors write one (Notepad's
-    "Unicode" is UTF-16), is no TOML but means no harm."""
-    for bom, encoding in BOMS:
-        if data.startswith(bom):
-            return data[len(bom) :].decode(encoding)
-    return data.decode("utf-8")
+    "Unicode" is UTF-16), is no TOML but means no harm; nor is UTF-16 without one."""
+    text = _unicode_text(data)
+    return data.decode("utf-8") if text is None else text
 
 
 def load_settings(argv: Sequence[str] | None = None) -> Settings:

@@ -604,8 +604,9 @@ def test_a_config_file_in_utf16_is_read_and_one_in_gbk_is_told_to_be_utf8(tmp_pa
     # Notepad's "Unicode" is UTF-16 with a byte order mark; an older Notepad on a Chinese
     # Windows saves GBK, which was "'utf-8' codec can't decode byte 0xd6 in position 2".
     config = tmp_path / "crawl.toml"
-    config.write_bytes("# 中文注释\nmax_depth = 2\n".encode("utf-16"))
-    assert load_settings(["seeds.txt", "--config", str(config)]).max_depth == 2
+    for encoding in ("utf-16", "utf-16-le", "utf-16-be"):  # with a byte order mark, or none
+        config.write_bytes("# 中文注释\nmax_depth = 2\n".encode(encoding))
+        assert load_settings(["seeds.txt", "--config", str(config)]).max_depth == 2
     config.write_bytes("max_depth = 2\n# 中文注释\n".encode("gbk"))
     with pytest.raises(ConfigError) as refused:
         load_settings(["seeds.txt", "--config", str(config)])
