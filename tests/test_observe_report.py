@@ -531,3 +531,31 @@ async def test_a_report_served_over_http_asks_for_nothing_else(tmp_path: Path) -
 def test_a_host_is_shown_in_unicode_where_a_browser_shows_it(host: str, shown: str) -> None:
     assert display_host(host) == shown
     assert display_url(f"http://{host}/a?b=xn--fiq228c") == f"http://{shown}/a?b=xn--fiq228c"
+
+
+def test_redirects_and_duplicates_show_the_title_of_the_page_they_are(tmp_path: Path) -> None:
+    from selectolax.lexbor import LexborHTMLParser
+
+    home = "http://xn--fiq228c.xn--fiqs8s/"
+    same = {"status": 200, "bytes": 10, "content_digest": "sha1:SAME", "title": "同一页 <i>"}
+    records = tmp_path / "pages.jsonl"
+    records.write_text(
+        "".join(
+            json.dumps(record) + "\n"
+            for record in (
+                {"url": f"{home}old", "final_url": home, "status": 200, "title": "首页"},
+                {"url": f"{home}a", **same},
+                {"url": f"{home}b", **same},
+            )
+        )
+    )
+    output = tmp_path / "report.html"
+    assert report_in_process(str(records), "-o", str(output)).returncode == 0
+    tree = LexborHTMLParser(output.read_text())
+
+    def cells(table: str) -> list[str]:
+        return [cell.text(separator="|") for cell in tree.css(f"#{table} tbody td")]
+
+    assert cells("redirects") == ["http://中文.中国/old", "http://中文.中国/|首页", "200"]
+    assert cells("duplicates")[:2] == ["sha1:SAME|同一页 <i>", "2"]
+    assert not tree.css("#duplicates i")  # the title is text

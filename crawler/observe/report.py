@@ -92,11 +92,13 @@ class Figures:
     largest: list[tuple[int, int, str, str | None]] = field(default_factory=list)
     broken: dict[str, Broken] = field(default_factory=dict)
     broken_count: int = 0
-    redirects: list[tuple[str, str, int | None]] = field(default_factory=list)
+    # (URL, where it ended, status, the title of the page there)
+    redirects: list[tuple[str, str, int | None, str | None]] = field(default_factory=list)
     redirect_count: int = 0
     repeated_digests: set[str] = field(default_factory=set)
     repeats: int = 0  # pages whose body an earlier page had (up to the filter's errors)
     duplicates: dict[str, list[str]] = field(default_factory=dict)  # digest -> URLs
+    duplicate_titles: dict[str, str] = field(default_factory=dict)  # digest -> a page's
     duplicate_counts: Counter[str] = field(default_factory=Counter)
     recrawl: Counter[str] = field(default_factory=Counter)  # --since, --revisit: "changed"...
     bad_lines: int = 0
@@ -146,7 +148,7 @@ class Figures:
         if (final_url and final_url != url) or redirect_status:
             self.redirect_count += 1
             if len(self.redirects) < MAX_REDIRECTS:
-                self.redirects.append((url, final_url or "", status))
+                self.redirects.append((url, final_url or "", status, title))
         digest = _content_digest(record)
         if digest and not seen_digests.add(digest):
             self.repeats += 1
@@ -185,6 +187,9 @@ class Figures:
             urls = self.duplicates.setdefault(digest, [])
             if len(urls) < MAX_DUPLICATE_URLS:
                 urls.append(url)
+            title = record.get("title")
+            if title and digest not in self.duplicate_titles:
+                self.duplicate_titles[digest] = title
 
 
 def _content_digest(record: dict[str, Any]) -> str | None:
@@ -395,11 +400,15 @@ def _e(value: Any) -> str:
 
 def _link(url: str, title: str | None = None) -> str:
     """A link to `url`, its host shown as browsers show it, and the page's title under it."""
-    link = f'<a href="{_e(url)}" rel="noreferrer">{_e(display_url(url))}</a>'
+    return f'<a href="{_e(url)}" rel="noreferrer">{_e(display_url(url))}</a>{_title(title)}'
+
+
+def _title(title: str | None) -> str:
+    """A page's title, as a line under what names the page; '' for none."""
     if not title or not title.strip():
-        return link
+        return ""
     shown = title if len(title) <= MAX_TITLE_SHOWN else title[: MAX_TITLE_SHOWN - 1] + "…"
-    return f'{link}<div class="title">{_e(shown)}</div>'
+    return f'<div class="title">{_e(shown)}</div>'
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], table_id: str) -> str:
@@ -512,7 +521,9 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
         if figures.broken_count > len(figures.broken)
         else ""
     )
-    redirect_rows = [[_link(a), _link(b) if b else "", _e(s)] for a, b, s in figures.redirects]
+    redirect_rows = [
+        [_link(a), _link(b, title) if b else "", _e(s)] for a, b, s, title in figures.redirects
+    ]
     redirect_note = (
         "Where each redirected URL ended; the hops between are in the WARC archive (--warc)."
         + (
@@ -526,7 +537,7 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
     groups = sorted(((n, d) for d, n in figures.duplicate_counts.items() if n > 1), reverse=True)
     duplicate_rows = [
         [
-            _e(digest),
+            _e(digest) + _title(figures.duplicate_titles.get(digest)),
             f"{n:,}",
             '<ul class="refs">'
             + "".join(f"<li>{_link(u)}</li>" for u in figures.duplicates[digest])
