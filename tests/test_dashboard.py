@@ -735,14 +735,20 @@ async def test_the_claims_of_every_host_are_in_the_stats_files_last_write_only(
     assert json.loads(stats.read_text())["claims_per_host"] == {host: 3}
 
 
-async def test_the_dashboard_shows_hosts_and_urls_in_unicode(site: Site, tmp_path: Path) -> None:
+async def test_the_dashboard_shows_hosts_and_urls_in_unicode_and_titles_as_text(
+    site: Site, tmp_path: Path
+) -> None:
     """The busiest hosts and the last errors were shown in Punycode, as no browser
-    shows a host. The site is the crawl's proxy, so that it answers for an IDN host."""
+    shows a host, and an error page by its URL alone, though it had a title. The site
+    is the crawl's proxy, so that it answers for an IDN host."""
     from crawler import Crawler
 
     release = held_page(site, "/held", [])
-    site.page("/", "home", ["/broken", "/held"])
+    site.page("/", "home", ["/broken", "/deep", "/held"])
     site.page("/broken", "broken", headers={"Content-Encoding": "gzip"})  # not gzip
+    hostile = "<img src=x onerror=alert(1)> 深"
+    deep = "<div>" * 20_000  # read with its markup bounded: error html_too_complex
+    site.page("/deep", body=f"<title>{hostile.replace('<', '&lt;')}</title>{deep}")
     settings = Settings(
         seeds="-", ignore_robots=True, dashboard="127.0.0.1:0", quiet=True, proxy=site.url,
         retries=0,
@@ -755,11 +761,12 @@ async def test_the_dashboard_shows_hosts_and_urls_in_unicode(site: Site, tmp_pat
         assert crawler.dashboard_url is not None
         tab = await browser.new_tab()
         await tab.open(crawler.dashboard_url)
-        errors = await tab.until(
+        await tab.until("document.querySelectorAll('#errors tbody tr').length === 2")
+        errors = await tab.evaluate(
             "[...document.querySelectorAll('#errors tbody tr')].map(r => r.cells[3].innerText)"
-            ".join()"
         )
-        assert errors == "http://中文.中国/broken"
+        assert sorted(errors) == ["http://中文.中国/broken", f"http://中文.中国/deep\n{hostile}"]
+        assert await tab.evaluate("document.querySelectorAll('img').length") == 0
         hosts = await tab.evaluate(
             "[...document.querySelectorAll('#hosts tbody tr')].map(r => r.cells[0].innerText)"
         )

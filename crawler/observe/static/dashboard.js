@@ -25,7 +25,15 @@ function fillTable(id, rows, columns) {
   body.replaceChildren();
   for (const item of rows) {
     const row = body.insertRow();
-    for (const [key, className] of columns) cell(row, item[key], className);
+    for (const [key, className] of columns) {
+      const td = cell(row, item[key], className);
+      if (className === "url" && item.title && item.title.trim()) { // the page's, under it
+        const title = document.createElement("div");
+        title.className = "title";
+        title.textContent = item.title;
+        td.append(title);
+      }
+    }
   }
 }
 
