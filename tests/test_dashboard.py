@@ -22,8 +22,9 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
+from crawler import Crawler
 from crawler.config import ConfigError, Settings, dashboard_address
-from tests.browser import Chromium
+from tests.browser import Chromium, Tab
 from tests.conftest import Site, html, read_records
 from tests.redis_server import RedisServer
 from tests.test_observe_report import validated_page
@@ -119,6 +120,21 @@ async def dashboard_process(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+@contextlib.asynccontextmanager
+async def api_crawl_watched(
+    seeds: list[str], settings: Settings, tmp_path: Path
+) -> AsyncIterator[tuple[Crawler, asyncio.Task[None], Tab]]:
+    """A crawl through the API, its dashboard open in Chromium: the crawler, the task
+    that crawls, and the tab."""
+    async with Crawler(seeds, settings) as crawler, Chromium(tmp_path / "profile") as browser:
+        crawl = asyncio.create_task(crawler.crawl())
+        assert crawler.dashboard_url is not None
+        tab = await browser.new_tab()
+        await tab.open(crawler.dashboard_url)
+        yield crawler, crawl, tab
+        await tab.close()
 
 
 async def scrape(session: aiohttp.ClientSession, url: str) -> str:
@@ -663,7 +679,6 @@ async def test_a_crawl_stopped_with_a_request_in_flight_is_not_said_finished(
     site: Site, tmp_path: Path
 ) -> None:
     """A request abandoned at --drain-timeout, with nothing queued: 'crawl finished'."""
-    from crawler import Crawler
 
     async def hang(_request: web.Request) -> web.Response:
         await asyncio.Event().wait()
@@ -675,14 +690,7 @@ async def test_a_crawl_stopped_with_a_request_in_flight_is_not_said_finished(
     settings = Settings(
         seeds="-", ignore_robots=True, dashboard="127.0.0.1:0", quiet=True, drain_timeout=0.2
     )
-    async with (
-        Crawler([site.url + "/"], settings) as crawler,
-        Chromium(tmp_path / "profile") as browser,
-    ):
-        crawl = asyncio.create_task(crawler.crawl())
-        assert crawler.dashboard_url is not None
-        tab = await browser.new_tab()
-        await tab.open(crawler.dashboard_url)
+    async with api_crawl_watched([site.url + "/"], settings, tmp_path) as (crawler, crawl, tab):
         await tab.until("document.getElementById('state').textContent === 'live'")
         await asyncio.wait_for(asked.wait(), 30)
         crawler.stop()
@@ -693,7 +701,6 @@ async def test_a_crawl_stopped_with_a_request_in_flight_is_not_said_finished(
         )
         assert state == "crawl stopped, 1 URL not fetched"
         assert tab.errors == []
-        await tab.close()
 
 
 async def test_the_claims_of_every_host_are_in_the_stats_files_last_write_only(
@@ -741,8 +748,6 @@ async def test_the_dashboard_shows_hosts_and_urls_in_unicode_and_titles_as_text(
     """The busiest hosts and the last errors were shown in Punycode, as no browser
     shows a host, and an error page by its URL alone, though it had a title. The site
     is the crawl's proxy, so that it answers for an IDN host."""
-    from crawler import Crawler
-
     release = held_page(site, "/held", [])
     site.page("/", "home", ["/broken", "/deep", "/held"])
     site.page("/broken", "broken", headers={"Content-Encoding": "gzip"})  # not gzip
@@ -753,14 +758,8 @@ async def test_the_dashboard_shows_hosts_and_urls_in_unicode_and_titles_as_text(
         seeds="-", ignore_robots=True, dashboard="127.0.0.1:0", quiet=True, proxy=site.url,
         retries=0,
     )  # fmt: skip
-    async with (
-        Crawler(["http://xn--fiq228c.xn--fiqs8s/"], settings) as crawler,
-        Chromium(tmp_path / "profile") as browser,
-    ):
-        crawl = asyncio.create_task(crawler.crawl())
-        assert crawler.dashboard_url is not None
-        tab = await browser.new_tab()
-        await tab.open(crawler.dashboard_url)
+    seeds = ["http://xn--fiq228c.xn--fiqs8s/"]
+    async with api_crawl_watched(seeds, settings, tmp_path) as (_, crawl, tab):
         await tab.until("document.querySelectorAll('#errors tbody tr').length === 2")
         errors = await tab.evaluate(
             "[...document.querySelectorAll('#errors tbody tr')].map(r => r.cells[3].innerText)"
@@ -774,4 +773,3 @@ async def test_the_dashboard_shows_hosts_and_urls_in_unicode_and_titles_as_text(
         release.set()
         await crawl
         assert tab.errors == []
-        await tab.close()
