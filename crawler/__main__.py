@@ -290,15 +290,23 @@ def _wait_for_round(
     return SIGNAL_EXIT_CODES[received[0]] if received else None
 
 
-def _note_signals(received: list[signal.Signals], on_signal: Callable[[], None]) -> None:
+def _note_signals(
+    received: list[signal.Signals],
+    on_signal: Callable[[], None],
+    on_second: Callable[[], None] | None = None,
+) -> None:
     """SIGINT and SIGTERM noted in `received` as they come, and `on_signal` called in the
     running loop for each. With asyncio's add_signal_handler, the loop alone learnt of
     a signal, by a callback it would run later: one that came as a loop was ending was
-    lost, and a --revisit process went on, round after round, after its SIGTERM."""
+    lost, and a --revisit process went on, round after round, after its SIGTERM.
+    `on_second` is called at once for a second signal, not by the loop: one busy with
+    work it does not pause for (packaging a WACZ, minutes for 100 GiB) ran it only after."""
     loop = asyncio.get_running_loop()
 
     def note(signum: int, _frame: object) -> None:
         received.append(signal.Signals(signum))
+        if on_second is not None and len(received) > 1:
+            on_second()
         with contextlib.suppress(RuntimeError):  # the loop is closed: `received` tells
             loop.call_soon_threadsafe(on_signal)
 
@@ -312,16 +320,17 @@ def _run(settings: Settings, crawler: Crawler) -> int:
 
     async def supervise() -> None:
         def on_signal() -> None:
-            if len(received) > 1:  # a second signal: the state is consistent after every commit
-                reporter.clear()
-                os._exit(SIGNAL_EXIT_CODES[received[-1]])
             log.warning(
                 "interrupted: finishing requests in flight (%s again to quit now)",
                 received[0].name,
             )
             crawler.stop()
 
-        _note_signals(received, on_signal)
+        def on_second() -> None:  # the state is consistent after every commit
+            reporter.clear()
+            os._exit(SIGNAL_EXIT_CODES[received[-1]])
+
+        _note_signals(received, on_signal, on_second)
         async with crawler, reporter:
             await crawler.crawl()
 

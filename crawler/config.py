@@ -624,7 +624,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "retries",
         "int",
-        "retries after a connection error, timeout, 429 or 5xx",
+        "retries after a connection error, timeout, 429, 500, 502, 503 or 504",
         _at_least(0),
         metavar="N",
         group="limits",
@@ -992,13 +992,33 @@ _SETTINGS_FIELDS = [f.name for f in fields(Settings)]
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are ConfigErrors: one line, exit 2, no usage dump."""
+    """An argument parser whose errors are ConfigErrors: one line, exit 2, no usage dump.
+
+    A flag is taken only as spelled in full: were `--max-dep` read as --max-depth, a flag
+    added later (`--max-depth-bytes`) would silently change what a saved command means."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_abbrev=False, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise ConfigError(message)
 
+    def parse_all(self, argv: Sequence[str] | None) -> argparse.Namespace:
+        """The arguments, or a ConfigError that names the flag a mistyped one likely meant."""
+        namespace, unknown = self.parse_known_args(argv)
+        if unknown:
+            raise ConfigError(f"unrecognized arguments: {' '.join(unknown)}{self._meant(unknown)}")
+        return namespace
 
-def build_parser() -> argparse.ArgumentParser:
+    def _meant(self, unknown: Sequence[str]) -> str:
+        """' (did you mean --max-depth?)' for a mistyped --max-dpeth among `unknown`, as a
+        config file's mistyped key is told its name; else ''."""
+        flags = [flag for action in self._actions for flag in action.option_strings]
+        mistyped = [argument.partition("=")[0] for argument in unknown if argument.startswith("--")]
+        return _did_you_mean(mistyped[0], flags, "{}") if mistyped else ""
+
+
+def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="crawler",
         usage="%(prog)s [options] [SEEDS]",  # the sections below list the options
@@ -1169,6 +1189,10 @@ def read_config_file(path: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     values = {}
     for key, raw in data.items():
+        if key not in _BY_NAME and key not in _TOML_ONLY and isinstance(raw, dict):
+            raise ConfigError(  # [crawler], as in a pyproject.toml
+                f"{path}: unknown table [{key}]; the keys go at the top level, with no table"
+            )
         if key not in _BY_NAME and key not in _TOML_ONLY:
             hint = _did_you_mean(key.replace("-", "_"), [*_BY_NAME, *_TOML_ONLY], "'{}'")
             raise ConfigError(f"{path}: unknown key '{key}'{hint}")
@@ -1178,19 +1202,14 @@ def read_config_file(path: str) -> dict[str, Any]:
 
 def _config_text(data: bytes) -> str:
     """A config file's text. A byte order mark, as Windows editors write one (Notepad's
-    "Unicode" is UTF-16), is no TOML but means no harm."""
-    for bom, encoding in BOMS:
-        if data.startswith(bom):
-            return data[len(bom) :].decode(encoding)
-    return data.decode("utf-8")
+    "Unicode" is UTF-16), is no TOML but means no harm; nor is UTF-16 without one."""
+    text = _unicode_text(data)
+    return data.decode("utf-8") if text is None else text
 
 
 def load_settings(argv: Sequence[str] | None = None) -> Settings:
     """Defaults, then the --config file, then the flags; raise ConfigError on bad input."""
-    namespace, unknown = build_parser().parse_known_args(argv)
-    if unknown:
-        raise ConfigError(f"unrecognized arguments: {' '.join(unknown)}{_meant_flag(unknown)}")
-    args = vars(namespace)
+    args = vars(build_parser().parse_all(argv))
     config_path = args.pop("config", None)
     values: dict[str, Any] = read_config_file(config_path) if config_path else {}
     for name, raw in args.items():
@@ -1222,15 +1241,6 @@ def _check_needed(settings: Settings, flags: Collection[str]) -> None:
                 for parent in needs
             )
             raise ConfigError(f"{_BY_NAME[name].flag} only makes sense with {wanted}")
-
-
-def _meant_flag(unknown: Sequence[str]) -> str:
-    """' (did you mean --max-depth?)' for a mistyped --max-dpeth among `unknown`, as a
-    config file's mistyped key is told its name; else ''."""
-    flags = ["--config", *(option.flag for option in OPTIONS)]
-    flags += [f"--no-{option.flag[2:]}" for option in OPTIONS if option.kind in ("bool", "cookies")]
-    mistyped = [argument.partition("=")[0] for argument in unknown if argument.startswith("--")]
-    return _did_you_mean(mistyped[0], flags, "{}") if mistyped else ""
 
 
 def _did_you_mean(name: str, known: Sequence[str], spelled: str) -> str:
@@ -1303,6 +1313,10 @@ def read_seeds(path: str, max_url_length: int) -> list[str]:
         data = sys.stdin.buffer.read() if path == "-" else _read_file(path)
     except OSError as exc:
         raise ConfigError(f"cannot read seeds file {path}: {exc.strerror}") from None
+    if data.startswith(_GZIP_MAGIC):
+        raise ConfigError(f"seeds file {name} is gzip-compressed; give it uncompressed")
+    if b"\0" in data and _unicode_text(data) is None:  # each line of it was warned of
+        raise ConfigError(f"seeds file {name} is not text (it holds NUL bytes)")
     seeds = []
     told_encoding = False
     lines = list(_seed_lines(data))
@@ -1352,11 +1366,11 @@ def _seed_lines(data: bytes) -> Iterator[tuple[str | None, str | None]]:
     the whole file (PowerShell's `>` writes UTF-16). Other lines that are not UTF-8 are
     read in the legacy encoding their bytes suggest, as browsers read a page that says
     none: a file saved by Notepad on a Chinese Windows is in GBK."""
-    for bom, encoding in BOMS:
-        if data.startswith(bom):
-            for line in _LINE_BREAK.split(data[len(bom) :].decode(encoding, "replace")):
-                yield line, None
-            return
+    unicode = _unicode_text(data)
+    if unicode is not None:
+        for line in _LINE_BREAK.split(unicode):
+            yield line, None
+        return
     legacy: str | None = None
     for raw in data.splitlines():
         try:
@@ -1371,6 +1385,27 @@ def _seed_lines(data: bytes) -> Iterator[tuple[str | None, str | None]]:
             yield text, None
 
 
+def _unicode_text(data: bytes) -> str | None:
+    """A seeds file's text if a byte order mark says its encoding, or if it is UTF-16
+    without one (as some tools write it): ASCII text in UTF-16 has a NUL in every other
+    byte, after each character in little-endian, before it in big-endian, and a URL is
+    ASCII or mostly so (a comment in Chinese has fewer, and a few on the other side:
+    一 is U+4E00). None for a file in an ASCII-compatible encoding, or a binary one,
+    whose NULs fall on both sides."""
+    for bom, encoding in BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(encoding, "replace")
+    sample = data[:4096]
+    even_nuls, odd_nuls = sample[0::2].count(0), sample[1::2].count(0)
+    quarter = len(sample) // 8  # a quarter of one side's bytes
+    if odd_nuls > quarter and even_nuls * 8 < odd_nuls:
+        return data.decode("utf-16-le", "replace")
+    if even_nuls > quarter and odd_nuls * 8 < even_nuls:
+        return data.decode("utf-16-be", "replace")
+    return None
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as bytes.splitlines breaks lines
 _INNER_WHITESPACE = re.compile(r"\s")  # in a line stripped of it at both ends
 

@@ -45,6 +45,7 @@ RATE_HISTORY_POINTS = 1200
 # Upper bounds of the fetch-time histogram (ms): a Prometheus histogram's `le` buckets.
 LATENCY_BUCKETS_MS = (10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 LAST_ERRORS = 20  # the most recent error records kept for the dashboard
+LAST_ERROR_TITLE_CHARS = 200  # of such a record's title, as the report shows one
 BUSIEST_HOSTS = 10
 TOP_HOSTS = 20  # in the stats file's hosts_top
 # Finding the hosts with most records reads every host's count (0.2 s at 10^6 hosts).
@@ -293,6 +294,8 @@ class Stats:
                 {
                     "at": page.fetched_at,
                     "url": page.url,
+                    # a page read whole, or as far as it came, has one (html_too_complex)
+                    "title": page.title and page.title[:LAST_ERROR_TITLE_CHARS],
                     "error": str(page.error),
                     "status": page.status,
                 }

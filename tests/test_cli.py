@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import io
 import json
 import os
@@ -154,6 +155,17 @@ async def test_a_seeds_file_in_utf16_with_a_byte_order_mark_is_read(site: Site, 
     assert [r["title"] for r in records] == ["home"]
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_a_seeds_file_in_utf16_without_a_byte_order_mark_is_read(encoding, tmp_path, caplog):
+    # What .NET's Encoding.Unicode.GetBytes, `iconv -t UTF-16LE` and some exporters write.
+    seeds = tmp_path / "seeds.txt"
+    comment = "# 一份种子清单：这些网址是每天要抓取的中文网站的首页和搜索页\n"  # 一 is U+4E00
+    seeds.write_bytes(f"{comment}http://a.test/搜索\r\nhttp://b.test/\n".encode(encoding))
+
+    assert read_seeds(str(seeds), 2048) == ["http://a.test/%E6%90%9C%E7%B4%A2", "http://b.test/"]
+    assert caplog.messages == []
+
+
 async def test_a_seeds_file_in_gbk_is_read_as_gbk_with_a_warning(site: Site, tmp_path):
     # What older Notepads save on a Chinese Windows.
     site.page("/搜索", "search")
@@ -224,6 +236,22 @@ def test_a_file_where_a_directory_is_wanted_is_named_as_such(tmp_path, flag):
     assert seeds.read_text() == "http://127.0.0.1:9/\n"
 
 
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (gzip.compress(b"http://a.test/\n"), "is gzip-compressed; give it uncompressed"),
+        (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 40, "is not text (it holds NUL bytes)"),
+    ],
+)
+def test_a_binary_seeds_file_is_one_line_not_a_warning_a_line(data, says, tmp_path):
+    # A warning for each "line" of it flooded the terminal, then the error came.
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes(data)
+    result = run_main(str(seeds))
+    assert result.stderr.splitlines() == [f"crawler: error: seeds file {seeds} {says}"]
+    assert result.returncode == 2
+
+
 def test_a_directory_as_seeds_file_is_an_error(tmp_path):
     assert_one_line_error(run_main(str(tmp_path)), "directory")
 
@@ -244,6 +272,9 @@ def test_a_directory_as_seeds_file_is_an_error(tmp_path):
         (["--max-dpeth", "3"], "unrecognized arguments: --max-dpeth 3 (did you mean --max-depth?)"),
         (["--exlude", "/cart"], "(did you mean --exclude?)"),
         (["--ouptut=x.jsonl"], "(did you mean --output?)"),
+        # Only a flag spelled in full: a later --max-depth-bytes would change what it means
+        (["--max-dep", "3"], "unrecognized arguments: --max-dep 3 (did you mean --max-depth?)"),
+        (["--ignore-rob"], "(did you mean --ignore-robots?)"),
         (["--state", "dir"], "-o"),
         # Flags that do nothing without another: no archive, no revisits, in silence
         (["--warc-prefix", "site"], "--warc-prefix only makes sense with --warc DIR"),
@@ -286,6 +317,8 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, flags, named):
         ("any_host = 1\n", "any_host"),
         ("delay = [1]\n", "delay"),
         ("not toml at all\n", "TOML"),
+        # A table, as in a pyproject.toml: it said "did you mean 'crawl_id'?"
+        ("[crawler]\nmax_depth = 3\n", "unknown table [crawler]; the keys go at the top level"),
     ],
 )
 def test_bad_config_files_name_the_key(tmp_path, toml, named):
@@ -480,6 +513,15 @@ def test_the_example_config_lists_every_key_with_its_default():
             assert example[option.name] == expected, option.name
 
 
+def test_the_help_of_retries_names_the_statuses_retried():
+    # It said "429 or 5xx": a 501 or a 505 is an answer, and is not asked again.
+    from crawler.fetch import RETRY_STATUSES
+
+    (retries,) = [option for option in OPTIONS if option.name == "retries"]
+    named = {int(word) for word in retries.help.replace(",", " ").split() if word.isdigit()}
+    assert named == RETRY_STATUSES
+
+
 def test_help_lists_every_flag_in_the_section_of_what_it_is_for():
     result = run_cli("--help")
     assert result.returncode == 0
@@ -562,8 +604,9 @@ def test_a_config_file_in_utf16_is_read_and_one_in_gbk_is_told_to_be_utf8(tmp_pa
     # Notepad's "Unicode" is UTF-16 with a byte order mark; an older Notepad on a Chinese
     # Windows saves GBK, which was "'utf-8' codec can't decode byte 0xd6 in position 2".
     config = tmp_path / "crawl.toml"
-    config.write_bytes("# 中文注释\nmax_depth = 2\n".encode("utf-16"))
-    assert load_settings(["seeds.txt", "--config", str(config)]).max_depth == 2
+    for encoding in ("utf-16", "utf-16-le", "utf-16-be"):  # with a byte order mark, or none
+        config.write_bytes("# 中文注释\nmax_depth = 2\n".encode(encoding))
+        assert load_settings(["seeds.txt", "--config", str(config)]).max_depth == 2
     config.write_bytes("max_depth = 2\n# 中文注释\n".encode("gbk"))
     with pytest.raises(ConfigError) as refused:
         load_settings(["seeds.txt", "--config", str(config)])
@@ -877,3 +920,30 @@ def test_a_state_that_cannot_be_made_is_one_line_naming_the_problem(tmp_path):
         timeout=60,
     )
     assert_one_line_error(result, "cannot open the crawl files: File too large")
+
+
+async def test_a_second_ctrl_c_while_the_wacz_is_packaged_quits_at_once(site: Site, tmp_path):
+    """Packaging (minutes for 100 GiB of WARC) holds the event loop; a second Ctrl-C
+    waited for its end, then quit without a word."""
+    site.page("/", "home")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"{site.url}/\n")
+    slow_packaging = (  # the package takes a minute, as a large crawl's does
+        "import sys, time; import crawler.sinks.wacz as wacz; "
+        "wacz.write_wacz = lambda *args, **kwargs: time.sleep(60); "
+        "from crawler.__main__ import main; sys.exit(main(sys.argv[1:]))"
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", slow_packaging, str(seeds), "-o", str(tmp_path / "out.jsonl"),
+        "--warc", str(tmp_path / "warc"), "--wacz", str(tmp_path / "crawl.wacz"),
+        "--ignore-robots", stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stderr is not None
+    while b"packaging the crawl as" not in await process.stderr.readline():
+        pass
+    for _ in range(20):  # Ctrl-C, Ctrl-C...: two signals at once are one to Python
+        process.send_signal(signal.SIGINT)
+        with contextlib.suppress(TimeoutError):
+            assert await asyncio.wait_for(process.wait(), 0.5) == 130
+            return
+    raise AssertionError("Ctrl-C pressed for 10 s, and the crawl still packaged")

@@ -22,8 +22,9 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
+from crawler import Crawler
 from crawler.config import ConfigError, Settings, dashboard_address
-from tests.browser import Chromium
+from tests.browser import Chromium, Tab
 from tests.conftest import Site, html, read_records
 from tests.redis_server import RedisServer
 from tests.test_observe_report import validated_page
@@ -119,6 +120,21 @@ async def dashboard_process(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+@contextlib.asynccontextmanager
+async def api_crawl_watched(
+    seeds: list[str], settings: Settings, tmp_path: Path
+) -> AsyncIterator[tuple[Crawler, asyncio.Task[None], Tab]]:
+    """A crawl through the API, its dashboard open in Chromium: the crawler, the task
+    that crawls, and the tab."""
+    async with Crawler(seeds, settings) as crawler, Chromium(tmp_path / "profile") as browser:
+        crawl = asyncio.create_task(crawler.crawl())
+        assert crawler.dashboard_url is not None
+        tab = await browser.new_tab()
+        await tab.open(crawler.dashboard_url)
+        yield crawler, crawl, tab
+        await tab.close()
 
 
 async def scrape(session: aiohttp.ClientSession, url: str) -> str:
@@ -659,6 +675,34 @@ async def test_a_crawl_stopped_with_urls_still_queued_is_not_said_finished(
         await tab.close()
 
 
+async def test_a_crawl_stopped_with_a_request_in_flight_is_not_said_finished(
+    site: Site, tmp_path: Path
+) -> None:
+    """A request abandoned at --drain-timeout, with nothing queued: 'crawl finished'."""
+
+    async def hang(_request: web.Request) -> web.Response:
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+    site.page("/", "home", ["/slow"])
+    site.handle("/slow", hang)
+    asked = site.hits_reached(2)
+    settings = Settings(
+        seeds="-", ignore_robots=True, dashboard="127.0.0.1:0", quiet=True, drain_timeout=0.2
+    )
+    async with api_crawl_watched([site.url + "/"], settings, tmp_path) as (crawler, crawl, tab):
+        await tab.until("document.getElementById('state').textContent === 'live'")
+        await asyncio.wait_for(asked.wait(), 30)
+        crawler.stop()
+        await crawl
+        state = await tab.until(
+            "document.getElementById('state').className === 'state done'"
+            " && document.getElementById('state').textContent"
+        )
+        assert state == "crawl stopped, 1 URL not fetched"
+        assert tab.errors == []
+
+
 async def test_the_claims_of_every_host_are_in_the_stats_files_last_write_only(
     site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -696,3 +740,36 @@ async def test_the_claims_of_every_host_are_in_the_stats_files_last_write_only(
         await crawl
     host = site.url.removeprefix("http://")
     assert json.loads(stats.read_text())["claims_per_host"] == {host: 3}
+
+
+async def test_the_dashboard_shows_hosts_and_urls_in_unicode_and_titles_as_text(
+    site: Site, tmp_path: Path
+) -> None:
+    """The busiest hosts and the last errors were shown in Punycode, as no browser
+    shows a host, and an error page by its URL alone, though it had a title. The site
+    is the crawl's proxy, so that it answers for an IDN host."""
+    release = held_page(site, "/held", [])
+    site.page("/", "home", ["/broken", "/deep", "/held"])
+    site.page("/broken", "broken", headers={"Content-Encoding": "gzip"})  # not gzip
+    hostile = "<img src=x onerror=alert(1)> 深"
+    deep = "<div>" * 20_000  # read with its markup bounded: error html_too_complex
+    site.page("/deep", body=f"<title>{hostile.replace('<', '&lt;')}</title>{deep}")
+    settings = Settings(
+        seeds="-", ignore_robots=True, dashboard="127.0.0.1:0", quiet=True, proxy=site.url,
+        retries=0,
+    )  # fmt: skip
+    seeds = ["http://xn--fiq228c.xn--fiqs8s/"]
+    async with api_crawl_watched(seeds, settings, tmp_path) as (_, crawl, tab):
+        await tab.until("document.querySelectorAll('#errors tbody tr').length === 2")
+        errors = await tab.evaluate(
+            "[...document.querySelectorAll('#errors tbody tr')].map(r => r.cells[3].innerText)"
+        )
+        assert sorted(errors) == ["http://中文.中国/broken", f"http://中文.中国/deep\n{hostile}"]
+        assert await tab.evaluate("document.querySelectorAll('img').length") == 0
+        hosts = await tab.evaluate(
+            "[...document.querySelectorAll('#hosts tbody tr')].map(r => r.cells[0].innerText)"
+        )
+        assert hosts == ["中文.中国"]
+        release.set()
+        await crawl
+        assert tab.errors == []

@@ -274,3 +274,36 @@ async def test_the_summary_says_how_many_urls_max_pages_left_unfetched(site: Sit
         "URLs still queued when the crawl stopped",
     ]
     assert len(read_records(tmp_path / "o")) == len(site.paths()) == 5
+
+
+async def test_the_summary_counts_a_request_abandoned_at_ctrl_c_as_not_fetched(
+    site: Site, tmp_path: Path
+) -> None:
+    """A request still in flight when --drain-timeout ran out has no record; the summary
+    said nothing of it, as if the crawl had fetched everything it found."""
+    import asyncio
+    import sys
+
+    async def hang(_request: web.Request) -> web.Response:
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+    site.page("/", "home", ["/slow"])
+    site.handle("/slow", hang)
+    (tmp_path / "seeds.txt").write_text(f"{site.url}/\n")
+    asked = site.hits_reached(2)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "crawler", str(tmp_path / "seeds.txt"), "-o", str(tmp_path / "o"),
+        "--ignore-robots", "--drain-timeout", "0.2", stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    await asyncio.wait_for(asked.wait(), 30)
+    process.send_signal(signal.SIGINT)
+    _, err = await process.communicate()
+
+    assert process.returncode == 130
+    row = re.search(r"\n  not fetched +(.*)", err.decode())
+    assert row is not None and re.split(r"  +", row[1]) == [
+        "1",
+        "URLs still queued (0) or in flight (1) when the crawl stopped",
+    ]
+    assert [r["url"] for r in read_records(tmp_path / "o")] == [f"{site.url}/"]

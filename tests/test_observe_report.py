@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import os
 import re
@@ -11,8 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
+from crawler.observe.display import display_host, display_url
 from crawler.observe.report import MAX_CONTENT_TYPES, OTHER_CONTENT_TYPES, analyse
 from tests.browser import Chromium
 from tests.conftest import Site, crawl, html, link_and_fifo, read_records
@@ -190,6 +193,13 @@ def test_bad_report_arguments_are_one_line_naming_what_the_user_gave(tmp_path: P
             f"directory {tmp_path / 'no-dir'} does not exist"
         ),
         (str(records), "-o", ""): "crawler: error: -o must not be empty",
+        # Only a flag spelled in full, and a mistyped one is told its name
+        (str(records), "--stat", "s.json"): (
+            "crawler: error: unrecognized arguments: --stat s.json (did you mean --stats?)"
+        ),
+        (str(records), "--outptu=r.html"): (
+            "crawler: error: unrecognized arguments: --outptu=r.html (did you mean --output?)"
+        ),
     }
     for args, message in cases.items():
         result = report_in_process(*args)
@@ -398,3 +408,154 @@ async def test_a_content_type_that_opens_a_comment_in_a_script_leaves_the_charts
         assert "text/html<!--<script>" in bars
         assert tab.errors == []
         await tab.close()
+
+
+async def test_the_report_shows_hosts_in_unicode_and_pages_with_their_titles_escaped(
+    tmp_path: Path,
+) -> None:
+    """Hosts were shown in Punycode (xn--fiq228c.xn--fiqs8s) and pages by URL alone: the
+    Unicode form is shown, as browsers show it, the links still go to the URL crawled,
+    and a page's title is under its link, as text."""
+    home, search = "http://xn--fiq228c.xn--fiqs8s/", "http://xn--fiq228c.xn--fiqs8s/%E6%90%9C"
+    spoof = "http://xn--pple-43d.com/"  # a Cyrillic "а" among Latin letters: kept in Punycode
+    hostile = "<img src=x onerror=alert(1)></td></table><script>alert(2)</script>"
+    records = tmp_path / "pages.jsonl"
+    records.write_text(
+        "".join(
+            json.dumps(record, ensure_ascii=False) + "\n"
+            for record in (
+                {"url": home, "status": 200, "title": "中文首页", "elapsed_ms": 900, "bytes": 9000},
+                {"url": search, "status": 404, "title": hostile, "referrer": home, "bytes": 10},
+                {"url": spoof, "status": 200, "title": "apple", "elapsed_ms": 5, "bytes": 5},
+            )
+        )
+    )
+    output = tmp_path / "report.html"
+    assert report_in_process(str(records), "-o", str(output)).returncode == 0
+    async with Chromium(tmp_path / "profile") as browser:
+        tab = await browser.new_tab()
+        await tab.open(output.as_uri())
+        tables = await tab.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('table')].map(t => [t.id,"
+            " [...t.tBodies[0].rows].map(r => r.cells[0].innerText.trim())]))"
+        )
+        assert tables["slowest"] == ["http://中文.中国/\n中文首页", f"{spoof}\napple"]
+        assert tables["broken"] == [f"http://中文.中国/%E6%90%9C\n{hostile}"]
+        hrefs = await tab.evaluate("[...document.querySelectorAll('#largest a')].map(a => a.href)")
+        assert hrefs == [home, search, spoof]
+        bars = await tab.evaluate(
+            "[...document.querySelectorAll('#chart-hosts rect.bar title')].map(t => t.textContent)"
+        )
+        assert sorted(bars) == ["xn--pple-43d.com: 1", "中文.中国: 2"]
+        assert await tab.evaluate("document.querySelectorAll('img').length") == 0
+        assert tab.errors == []
+        await tab.close()
+
+
+def test_records_kept_gzip_compressed_are_read_as_since_reads_them(tmp_path: Path) -> None:
+    """`report pages.jsonl.gz` said "none of its 3 lines is a JSON record"."""
+    lines = "".join(
+        json.dumps({"url": f"http://a.test/{n}", "status": 404 if n == 2 else 200, "depth": 1})
+        + "\n"
+        for n in range(5)
+    ).encode()
+    plain, compressed = tmp_path / "pages.jsonl", tmp_path / "pages.jsonl.gz"
+    plain.write_bytes(lines)
+    compressed.write_bytes(gzip.compress(lines))
+    for records in (plain, compressed):
+        result = report_in_process(str(records), "-o", str(tmp_path / f"{records.name}.html"))
+        assert result.returncode == 0, result.stderr
+    as_plain = (tmp_path / "pages.jsonl.html").read_text()
+    as_gzip = (tmp_path / "pages.jsonl.gz.html").read_text()
+    assert 'data-figure="records">5<' in as_gzip and 'data-figure="broken">1<' in as_gzip
+    assert as_gzip.split("<header>")[1] == as_plain.split("<header>")[1].replace(
+        "pages.jsonl,", "pages.jsonl.gz,"
+    )
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gzip.compress(lines)[:-12])
+    result = report_in_process(str(cut), "-o", str(tmp_path / "cut.html"))
+    assert (result.returncode, result.stderr.decode().splitlines()) == (
+        2,
+        [f"crawler: error: {cut} is cut short: its gzip stream ends early"],
+    )
+
+
+async def test_a_report_served_over_http_asks_for_nothing_else(tmp_path: Path) -> None:
+    """Served by a web server, the report had Chromium ask for /favicon.ico: a 404, and
+    a console error, on a page meant to need nothing but itself."""
+    records = one_record(tmp_path)
+    output = tmp_path / "report.html"
+    assert report_in_process(str(records), "-o", str(output)).returncode == 0
+    asked: list[str] = []
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        asked.append(request.path)
+        if request.path == "/report.html":
+            return web.FileResponse(output)
+        if request.path == "/next":  # a page after it, once its own requests are made
+            return web.Response(text='<link rel="icon" href="data:,">', content_type="text/html")
+        raise web.HTTPNotFound()
+
+    app = web.Application()
+    app.router.add_get("/{path:.*}", serve)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with Chromium(tmp_path / "profile") as browser:
+            tab = await browser.new_tab()
+            await tab.open(f"{base}/report.html")
+            assert tab.errors == []
+            await tab.open(f"{base}/next")
+            assert asked == ["/report.html", "/next"]
+            assert tab.errors == []
+            await tab.close()
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("host", "shown"),
+    [
+        ("xn--fiq228c.xn--fiqs8s", "中文.中国"),
+        ("xn--mnchen-3ya.de:8080", "münchen.de:8080"),
+        ("xn--r8jz45g.jp", "例え.jp"),  # Han and kana: one name's mix
+        ("xn--pple-43d.com", "xn--pple-43d.com"),  # Cyrillic among Latin: kept
+        ("xn--ls8h.la", "xn--ls8h.la"),  # a symbol: kept
+        ("xn--a.test", "xn--a.test"),  # not Punycode: as it is
+        ("xn--é.test", "xn--é.test"),  # a hand-made record's: as it is, not a crash
+        ("example.com", "example.com"),
+    ],
+)
+def test_a_host_is_shown_in_unicode_where_a_browser_shows_it(host: str, shown: str) -> None:
+    assert display_host(host) == shown
+    assert display_url(f"http://{host}/a?b=xn--fiq228c") == f"http://{shown}/a?b=xn--fiq228c"
+
+
+def test_redirects_and_duplicates_show_the_title_of_the_page_they_are(tmp_path: Path) -> None:
+    from selectolax.lexbor import LexborHTMLParser
+
+    home = "http://xn--fiq228c.xn--fiqs8s/"
+    same = {"status": 200, "bytes": 10, "content_digest": "sha1:SAME", "title": "同一页 <i>"}
+    records = tmp_path / "pages.jsonl"
+    records.write_text(
+        "".join(
+            json.dumps(record) + "\n"
+            for record in (
+                {"url": f"{home}old", "final_url": home, "status": 200, "title": "首页"},
+                {"url": f"{home}a", **same},
+                {"url": f"{home}b", **same},
+            )
+        )
+    )
+    output = tmp_path / "report.html"
+    assert report_in_process(str(records), "-o", str(output)).returncode == 0
+    tree = LexborHTMLParser(output.read_text())
+
+    def cells(table: str) -> list[str]:
+        return [cell.text(separator="|") for cell in tree.css(f"#{table} tbody td")]
+
+    assert cells("redirects") == ["http://中文.中国/old", "http://中文.中国/|首页", "200"]
+    assert cells("duplicates")[:2] == ["sha1:SAME|同一页 <i>", "2"]
+    assert not tree.css("#duplicates i")  # the title is text

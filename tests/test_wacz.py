@@ -577,6 +577,26 @@ async def test_a_warc_file_that_holds_no_capture_has_an_empty_index(tmp_path: Pa
     assert index_path(tmp_path / "warc", warc_file.name).read_bytes() == b""
 
 
+async def test_a_wacz_of_no_capture_has_an_index_every_gzip_reader_reads(tmp_path: Path) -> None:
+    """Its index.cdx.gz was 0 bytes: no gzip file for gzip -t and zcat (RFC 1952: a
+    gzip file is a series of members). It is one empty member, which the .idx lists no
+    block of."""
+    with socket.socket() as closed:  # a port nothing listens on: no exchange to archive
+        closed.bind(("127.0.0.1", 0))
+        seed = f"http://127.0.0.1:{closed.getsockname()[1]}/"
+    warc, wacz = archive_paths(tmp_path)
+    await crawl(tmp_path, [seed], warc=str(warc), wacz=str(wacz), retries=0)
+    with zipfile.ZipFile(wacz) as package:
+        index = package.read("indexes/index.cdx.gz")
+    tested = subprocess.run(["gzip", "-t"], input=index, capture_output=True)
+    assert (tested.returncode, tested.stderr) == (0, b"")
+    with gzip.open(io.BytesIO(index)) as lines:
+        assert lines.read() == b""
+    reader = ReplayWebPageReader(wacz)
+    assert reader.blocks == [] and reader.lookup(seed) == []
+    assert "Validation succeeded" in run_tool("wacz", "validate", "-f", str(wacz))
+
+
 async def test_pages_jsonl_lists_no_page_that_failed_nor_the_redirect_that_led_to_it(
     site: Site, tmp_path: Path
 ) -> None:

@@ -27,6 +27,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from crawler.config import ConfigError, Settings, dashboard_address, is_loopback
+from crawler.observe.display import display_host, display_url
 from crawler.stats import CrawlStats, Stats
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
 class WatchedFigures(CrawlStats):
     """What the page gets: the crawl's figures, and what only a watcher needs."""
 
+    # The hosts and URLs as the page shows them are beside them ("shown"): a host in
+    # Unicode, as browsers show it; the slow pages are only shown.
     busiest_hosts: list[dict[str, Any]]
     last_errors: list[dict[str, Any]]
     slow_pages: list[str]
@@ -94,9 +97,13 @@ class Figures:
                 stats.top_hosts(fresh=True)
             self._figures = WatchedFigures(
                 **stats.snapshot(),
-                busiest_hosts=stats.busiest_hosts(),
-                last_errors=list(stats.last_errors),
-                slow_pages=stats.slow_pages(),
+                busiest_hosts=[
+                    view | {"shown": display_host(view["host"])} for view in stats.busiest_hosts()
+                ],
+                last_errors=[
+                    error | {"shown": display_url(error["url"])} for error in stats.last_errors
+                ],
+                slow_pages=[display_url(url) for url in stats.slow_pages()],
                 max_pages=self._max_pages,
                 member=stats.member,
                 next_round_at=None,

@@ -94,6 +94,14 @@ def status_line(figures: CrawlStats, max_pages: int = 0, width: int | None = Non
     return ", ".join(text for _, text in fields)[: width or None]
 
 
+def _not_fetched(queued: int, in_flight: int) -> str:
+    """What the URLs a crawl stopped short of were doing: queued, or in flight past
+    --drain-timeout (abandoned, with no record)."""
+    if not in_flight:
+        return "URLs still queued when the crawl stopped"
+    return f"URLs still queued ({queued:,}) or in flight ({in_flight:,}) when the crawl stopped"
+
+
 def summary_table(figures: CrawlStats) -> str:
     visited = figures["visited"]
     errors = figures["errors"]
@@ -124,8 +132,8 @@ def summary_table(figures: CrawlStats) -> str:
             ", ".join(f"{kind} {n:,}" for kind, n in sorted(figures["dropped"].items())),
         ),
         *(
-            [("not fetched", f"{queued:,}", "URLs still queued when the crawl stopped")]
-            if (queued := figures.get("queued", 0))
+            [("not fetched", f"{queued + in_flight:,}", _not_fetched(queued, in_flight))]
+            if (queued := figures.get("queued", 0)) + (in_flight := figures.get("in_flight", 0))
             else []
         ),
         (

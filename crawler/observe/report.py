@@ -16,10 +16,12 @@ broken URL and the URLs of up to MAX_DUPLICATE_GROUPS repeated digests.
 from __future__ import annotations
 
 import argparse
+import gzip
 import heapq
 import html
 import os
 import sys
+import zlib
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -41,6 +43,7 @@ from crawler.config import (
     silence,
 )
 from crawler.files import check_writable, same_file, write_whole
+from crawler.observe.display import display_host, display_url
 from crawler.stats import LATENCY_BUCKETS_MS
 
 STATIC = Path(__file__).parent / "static"
@@ -51,6 +54,7 @@ MAX_REFERRERS = 10  # linking pages listed per broken URL
 MAX_DUPLICATE_URLS = 10  # URLs listed per repeated digest
 MAX_DUPLICATE_GROUPS = 20_000  # repeated digests whose URLs are looked for
 MAX_REDIRECTS = 500
+MAX_TITLE_SHOWN = 200  # characters of a page's title under its link
 MAX_CONTENT_TYPES = 1000  # counted apart; the others together
 OTHER_CONTENT_TYPES = "(other types)"
 SIZE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
@@ -63,6 +67,7 @@ class Broken:
     status: int
     error: str | None
     referrer: str | None  # the page the crawl found it on
+    title: str | None  # an error page's own, as "404 Not Found"
     linked_from: list[str] = field(default_factory=list)
     links: int = 0  # links to it, from every page
 
@@ -82,15 +87,18 @@ class Figures:
     latency: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))
     sizes: list[int] = field(default_factory=lambda: [0] * (len(SIZE_BUCKETS) + 1))
     bytes: int = 0
-    slowest: list[tuple[float, int, str]] = field(default_factory=list)  # heaps of TOP
-    largest: list[tuple[int, int, str]] = field(default_factory=list)
+    # heaps of TOP: (figure, record number, URL, title); the number breaks ties
+    slowest: list[tuple[float, int, str, str | None]] = field(default_factory=list)
+    largest: list[tuple[int, int, str, str | None]] = field(default_factory=list)
     broken: dict[str, Broken] = field(default_factory=dict)
     broken_count: int = 0
-    redirects: list[tuple[str, str, int | None]] = field(default_factory=list)
+    # (URL, where it ended, status, the title of the page there)
+    redirects: list[tuple[str, str, int | None, str | None]] = field(default_factory=list)
     redirect_count: int = 0
     repeated_digests: set[str] = field(default_factory=set)
     repeats: int = 0  # pages whose body an earlier page had (up to the filter's errors)
     duplicates: dict[str, list[str]] = field(default_factory=dict)  # digest -> URLs
+    duplicate_titles: dict[str, str] = field(default_factory=dict)  # digest -> a page's
     duplicate_counts: Counter[str] = field(default_factory=Counter)
     recrawl: Counter[str] = field(default_factory=Counter)  # --since, --revisit: "changed"...
     bad_lines: int = 0
@@ -99,6 +107,7 @@ class Figures:
         self.records += 1
         n = self.records
         url = record.get("url") or ""
+        title = record.get("title")
         status = record.get("status")
         self.statuses["none" if status is None else str(status)] += 1
         error = record.get("error")
@@ -123,23 +132,23 @@ class Figures:
         elapsed_ms = record.get("elapsed_ms")
         if elapsed_ms is not None:
             self.latency[bisect_left(LATENCY_BUCKETS_MS, elapsed_ms)] += 1
-            _keep_top(self.slowest, (elapsed_ms, n, url))
+            _keep_top(self.slowest, (elapsed_ms, n, url, title))
         size = record.get("bytes")
         if size is not None:
             if not _carried(record):
                 self.bytes += size
             self.sizes[bisect_left(SIZE_BUCKETS, size)] += 1
-            _keep_top(self.largest, (size, n, url))
+            _keep_top(self.largest, (size, n, url, title))
         if status is not None and status >= 400:
             self.broken_count += 1
             if len(self.broken) < MAX_BROKEN:
-                self.broken[url] = Broken(status, error, record.get("referrer"))
+                self.broken[url] = Broken(status, error, record.get("referrer"), title)
         final_url = record.get("final_url")
         redirect_status = status is not None and 300 <= status < 400 and status != 304
         if (final_url and final_url != url) or redirect_status:
             self.redirect_count += 1
             if len(self.redirects) < MAX_REDIRECTS:
-                self.redirects.append((url, final_url or "", status))
+                self.redirects.append((url, final_url or "", status, title))
         digest = _content_digest(record)
         if digest and not seen_digests.add(digest):
             self.repeats += 1
@@ -178,6 +187,9 @@ class Figures:
             urls = self.duplicates.setdefault(digest, [])
             if len(urls) < MAX_DUPLICATE_URLS:
                 urls.append(url)
+            title = record.get("title")
+            if title and digest not in self.duplicate_titles:
+                self.duplicate_titles[digest] = title
 
 
 def _content_digest(record: dict[str, Any]) -> str | None:
@@ -213,23 +225,41 @@ def read_records(path: str, figures: Figures) -> Iterator[dict[str, Any]]:
     """The records of a JSONL file, one at a time; lines that are not JSON objects are
     counted in `figures.bad_lines` (a crawl cut short may leave half a line)."""
     times: set[str] = set()  # the fetched_at seconds read: one a second of the crawl
+    for line in _lines(path):
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            figures.bad_lines += line.strip() != b""
+            continue
+        if _is_record(record, times):
+            yield record
+        else:
+            figures.bad_lines += 1
+
+
+def _lines(path: str) -> Iterator[bytes]:
+    """The file's lines; gzip-compressed, as many keep old crawls' records (and as
+    --since reads them), uncompressed as read."""
     with open(path, "rb") as f:
-        for line in f:
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                figures.bad_lines += line.strip() != b""
-                continue
-            if _is_record(record, times):
-                yield record
-            else:
-                figures.bad_lines += 1
+        if f.read(2) != b"\x1f\x8b":
+            f.seek(0)
+            yield from f
+            return
+        f.seek(0)
+        try:
+            with gzip.open(f) as lines:
+                yield from lines
+        except EOFError:
+            raise ConfigError(f"{path} is cut short: its gzip stream ends early") from None
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise ConfigError(f"{path} begins as gzip but is not gzip data ({exc})") from None
 
 
 Number = (int, float)
 # The fields the report reads, with the types a crawl writes them in (each may be null).
 RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
     "url": str,
+    "title": str,
     "final_url": str,
     "status": int,
     "depth": int,
@@ -340,7 +370,7 @@ def _chart_data(figures: Figures) -> dict[str, Any]:
         "statuses": _labelled(figures.statuses, lambda s: "no response" if s == "none" else s),
         "depths": [[str(d), n] for d, n in sorted(figures.depths.items())],
         "content_types": figures.content_types.most_common(15),
-        "hosts": figures.hosts.most_common(HOSTS_CHARTED),
+        "hosts": [[display_host(h), n] for h, n in figures.hosts.most_common(HOSTS_CHARTED)],
         "errors": figures.errors.most_common(15),
         "latency": list(zip(latency_labels, figures.latency, strict=True)),
         "sizes": list(zip(size_labels, figures.sizes, strict=True)),
@@ -368,8 +398,17 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def _link(url: str) -> str:
-    return f'<a href="{_e(url)}" rel="noreferrer">{_e(url)}</a>'
+def _link(url: str, title: str | None = None) -> str:
+    """A link to `url`, its host shown as browsers show it, and the page's title under it."""
+    return f'<a href="{_e(url)}" rel="noreferrer">{_e(display_url(url))}</a>{_title(title)}'
+
+
+def _title(title: str | None) -> str:
+    """A page's title, as a line under what names the page; '' for none."""
+    if not title or not title.strip():
+        return ""
+    shown = title if len(title) <= MAX_TITLE_SHOWN else title[: MAX_TITLE_SHOWN - 1] + "…"
+    return f'<div class="title">{_e(shown)}</div>'
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], table_id: str) -> str:
@@ -468,7 +507,7 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
         charts.append(_chart("languages", "Pages by language", "bars"))
     broken_rows = [
         [
-            _link(url),
+            _link(url, b.title),
             _e(b.status),
             f"{b.links:,}",
             '<ul class="refs">'
@@ -482,7 +521,9 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
         if figures.broken_count > len(figures.broken)
         else ""
     )
-    redirect_rows = [[_link(a), _link(b) if b else "", _e(s)] for a, b, s in figures.redirects]
+    redirect_rows = [
+        [_link(a), _link(b, title) if b else "", _e(s)] for a, b, s, title in figures.redirects
+    ]
     redirect_note = (
         "Where each redirected URL ended; the hops between are in the WARC archive (--warc)."
         + (
@@ -491,12 +532,12 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
             else ""
         )
     )
-    slowest = [[_link(u), f"{ms:,.0f}"] for ms, _, u in sorted(figures.slowest, reverse=True)]
-    largest = [[_link(u), _size(n)] for n, _, u in sorted(figures.largest, reverse=True)]
+    slowest = [[_link(u, t), f"{ms:,.0f}"] for ms, _, u, t in sorted(figures.slowest, reverse=True)]
+    largest = [[_link(u, t), _size(n)] for n, _, u, t in sorted(figures.largest, reverse=True)]
     groups = sorted(((n, d) for d, n in figures.duplicate_counts.items() if n > 1), reverse=True)
     duplicate_rows = [
         [
-            _e(digest),
+            _e(digest) + _title(figures.duplicate_titles.get(digest)),
             f"{n:,}",
             '<ul class="refs">'
             + "".join(f"<li>{_link(u)}</li>" for u in figures.duplicates[digest])
@@ -553,6 +594,7 @@ def render(figures: Figures, source: str, stats: dict[str, Any] | None) -> str:
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>crawl report: {_e(os.path.basename(source))}</title>
+<link rel="icon" href="data:,">
 <style>{style}</style>
 </head>
 <body>
@@ -575,7 +617,9 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
         prog="crawler report",
         description="Turn a crawl's JSON lines (and its --stats file) into one HTML report.",
     )
-    parser.add_argument("records", metavar="PAGES.jsonl", help="the crawl's records (-o)")
+    parser.add_argument(
+        "records", metavar="PAGES.jsonl", help="the crawl's records (-o), or them gzip-compressed"
+    )
     parser.add_argument("--stats", metavar="FILE", help="the crawl's --stats file")
     parser.add_argument(
         "-o",
@@ -584,7 +628,7 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
         default="report.html",
         help="default report.html; - for stdout",
     )
-    return parser.parse_args(argv)
+    return parser.parse_all(argv)
 
 
 def _read_stats(path: str) -> dict[str, Any]:

@@ -137,6 +137,7 @@ class WaczSink:
         self._pages.close()
         warc = self._warc
         own = [warc.directory / name for name in warc.files]
+        log.info("packaging the crawl as %s", self.path)  # a few seconds a GiB of WARC
         write_wacz(self.path, with_referred_files(own, self._earlier_dirs), self.pages_path)
         if self._scratch:  # no crawl will resume to list more
             self.pages_path.unlink(missing_ok=True)
@@ -332,6 +333,8 @@ def _compressed(
         blocks.append(prefix + b" " + json.dumps(entry).encode() + b"\n")
         offset += len(member)
         yield member
+    if not offset:  # no capture: an empty member, as a gzip file is at least one (gzip -t)
+        yield zlib.compress(b"", 6, wbits=_GZIP_WBITS)
 
 
 def _pages(pages: Path) -> Iterator[bytes]:

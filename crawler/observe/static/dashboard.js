@@ -25,7 +25,15 @@ function fillTable(id, rows, columns) {
   body.replaceChildren();
   for (const item of rows) {
     const row = body.insertRow();
-    for (const [key, className] of columns) cell(row, item[key], className);
+    for (const [key, className] of columns) {
+      const td = cell(row, item[key], className);
+      if (className === "url" && item.title && item.title.trim()) { // the page's, under it
+        const title = document.createElement("div");
+        title.className = "title";
+        title.textContent = item.title;
+        td.append(title);
+      }
+    }
   }
 }
 
@@ -94,10 +102,10 @@ function update(f) {
   Charts.bars(document.getElementById("chart-dropped"), sorted(f.dropped), "dropped URLs");
 
   fillTable("hosts", f.busiest_hosts, [
-    ["host"], ["records", "n"], ["queued", "n"], ["in_flight", "n"], ["retrying", "n"],
+    ["shown"], ["records", "n"], ["queued", "n"], ["in_flight", "n"], ["retrying", "n"],
     ["delay_s", "n"], ["backoff_s", "n"], ["wait_s", "n"], ["robots"],
   ]);
-  fillTable("errors", [...f.last_errors].reverse(), [["at"], ["error"], ["status", "n"], ["url", "url"]]);
+  fillTable("errors", [...f.last_errors].reverse(), [["at"], ["error"], ["status", "n"], ["shown", "url"]]);
   const slow = document.getElementById("slow-pages");
   slow.replaceChildren(...f.slow_pages.map((url) => {
     const item = document.createElement("li");
@@ -122,7 +130,7 @@ function connect() {
     update(figures);
     if (figures.done) { // at --max-pages, or interrupted, URLs are left queued
       events.close();
-      const left = figures.queued;
+      const left = figures.queued + figures.in_flight; // in flight past --drain-timeout
       show(left ? `crawl stopped, ${left.toLocaleString("en")} URL${left === 1 ? "" : "s"} `
         + "not fetched" : "crawl finished", "done");
     } else if (figures.round_over || figures.next_round_at) {
