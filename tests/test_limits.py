@@ -304,6 +304,6 @@ async def test_the_summary_counts_a_request_abandoned_at_ctrl_c_as_not_fetched(
     row = re.search(r"\n  not fetched +(.*)", err.decode())
     assert row is not None and re.split(r"  +", row[1]) == [
         "1",
-        "URLs still queued (0) or in flight (1) when the crawl stopped",
+        "URL still queued (0) or in flight (1) when the crawl stopped",
     ]
     assert [r["url"] for r in read_records(tmp_path / "o")] == [f"{site.url}/"]

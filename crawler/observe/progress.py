@@ -97,9 +97,10 @@ def status_line(figures: CrawlStats, max_pages: int = 0, width: int | None = Non
 def _not_fetched(queued: int, in_flight: int) -> str:
     """What the URLs a crawl stopped short of were doing: queued, or in flight past
     --drain-timeout (abandoned, with no record)."""
+    urls = "URL" if queued + in_flight == 1 else "URLs"
     if not in_flight:
-        return "URLs still queued when the crawl stopped"
-    return f"URLs still queued ({queued:,}) or in flight ({in_flight:,}) when the crawl stopped"
+        return f"{urls} still queued when the crawl stopped"
+    return f"{urls} still queued ({queued:,}) or in flight ({in_flight:,}) when the crawl stopped"
 
 
 def summary_table(figures: CrawlStats) -> str:
