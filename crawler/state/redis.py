@@ -9,8 +9,11 @@ Keys, all under the hash tag `{<crawl-id>}` (the visited set's shards aside, see
     counts          hash: queued, inflight, started (toward --max-pages), records,
                     sitemaps (toward --max-sitemaps)
     claims          hash: host -> URLs queued (toward --max-pages-per-host)
-    hosts           sorted set: host -> the depth of the first URL on its list, for
-                    each host with URLs queued; the shallowest are taken first
+    hosts:<slot>    sorted set: host -> the depth of the first URL on its list, for
+                    each host of the slot with URLs queued; the shallowest are taken
+                    first. A host's slot, of SLOTS, is a hash of its name
+    slots           sorted set: slot -> the depth of its shallowest host, for each
+                    slot with URLs queued
     q:<host>        list of queued URLs, each "depth url referrer", with " kind lastmod"
                     added for a sitemap's; a URL on the list's host is its path ("/p"
                     for http://host/p, "s/p" for https://), one elsewhere a network-
@@ -24,9 +27,11 @@ Keys, all under the hash tag `{<crawl-id>}` (the visited set's shards aside, see
                     which member serves a host now, the hosts a member holds, and
                     when a host's next request may start after a hand-over
 
-Each process heartbeats its lease; hosts are divided among the live members by
-`partition.owner`. A process takes URLs only from hosts it owns, and taking moves
-them into its in-flight hash (never deletes them). A page's commit is one script:
+Each process heartbeats its lease; the slots, and so the hosts, are divided among
+the live members by `partition.owner`. A process takes URLs only from hosts it
+owns, and taking moves them into its in-flight hash (never deletes them). A
+refill reads only the shallowest hosts of its own slots, so its cost does not
+grow with the hosts queued. A page's commit is one script:
 check-and-add of its links in the Bloom filter, queue the new ones, remove the
 page from in-flight, count it, and apply --max-pages-per-host and --max-sitemaps
 to the whole crawl. Trap rules, pure functions of a URL, are applied before that
@@ -112,25 +117,41 @@ GONE_BATCH = 1000
 NO_DEPTH_LIMIT = 1 << 30  # deeper than any crawl goes: take whatever is queued
 TAKE_AHEAD_S = 1.0  # a host with a delay has only what it can start in this much taken
 # Of the q:<host> entries, `hosts` and the visited set's slices (1: JSON, 2: `hosts` a
-# set, 3: the shared filter at the whole --fp-rate); another is refused.
-QUEUE_FORMAT = 4
+# set, 3: the shared filter at the whole --fp-rate, 4: one `hosts` sorted set); another
+# is refused.
+QUEUE_FORMAT = 5
+# Hosts are divided among the processes by slot: as many as spread them evenly over
+# a few processes, as few as a refill reads the heads of at little cost.
+SLOTS = 256
 # The local filter's part of --fp-rate, the shared one has the rest. A tenth: the
 # local filter holds this process's URLs only, and its bits stay few.
 LOCAL_FP_SHARE = 0.1
 
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
-_RANK = r"""
--- Keep `host` in P .. 'hosts' at the depth of the first URL on its list, or out of it
--- once the list is empty: an entry starts with its depth.
+_RANK = (
+    f"local SLOTS = {SLOTS}\n"
+    + r"""
+-- Keep `host` in its slot's sorted set at the depth of the first URL on its list, or
+-- out of it once the list is empty (an entry starts with its depth), and the slot in
+-- P .. 'slots' at the depth of its first host. A slot is as slot_of() computes it.
 local function rank(P, host)
+  local slot = tonumber(string.sub(redis.sha1hex(host), 1, 4), 16) % SLOTS
+  local hosts = P .. 'hosts:' .. slot
   local first = redis.call('LINDEX', P .. 'q:' .. host, 0)
   if first then
-    redis.call('ZADD', P .. 'hosts', tonumber(string.match(first, '^%d+')), host)
+    redis.call('ZADD', hosts, tonumber(string.match(first, '^%d+')), host)
   else
-    redis.call('ZREM', P .. 'hosts', host)
+    redis.call('ZREM', hosts, host)
+  end
+  local head = redis.call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
+  if head[2] then
+    redis.call('ZADD', P .. 'slots', head[2], slot)
+  else
+    redis.call('ZREM', P .. 'slots', slot)
   end
 end
 """
+)
 
 # ARGV: prefix, member, lease_ms, joining ("1" or "0"), reaped_wait_ms. Renews the lease
 # (or joins), reaps members whose lease ran out, and answers the live members and the
@@ -175,6 +196,61 @@ return {'ok', redis.call('ZRANGE', members, 0, -1), c[1] or '0', c[2] or '0', c[
         c[4] or '0', c[5] or '0'}
 """
 )
+
+# ARGV: prefix, mask (a byte a slot, "1" for the slots of the member asking), count,
+# hosts to skip... Answers host, depth, ... for up to `count` hosts of those slots
+# with URLs queued, the shallowest first, but those skipped. It goes level by level
+# (depth), reading at each the slots whose first host is at that level, and of
+# ours only the hosts it answers (and the depth of each one's next): its work grows
+# with `count` and the slots, not with the hosts queued.
+_READY = r"""
+local P, mask, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local skip = {}
+for i = 4, #ARGV do skip[ARGV[i]] = true end
+local chunk = count + #ARGV - 3
+local slots = P .. 'slots'
+local out, n = {}, 0
+local later = {}  -- depth -> our slots read at a level above, whose next host is that deep
+local level = tonumber(redis.call('ZRANGE', slots, 0, 0, 'WITHSCORES')[2])
+while level and n < count do
+  local here = later[level] or {}
+  later[level] = nil
+  for _, slot in ipairs(redis.call('ZRANGEBYSCORE', slots, level, level)) do
+    if string.byte(mask, tonumber(slot) + 1) == 49 then here[#here + 1] = slot end
+  end
+  for _, slot in ipairs(here) do
+    if n >= count then break end
+    local hosts, at, got = P .. 'hosts:' .. slot, 0, {}
+    repeat
+      got = redis.call('ZRANGEBYSCORE', hosts, level, level, 'LIMIT', at, chunk)
+      at = at + #got
+      for _, host in ipairs(got) do
+        if n < count and not skip[host] then
+          n = n + 1
+          out[#out + 1] = host
+          out[#out + 1] = level
+        end
+      end
+    until #got < chunk or n >= count
+    if #got < chunk then
+      local after = redis.call('ZRANGEBYSCORE', hosts, '(' .. level, '+inf', 'WITHSCORES',
+                               'LIMIT', 0, 1)
+      local depth = tonumber(after[2])
+      if depth then
+        later[depth] = later[depth] or {}
+        table.insert(later[depth], slot)
+      end
+    end
+  end
+  local deeper = redis.call('ZRANGEBYSCORE', slots, '(' .. level, '+inf', 'WITHSCORES', 'LIMIT',
+                            0, 1)
+  level = tonumber(deeper[2])
+  for depth in pairs(later) do
+    if not level or depth < level then level = depth end
+  end
+end
+return out
+"""
 
 # take(P, me, host, n, max_pages, deepest): moves up to n URLs of `host`, from the head
 # of its list up to the first deeper than `deepest`, into the member's in-flight hash,
@@ -410,6 +486,7 @@ return redis.call('HGET', ARGV[1] .. 'pages', key) or redis.call('HGET', ARGV[2]
 
 SCRIPTS = {
     "tick": _TICK,
+    "ready": _READY,
     "take": _TAKE,
     "release": _RELEASE,
     "commit": _COMMIT,
@@ -483,6 +560,21 @@ def _request(item: bytes, host: str) -> Request:
 def _taken_key(request: Request) -> tuple[str, str]:
     """A taken request's key: robots.txt may also be queued as a page, by a link to it."""
     return request.kind, request.url
+
+
+def slot_of(host: str) -> int:
+    """The slot of `host`, as _RANK computes it: the first 16 bits of its SHA-1."""
+    return int(hashlib.sha1(host.encode(), usedforsecurity=False).hexdigest()[:4], 16) % SLOTS
+
+
+def slot_name(slot: int) -> str:
+    """A slot's name in `partition.owner`: the member that serves it serves its hosts."""
+    return f"slot {slot}"
+
+
+def host_owner(host: str, members: Iterable[str]) -> str | None:
+    """The member that serves `host`."""
+    return owner(slot_name(slot_of(host)), members)
 
 
 def member_id() -> str:
@@ -652,6 +744,8 @@ class RedisStore:
         self._lost = False
         self._scheduler: HostScheduler | None = None
         self._members: list[str] = [self.member]
+        self._slot_owners: list[str | None] = [self.member] * SLOTS  # per slot, its process
+        self._mine = b"1" * SLOTS  # per slot, "1" if it is ours
         # (kind, url) -> its JSON, for URLs taken and not committed
         self._taken: dict[tuple[str, str], bytes] = {}
         self._outstanding: Counter[str] = Counter()  # per host: taken and not committed
@@ -1062,6 +1156,8 @@ class RedisStore:
         members = sorted(m.decode() for m in reply[1])
         if members != self._members:
             self._members = members
+            self._slot_owners = [owner(slot_name(n), members) for n in range(SLOTS)]
+            self._mine = bytes(b"01"[o == self.member] for o in self._slot_owners)
             held = await self._call(
                 _plain_command("SMEMBERS", self._prefix + "held:" + self.member)
             )
@@ -1074,7 +1170,7 @@ class RedisStore:
         Redis) and those with work here; each one once nothing of it is in flight here,
         so that it is never served by two processes at once."""
         for host in {*held, *self.frontier.hosts(), *self._outstanding}:
-            if owner(host, self._members) != self.member:
+            if self._slot_owners[slot_of(host)] != self.member:
                 self._leaving.add(host)
         for host in list(self._leaving):
             items = []
@@ -1112,29 +1208,25 @@ class RedisStore:
         """Take URLs of the hosts we own, a batch per host, in one round trip."""
         if self._leaving:
             await self._hand_over()
-        listed = await self._call(
-            _plain_command("ZRANGE", self._prefix + "hosts", 0, -1, "WITHSCORES")
-        )
-        members, outstanding = self._members, self._outstanding
+        outstanding = self._outstanding
+        # As many URLs as keep every worker busy, spread over as many hosts as have them
+        # (a host new to the crawl may have one URL to give), up to two batches per
+        # host taken or in flight here: of our hosts queued, the `room` shallowest that
+        # have less than a batch here, and at least one with nothing here.
+        room = max(1, 4 * self.settings.concurrency - len(self.frontier))
+        full = [host for host, n in outstanding.items() if n >= self._batch]
+        count = max(room, len(outstanding) - len(full) + 1)
+        listed = await self._call(_command("ready", self._prefix, self._mine, count, *full))
         mine = [
             (host, int(depth))
             for host, depth in zip(map(bytes.decode, listed[::2]), listed[1::2], strict=True)
-            if owner(host, members) == self.member
         ]
         # Breadth-first across hosts, as in one process: no URL of a host being served
         # is taken while a host not served yet has a shallower one. Hosts being served
         # set no limit: a slow one must not hold the others back.
         idle = [depth for host, depth in mine if not outstanding[host]]
         self._deepest = idle[0] if idle else NO_DEPTH_LIMIT  # the list is by depth
-        # As many URLs as keep every worker busy, spread over as many hosts as have them
-        # (a host new to the crawl may have one URL to give), up to two batches per
-        # host taken or in flight here.
-        room = max(1, 4 * self.settings.concurrency - len(self.frontier))
-        wanted = [
-            host
-            for host, depth in mine
-            if outstanding[host] < self._batch and depth <= self._deepest
-        ][:room]
+        wanted = [host for host, depth in mine if depth <= self._deepest][:room]
         share = max(1, room // max(1, len(wanted)))
         asks = []
         for host in wanted:
