@@ -972,3 +972,48 @@ async def bytes_a_refill_reads(tmp_path: Path, server: RedisServer, hosts: int) 
         return int(sent)
     finally:
         store.close()
+
+
+async def crawl_of_hosts(tmp_path: Path, server: RedisServer, hosts: int) -> str:
+    """Three processes crawl `hosts` hosts (names resolved to one local site, each
+    host three pages); the crawl's id."""
+    site = await Site().start()
+    try:
+        site.page("/", "home", ["/a", "/b"])
+        site.page("/a", "a")
+        site.page("/b", "b")
+        names = [f"h{n}.test" for n in range(hosts)]
+        seeds = tmp_path / f"seeds-{hosts}.txt"
+        seeds.write_text("".join(f"http://{name}:{site.port}/\n" for name in names))
+        resolve = [x for name in names for x in ("--resolve", f"{name}:127.0.0.1")]
+        crawl = crawl_id()
+        crawlers = [
+            await Crawler.start(seeds, tmp_path / f"{hosts}-{i}.jsonl", server.url, crawl, *resolve)
+            for i in range(3)
+        ]
+        await run_all(crawlers)
+        assert sum(all_records(crawlers).values()) == 3 * hosts
+        return crawl
+    finally:
+        await site.stop()
+
+
+def entries_left(server: RedisServer, crawl: str) -> dict[str, int]:
+    """The crawl's keys in Redis, but the visited set's, each with its entries."""
+    client, sizes = server.client(), {}
+    for key in client.scan_iter(f"crawler:{{{crawl}}}:*"):
+        kind = client.type(key).decode()
+        size = {"hash": client.hlen, "zset": client.zcard, "set": client.scard}.get(kind)
+        sizes[key.decode().split(":", 2)[2]] = size(key) if size else 1
+    return sizes
+
+
+async def test_redis_keeps_nothing_of_the_hosts_a_crawl_finished(tmp_path, redis_server):
+    """Redis kept a lock, a `free` entry and a `held:<id>` entry for every host ever
+    served: a broad crawl's grew without end. A host with nothing queued and nothing
+    in flight is let go, and only what a crawl of any size keeps is left."""
+    few = await crawl_of_hosts(tmp_path, redis_server, 3)
+    many = await crawl_of_hosts(tmp_path, redis_server, 30)
+    left = entries_left(redis_server, many)
+    assert left == entries_left(redis_server, few)
+    assert "locks" not in left and "free" not in left

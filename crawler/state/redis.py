@@ -23,9 +23,12 @@ Keys, all under the hash tag `{<crawl-id>}` (the visited set's shards aside, see
                     robots.txt rules a process read, for the others, expiring with them
     recorded:<id>   sorted set: host -> minus the records a member wrote of it (its
                     summary's figures per host: kept here, not in its memory)
-    locks, held:<id>, free
-                    which member serves a host now, the hosts a member holds, and
-                    when a host's next request may start after a hand-over
+    locks, held:<id>
+                    which member serves a host now, and the hosts a member holds:
+                    those with URLs queued or in flight, a host finished is let go
+    free            sorted set: host -> when its next request may start (Redis
+                    time, ms), for a host let go within its delay; those past are
+                    dropped
 
 Each process heartbeats its lease; the slots, and so the hosts, are divided among
 the live members by `partition.owner`. A process takes URLs only from hosts it
@@ -117,8 +120,8 @@ GONE_BATCH = 1000
 NO_DEPTH_LIMIT = 1 << 30  # deeper than any crawl goes: take whatever is queued
 TAKE_AHEAD_S = 1.0  # a host with a delay has only what it can start in this much taken
 # Of the q:<host> entries, `hosts` and the visited set's slices (1: JSON, 2: `hosts` a
-# set, 3: the shared filter at the whole --fp-rate, 4: one `hosts` sorted set); another
-# is refused.
+# set, 3: the shared filter at the whole --fp-rate, 4: one `hosts` sorted set, `free` a
+# hash); another is refused.
 QUEUE_FORMAT = 5
 # Hosts are divided among the processes by slot: as many as spread them evenly over
 # a few processes, as few as a refill reads the heads of at little cost.
@@ -184,18 +187,35 @@ for _, dead in ipairs(redis.call('ZRANGEBYSCORE', members, '-inf', now)) do
   for _, host in ipairs(redis.call('SMEMBERS', P .. 'held:' .. dead)) do
     if redis.call('HGET', P .. 'locks', host) == dead then
       redis.call('HDEL', P .. 'locks', host)
-      if ARGV[5] ~= '0' then redis.call('HSET', P .. 'free', host, now + tonumber(ARGV[5])) end
+      if ARGV[5] ~= '0' then redis.call('ZADD', P .. 'free', now + tonumber(ARGV[5]), host) end
     end
   end
   redis.call('DEL', inflight, P .. 'held:' .. dead, P .. 'recorded:' .. dead)
   redis.call('ZREM', members, dead)
 end
+redis.call('ZREMRANGEBYSCORE', P .. 'free', '-inf', now)
 local c = redis.call('HMGET', P .. 'counts', 'queued', 'inflight', 'started', 'gone_listed',
                     'records')
 return {'ok', redis.call('ZRANGE', members, 0, -1), c[1] or '0', c[2] or '0', c[3] or '0',
         c[4] or '0', c[5] or '0'}
 """
 )
+
+# let_go(P, me, host, wait_ms): the member serves `host` no more; its next request may
+# start `wait_ms` from now, whoever serves it next.
+_LET_GO_LUA = r"""
+local function let_go(P, me, host, wait_ms)
+  if redis.call('HGET', P .. 'locks', host) ~= me then return end
+  redis.call('HDEL', P .. 'locks', host)
+  redis.call('SREM', P .. 'held:' .. me, host)
+  if wait_ms > 0 then
+    local t = redis.call('TIME')
+    redis.call('ZADD', P .. 'free', t[1] * 1000 + math.floor(t[2] / 1000) + wait_ms, host)
+  else
+    redis.call('ZREM', P .. 'free', host)
+  end
+end
+"""
 
 # ARGV: prefix, mask (a byte a slot, "1" for the slots of the member asking), count,
 # hosts to skip... Answers host, depth, ... for up to `count` hosts of those slots
@@ -273,7 +293,7 @@ local function take(P, me, host, n, max_pages, deepest)
     redis.call('SADD', P .. 'held:' .. me, host)
   end
   local wait = 0
-  local free = redis.call('HGET', P .. 'free', host)
+  local free = redis.call('ZSCORE', P .. 'free', host)
   if free then wait = math.max(0, tonumber(free) - now) end
   if max_pages > 0 then
     n = math.min(n, max_pages - tonumber(redis.call('HGET', P .. 'counts', 'started') or '0'))
@@ -311,10 +331,10 @@ return take(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ton
 
 # ARGV: prefix, member, host, unlock ("1"/"0"), wait_ms, urls... Puts URLs the member
 # took but never started back at the head of the host's queue, in order; with unlock,
-# frees the host, whose next request may start `wait_ms` from now.
+# lets the host go, its next request to start `wait_ms` from now.
 _RELEASE = (
-    _NOW
-    + _RANK
+    _RANK
+    + _LET_GO_LUA
     + r"""
 local P, me, host = ARGV[1], ARGV[2], ARGV[3]
 local q, inflight = P .. 'q:' .. host, P .. 'inflight:' .. me
@@ -329,11 +349,7 @@ if n > 0 then
   redis.call('HINCRBY', P .. 'counts', 'inflight', -n)
   redis.call('HINCRBY', P .. 'counts', 'started', -n)
 end
-if ARGV[4] == '1' and redis.call('HGET', P .. 'locks', host) == me then
-  redis.call('HDEL', P .. 'locks', host)
-  redis.call('SREM', P .. 'held:' .. me, host)
-  redis.call('HSET', P .. 'free', host, now + tonumber(ARGV[5]))
-end
+if ARGV[4] == '1' then let_go(P, me, host, tonumber(ARGV[5])) end
 return n
 """
 )
@@ -343,21 +359,25 @@ return n
 # stats.previous_reached), shape or '', a host to
 # take more URLs of, how many, max_pages, max_pages_per_host, max_sitemaps, the
 # deepest of them to take, the host of the record (counted in the member's
-# `recorded:<id>`), then claim_args() of the candidates, then per candidate
+# `recorded:<id>`), the done URL's host if it was the last of its host taken here
+# (else '') and when that host's next request may start (ms from now), then
+# claim_args() of the candidates, then per candidate
 # its host, JSON and limit ('h': --max-pages-per-host, 's': --max-sitemaps, '-':
 # none). One atomic step:
 # claim the candidates, queue the new ones within the limits, take the done URL out
 # of flight, count the record, and take the done page's host's next URLs (so a busy
-# host costs no round trip of its own). The seeds' commit also stores the shape, or
-# answers the one stored. Per candidate: 0 seen, 1 queued, 2 past
+# host costs no round trip of its own), or let it go if it has none left queued (so
+# that Redis keeps nothing of the hosts finished). The seeds' commit also stores the
+# shape, or answers the one stored. Per candidate: 0 seen, 1 queued, 2 past
 # --max-pages-per-host, 3 past --max-sitemaps.
 _COMMIT = (
     CLAIM_LUA
     + _TAKE_LUA
+    + _LET_GO_LUA
     + r"""
 local P, me, done, shape = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 local bf = string.sub(P, 1, -3)
-local c, counts = claim_parse(13), {}
+local c, counts = claim_parse(15), {}
 local ready, top = claim_ready(bf, c, counts)
 if not ready then return {'stale', top} end
 if shape ~= '' then
@@ -408,6 +428,10 @@ if queued > 0 then redis.call('HINCRBY', P .. 'counts', 'queued', queued) end
 local taken = {}
 if tonumber(ARGV[7]) > 0 then
   taken = take(P, me, ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[11]))
+end
+local last = ARGV[13]
+if last ~= '' and #taken <= 1 and redis.call('LLEN', P .. 'q:' .. last) == 0 then
+  let_go(P, me, last, tonumber(ARGV[14]))
 end
 return {'ok', top, flags, taken}
 """
@@ -750,6 +774,7 @@ class RedisStore:
         self._taken: dict[tuple[str, str], bytes] = {}
         self._outstanding: Counter[str] = Counter()  # per host: taken and not committed
         self._leaving: set[str] = set()  # hosts to hand over once nothing of theirs is left
+        self._taking: set[str] = set()  # hosts of the takes sent and not answered yet
         self._wake = asyncio.Event()
         self._batch = max(16, 2 * settings.per_host)
         self._deepest = NO_DEPTH_LIMIT  # what may be taken: see _refill
@@ -956,9 +981,19 @@ class RedisStore:
             settings.max_sitemaps,
             self._deepest,
             done.host if page is not None and done is not None else "",
+            *self._let_go_args(done),
             *self._layout.claim_args([key for _, key, _ in ask]),
             *[x for r, _, limit in ask for x in (r.host, _record(r), limit)],
         )
+
+    def _let_go_args(self, done: Request | None) -> tuple[str, int]:
+        """The commit's host to let go if nothing of it is left queued, and when its next
+        request may start: `done`'s, if it was the last of its host taken here."""
+        # A take of the host sent before the commit, whose answer is still to come,
+        # may have taken the last URLs queued: the host is ours still.
+        if done is None or self._outstanding[done.host] > 1 or done.host in self._taking:
+            return "", 0
+        return done.host, self._next_request_in_ms(done.host)
 
     def _candidates(
         self, done: Request | None, links: list[str], listed: Sequence[Request]
@@ -1198,8 +1233,9 @@ class RedisStore:
         self._outstanding[host] -= 1
         # A host with nothing left here: to hand over, or to take more of, which a
         # level's end may have kept its commits from (see _refill). Its lock in Redis
-        # says we still hold it (a hand-over reads them): kept here, every host served
-        # was an entry for the crawl's life.
+        # says we still hold it while it has URLs queued (a hand-over reads them), and
+        # its last commit let it go if none were: kept here, every host served was an
+        # entry for the crawl's life.
         if self._outstanding[host] <= 0:
             del self._outstanding[host]
             self._wake.set()
@@ -1236,14 +1272,20 @@ class RedisStore:
             if n:
                 asks.append((host, n))
         max_pages = self.settings.max_pages
-        replies = await asyncio.gather(  # sent in one write, answered in one read
-            *(
-                self._call(
-                    _command("take", self._prefix, self.member, host, n, max_pages, self._deepest)
+        self._taking = {host for host, _ in asks}
+        try:
+            replies = await asyncio.gather(  # sent in one write, answered in one read
+                *(
+                    self._call(
+                        _command(
+                            "take", self._prefix, self.member, host, n, max_pages, self._deepest
+                        )
+                    )
+                    for host, n in asks
                 )
-                for host, n in asks
             )
-        )
+        finally:
+            self._taking = set()
         for (host, _), reply in zip(asks, replies, strict=True):
             self._accept(host, reply)
 
