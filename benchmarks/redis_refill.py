@@ -8,7 +8,13 @@ that every refill sees the same queue), and the benchmark prints per refill: the
 crawler's CPU time (time.process_time, median), Redis's CPU time and the bytes
 Redis sent (INFO's used_cpu_* and total_net_output_bytes, over all the refills).
 
+With --crawl-hosts, two crawler processes then crawl together (--redis) the
+synthetic web of broad_web.py, of that many hosts and --crawl-pages pages, obeying
+robots.txt (no host asks for a Crawl-delay of 10 s): it prints the pages a second
+over the whole crawl, and each process's CPU seconds (its rusage).
+
     python benchmarks/redis_refill.py --hosts 10000 100000 [--refills 50]
+        [--crawl-hosts 10000 --crawl-pages 30000] [--crawler-path DIR]
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +35,8 @@ from typing import Any
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broad_bench import start_redis
+from broad_bench import OutputCounter, start_redis
+from broad_web import BroadWeb, raise_open_files_limit
 
 from crawler.config import Settings
 from crawler.frontier import Request
@@ -83,16 +92,52 @@ async def measure(url: str, hosts: int, refills: int) -> dict[str, Any]:
     }
 
 
+def crawl(args: argparse.Namespace, url: str, scratch: Path) -> dict[str, Any]:
+    """Two processes crawl a broad web together: pages/s, and each one's CPU seconds."""
+    raise_open_files_limit()
+    with BroadWeb(args.crawl_hosts, args.crawl_pages, seeds=100, slow_hosts=0) as web:
+        seeds = scratch / "seeds.txt"
+        seeds.write_text("\n".join(web.seed_urls()) + "\n")
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        if args.crawler_path:
+            env["PYTHONPATH"] = str(args.crawler_path)
+        started, crawl_id, pids = time.monotonic(), uuid.uuid4().hex, []
+        for n in range(2):
+            command = [sys.executable, "-m", "crawler", str(seeds)]
+            command += ["-o", str(scratch / f"out-{n}.jsonl"), "--any-host", "--quiet"]
+            command += ["--allow-private-addresses", "--max-depth", "50", "--concurrency", "32"]
+            command += ["--redis", url, "--crawl-id", crawl_id, "--lease-s", "5"]
+            pids.append(subprocess.Popen(command, env=env).pid)
+        cpu_s = []
+        for pid in pids:
+            _, status, usage = os.wait4(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+            cpu_s.append(round(usage.ru_utime + usage.ru_stime, 1))
+        seconds = time.monotonic() - started
+        records = sum(OutputCounter(scratch / f"out-{n}.jsonl").update() for n in range(2))
+        return {
+            "crawl_hosts": args.crawl_hosts,
+            "records": records,
+            "pages_per_s": round(records / seconds),
+            "cpu_s_per_process": cpu_s,
+        } | web.counters()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hosts", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--hosts", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--refills", type=int, default=50)
+    parser.add_argument("--crawl-hosts", type=int, default=0)
+    parser.add_argument("--crawl-pages", type=int, default=30_000)
+    parser.add_argument("--crawler-path", type=Path, help="another checkout's, to compare")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         server, url = start_redis(Path(scratch))
         try:
             for hosts in args.hosts:
                 print(json.dumps(asyncio.run(measure(url, hosts, args.refills))), flush=True)
+            if args.crawl_hosts:
+                print(json.dumps(crawl(args, url, Path(scratch))), flush=True)
         finally:
             server.terminate()
             server.wait()
