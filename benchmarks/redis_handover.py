@@ -9,6 +9,7 @@ peak RSS.
 
     python benchmarks/redis_handover.py [--hosts 10000] [--web-pages 20000]
         [--crawler-path DIR]   # another checkout's crawler/, to compare
+        [--kill]               # the leaver is killed with SIGKILL, not interrupted
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def main() -> None:
     parser.add_argument("--web-pages", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--crawler-path", type=Path)
+    parser.add_argument("--kill", action="store_true", help="the leaver is killed (SIGKILL)")
     args = parser.parse_args()
     raise_open_files_limit()
     scratch = Path(tempfile.mkdtemp(prefix="handover-"))
@@ -68,7 +70,7 @@ def main() -> None:
                     events.pop(0)
                     print(f"{records} records: one process leaves or joins", file=sys.stderr)
                     if events:
-                        processes[0].send_signal(signal.SIGINT)
+                        processes[0].send_signal(signal.SIGKILL if args.kill else signal.SIGINT)
                     else:
                         processes.append(start(args, seeds, scratch, 3, redis_url))
             for p in processes:
