@@ -20,6 +20,7 @@ import redis
 from bitarray import bitarray
 
 from crawler import Crawler as InProcessCrawler
+from crawler import Settings
 from crawler.bloom import _hash, _Slice
 from crawler.frontier import Request
 from crawler.politeness import HostScheduler, Robots
@@ -627,14 +628,20 @@ async def test_each_process_counts_its_records_per_host_in_redis_not_in_its_memo
     assert list(redis_server.client().scan_iter(f"crawler:{{{crawl}}}:recorded:*")) == []
 
 
-async def test_a_process_keeps_nothing_for_each_host_it_served(tmp_path, web, redis_server):
-    settings = replace(
+def shared_settings(tmp_path: Path, server: RedisServer, **more: Any) -> Settings:
+    """The test settings of a new crawl shared through `server`, of any host."""
+    return replace(
         TEST_SETTINGS,
         output=str(tmp_path / "pages.jsonl"),
-        redis=redis_server.url,
+        redis=server.url,
         crawl_id=crawl_id(),
         any_host=True,
+        **more,
     )
+
+
+async def test_a_process_keeps_nothing_for_each_host_it_served(tmp_path, web, redis_server):
+    settings = shared_settings(tmp_path, redis_server)
     async with InProcessCrawler([f"{s.url}/p0" for s in web.sites], settings) as crawler:
         await crawler.crawl()
         store = crawler._opened().store
@@ -945,14 +952,7 @@ async def test_a_refill_reads_no_more_hosts_as_more_are_queued(tmp_path, redis_s
 
 async def bytes_a_refill_reads(tmp_path: Path, server: RedisServer, hosts: int) -> int:
     """What Redis sends for one refill of a new crawl with one URL on each of `hosts`."""
-    settings = replace(
-        TEST_SETTINGS,
-        output=str(tmp_path / "pages.jsonl"),
-        redis=server.url,
-        crawl_id=crawl_id(),
-        any_host=True,
-        concurrency=16,
-    )
+    settings = shared_settings(tmp_path, server, concurrency=16)
     store = RedisStore(settings, [])
     try:
         listed = [Request(f"http://h{n}.test/", 0, None) for n in range(hosts)]
