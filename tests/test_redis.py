@@ -23,8 +23,9 @@ from crawler import Crawler as InProcessCrawler
 from crawler import Settings
 from crawler.bloom import _hash, _Slice
 from crawler.frontier import Request
+from crawler.partition import owner
 from crawler.politeness import HostScheduler, Robots
-from crawler.state.redis import SCRIPTS, RedisStore, host_owner
+from crawler.state.redis import SCRIPTS, SLOTS, RedisStore, _command, host_owner, slot_name
 from crawler.state.redis_bloom import CLAIM_ONLY_LUA, SharedBloomLayout
 from crawler.urls import host_of
 from tests.conftest import TEST_SETTINGS, Site, link_and_fifo
@@ -1017,3 +1018,30 @@ async def test_redis_keeps_nothing_of_the_hosts_a_crawl_finished(tmp_path, redis
     left = entries_left(redis_server, many)
     assert left == entries_left(redis_server, few)
     assert "locks" not in left and "free" not in left
+
+
+async def test_a_refill_answers_the_shallowest_hosts_of_its_own_slots(tmp_path, redis_server):
+    """The refill's script walks the slots level by level: what it answers is what
+    reading every host queued and keeping ours, shallowest first, gave."""
+    store = RedisStore(shared_settings(tmp_path, redis_server), [])
+    try:
+        depths = {f"h{n}.test": (n * 7) % 5 for n in range(400)}
+        listed = [Request(f"http://{host}/", depth, None) for host, depth in depths.items()]
+        await store.commit(None, None, [], [], listed)
+        members = ["a", "b", "c"]
+        mask = bytes(b"01"[host_owner_of_slot(n, members) == "a"] for n in range(SLOTS))
+        ours = sorted((d, h) for h, d in depths.items() if host_owner(h, members) == "a")
+        skip = [h for _, h in ours[::3]]
+        for count in (1, 10, 40, 1000):
+            reply = await store._call(_command("ready", store._prefix, mask, count, *skip))
+            answered = [(int(d), h.decode()) for h, d in zip(reply[::2], reply[1::2], strict=True)]
+            expected = [(d, h) for d, h in ours if h not in skip][:count]
+            assert [d for d, _ in answered] == [d for d, _ in expected]
+            assert set(answered) <= set(ours) and not {h for _, h in answered} & set(skip)
+            assert len(set(answered)) == len(answered)
+    finally:
+        store.close()
+
+
+def host_owner_of_slot(slot: int, members: list[str]) -> str | None:
+    return owner(slot_name(slot), members)
