@@ -38,7 +38,9 @@ def start(
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     if args.crawler_path:
         env["PYTHONPATH"] = str(args.crawler_path)
-    return subprocess.Popen(command, env=env)
+    # Run from scratch: `-m` puts the working directory first on sys.path, and a
+    # checkout's own crawler/ there would win over --crawler-path.
+    return subprocess.Popen(command, env=env, cwd=scratch)
 
 
 def main() -> None:

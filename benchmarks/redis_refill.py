@@ -107,7 +107,9 @@ def crawl(args: argparse.Namespace, url: str, scratch: Path) -> dict[str, Any]:
             command += ["-o", str(scratch / f"out-{n}.jsonl"), "--any-host", "--quiet"]
             command += ["--allow-private-addresses", "--max-depth", "50", "--concurrency", "32"]
             command += ["--redis", url, "--crawl-id", crawl_id, "--lease-s", "5"]
-            pids.append(subprocess.Popen(command, env=env).pid)
+            # Run from scratch: `-m` puts the working directory first on sys.path, and
+            # a checkout's own crawler/ there would win over --crawler-path.
+            pids.append(subprocess.Popen(command, env=env, cwd=scratch).pid)
         cpu_s = []
         for pid in pids:
             _, status, usage = os.wait4(pid, 0)
