@@ -9,6 +9,7 @@ peak RSS.
 
     python benchmarks/redis_handover.py [--hosts 10000] [--web-pages 20000]
         [--crawler-path DIR]   # another checkout's crawler/, to compare
+        [--kill]               # the leaver is killed with SIGKILL, not interrupted
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def start(
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     if args.crawler_path:
         env["PYTHONPATH"] = str(args.crawler_path)
-    return subprocess.Popen(command, env=env)
+    # Run from scratch: `-m` puts the working directory first on sys.path, and a
+    # checkout's own crawler/ there would win over --crawler-path.
+    return subprocess.Popen(command, env=env, cwd=scratch)
 
 
 def main() -> None:
@@ -46,6 +49,7 @@ def main() -> None:
     parser.add_argument("--web-pages", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--crawler-path", type=Path)
+    parser.add_argument("--kill", action="store_true", help="the leaver is killed (SIGKILL)")
     args = parser.parse_args()
     raise_open_files_limit()
     scratch = Path(tempfile.mkdtemp(prefix="handover-"))
@@ -68,7 +72,7 @@ def main() -> None:
                     events.pop(0)
                     print(f"{records} records: one process leaves or joins", file=sys.stderr)
                     if events:
-                        processes[0].send_signal(signal.SIGINT)
+                        processes[0].send_signal(signal.SIGKILL if args.kill else signal.SIGINT)
                     else:
                         processes.append(start(args, seeds, scratch, 3, redis_url))
             for p in processes:

@@ -4,9 +4,10 @@ A real redis-server on a free port (started as broad_bench.py starts it) is
 filled, as a crawl of the broad web of broad_web.py would fill it, with `--urls`
 queued URLs over `--hosts` hosts: each page of the web, with the page linking to
 it as its referrer, RPUSHed to its host's list `q:<host>`, its host added to
-`hosts`. Then Redis's used_memory, less what it used empty, is divided by the
-URLs. Both entry formats are measured: the JSON `[url, depth, referrer]` of
-queue format 1, and crawler.state.redis's `depth path referrer` (format 2).
+its slot's `hosts:<slot>` and the slot to `slots`. Then Redis's used_memory, less
+what it used empty, is divided by the URLs. Both entry formats are measured: the
+JSON `[url, depth, referrer]` of queue format 1, and crawler.state.redis's `depth
+path referrer` (format 2).
 
     python benchmarks/redis_queue_memory.py --urls 10000000 --hosts 100000
 """
@@ -25,7 +26,7 @@ from broad_bench import start_redis
 from broad_web import Shape
 
 from crawler.frontier import Request
-from crawler.state.redis import _record
+from crawler.state.redis import SLOTS, _record, slot_of
 
 PREFIX = "crawler:{bench}:"
 BATCH = 10_000
@@ -58,8 +59,11 @@ def fill(client: redis.Redis, shape: Shape, urls: int, entry: Callable[[Request]
         item = entry(request)
         entry_bytes += len(item)
         pipe.rpush(PREFIX + "q:" + request.host, item)
-        # The crawl ranks a host by its first URL's depth: the first URL queued here.
-        pipe.zadd(PREFIX + "hosts", {request.host: request.depth}, nx=True)
+        # The crawl ranks a host by its first URL's depth: the first URL queued here,
+        # and a slot by its shallowest host's.
+        slot = slot_of(request.host)
+        pipe.zadd(PREFIX + f"hosts:{slot}", {request.host: request.depth}, nx=True)
+        pipe.zadd(PREFIX + "slots", {slot: request.depth}, lt=True)
         if i % BATCH == 0:
             pipe.execute()
     pipe.execute()
@@ -78,7 +82,7 @@ def measure(shape: Shape, urls: int, entry: Callable[[Request], bytes]) -> dict[
             return {
                 "bytes_per_url": used / urls,
                 "entry_bytes_per_url": entry_bytes / urls,
-                "hosts": client.zcard(PREFIX + "hosts"),
+                "hosts": sum(client.zcard(PREFIX + f"hosts:{n}") for n in range(SLOTS)),
                 "seconds": time.monotonic() - started,
             }
         finally:

@@ -20,9 +20,12 @@ import redis
 from bitarray import bitarray
 
 from crawler import Crawler as InProcessCrawler
+from crawler import Settings
 from crawler.bloom import _hash, _Slice
+from crawler.frontier import Request
 from crawler.partition import owner
-from crawler.state.redis import RedisStore
+from crawler.politeness import HostScheduler, Robots
+from crawler.state.redis import SCRIPTS, SLOTS, RedisStore, _command, host_owner, slot_name
 from crawler.state.redis_bloom import CLAIM_ONLY_LUA, SharedBloomLayout
 from crawler.urls import host_of
 from tests.conftest import TEST_SETTINGS, Site, link_and_fifo
@@ -312,7 +315,7 @@ async def members_following(client: redis.Redis, crawl: str, members: int) -> li
 async def owners_once_joined(server: RedisServer, crawl: str, web: Web, members: int) -> set[str]:
     """The members that own the web's hosts, once `members` have joined the crawl."""
     joined = await members_following(server.client(), crawl, members)
-    return {owner(site.url.removeprefix("http://"), joined) or "" for site in web.sites}
+    return {host_owner(site.url.removeprefix("http://"), joined) or "" for site in web.sites}
 
 
 async def test_a_process_killed_mid_crawl_loses_nothing(tmp_path, web, redis_server):
@@ -626,14 +629,20 @@ async def test_each_process_counts_its_records_per_host_in_redis_not_in_its_memo
     assert list(redis_server.client().scan_iter(f"crawler:{{{crawl}}}:recorded:*")) == []
 
 
-async def test_a_process_keeps_nothing_for_each_host_it_served(tmp_path, web, redis_server):
-    settings = replace(
+def shared_settings(tmp_path: Path, server: RedisServer, **more: Any) -> Settings:
+    """The test settings of a new crawl shared through `server`, of any host."""
+    return replace(
         TEST_SETTINGS,
         output=str(tmp_path / "pages.jsonl"),
-        redis=redis_server.url,
+        redis=server.url,
         crawl_id=crawl_id(),
         any_host=True,
+        **more,
     )
+
+
+async def test_a_process_keeps_nothing_for_each_host_it_served(tmp_path, web, redis_server):
+    settings = shared_settings(tmp_path, redis_server)
     async with InProcessCrawler([f"{s.url}/p0" for s in web.sites], settings) as crawler:
         await crawler.crawl()
         store = crawler._opened().store
@@ -923,3 +932,109 @@ async def test_records_into_a_device_or_a_fifo_are_written_not_appended_to(
     if output == "a FIFO":
         lines = fifo.read_fifo().decode().splitlines()
         assert [json.loads(line)["title"] for line in lines] == ["home", "a"]
+
+
+async def test_a_refill_reads_no_more_hosts_as_more_are_queued(tmp_path, redis_server):
+    """Every refill of a process's frontier read the whole sorted set of the hosts
+    queued: at 10^5 hosts 2.5 MB from Redis and 75 ms of the crawler's CPU, every
+    tick. It reads the shallowest hosts of the process's own slots, as many as it
+    takes, so the same few KB whether 100 or 5,000 hosts are queued."""
+    sent = [await bytes_a_refill_reads(tmp_path, redis_server, hosts) for hosts in (100, 5000)]
+    assert sent[1] < 1.2 * sent[0], sent
+    assert sent[1] < 6000, sent
+
+
+async def bytes_a_refill_reads(tmp_path: Path, server: RedisServer, hosts: int) -> int:
+    """What Redis sends for one refill of a new crawl with one URL on each of `hosts`."""
+    settings = shared_settings(tmp_path, server, concurrency=16)
+    store = RedisStore(settings, [])
+    try:
+        listed = [Request(f"http://h{n}.test/", 0, None) for n in range(hosts)]
+        for start in range(0, hosts, 1000):
+            await store.commit(None, None, [], [], listed[start : start + 1000])
+        store._scheduler = HostScheduler(
+            store.frontier, Robots(None, "test", False, 0), per_host=4, delay_s=0,
+            max_crawl_delay_s=0, max_retry_after_s=0, max_pages=0, open_ended=True,
+        )  # fmt: skip
+        client = server.client()
+        for lua in SCRIPTS.values():  # as a crawl under way has them: no NOSCRIPT round
+            client.script_load(lua)
+        before = client.info("stats")["total_net_output_bytes"]
+        await store._refill()
+        sent = client.info("stats")["total_net_output_bytes"] - before
+        assert len(store.frontier) == 4 * settings.concurrency  # a URL of as many hosts
+        return int(sent)
+    finally:
+        store.close()
+
+
+async def crawl_of_hosts(tmp_path: Path, server: RedisServer, hosts: int) -> str:
+    """Three processes crawl `hosts` hosts (names resolved to one local site, each
+    host three pages); the crawl's id."""
+    site = await Site().start()
+    try:
+        site.page("/", "home", ["/a", "/b"])
+        site.page("/a", "a")
+        site.page("/b", "b")
+        names = [f"h{n}.test" for n in range(hosts)]
+        seeds = tmp_path / f"seeds-{hosts}.txt"
+        seeds.write_text("".join(f"http://{name}:{site.port}/\n" for name in names))
+        resolve = [x for name in names for x in ("--resolve", f"{name}:127.0.0.1")]
+        crawl = crawl_id()
+        crawlers = [
+            await Crawler.start(seeds, tmp_path / f"{hosts}-{i}.jsonl", server.url, crawl, *resolve)
+            for i in range(3)
+        ]
+        await run_all(crawlers)
+        assert sum(all_records(crawlers).values()) == 3 * hosts
+        return crawl
+    finally:
+        await site.stop()
+
+
+def entries_left(server: RedisServer, crawl: str) -> dict[str, int]:
+    """The crawl's keys in Redis, but the visited set's, each with its entries."""
+    client, sizes = server.client(), {}
+    for key in client.scan_iter(f"crawler:{{{crawl}}}:*"):
+        kind = client.type(key).decode()
+        size = {"hash": client.hlen, "zset": client.zcard, "set": client.scard}.get(kind)
+        sizes[key.decode().split(":", 2)[2]] = size(key) if size else 1
+    return sizes
+
+
+async def test_redis_keeps_nothing_of_the_hosts_a_crawl_finished(tmp_path, redis_server):
+    """Redis kept a lock, a `free` entry and a `held:<id>` entry for every host ever
+    served: a broad crawl's grew without end. A host with nothing queued and nothing
+    in flight is let go, and only what a crawl of any size keeps is left."""
+    few = await crawl_of_hosts(tmp_path, redis_server, 3)
+    many = await crawl_of_hosts(tmp_path, redis_server, 30)
+    left = entries_left(redis_server, many)
+    assert left == entries_left(redis_server, few)
+    assert "locks" not in left and "free" not in left
+
+
+async def test_a_refill_answers_the_shallowest_hosts_of_its_own_slots(tmp_path, redis_server):
+    """The refill's script walks the slots level by level: what it answers is what
+    reading every host queued and keeping ours, shallowest first, gave."""
+    store = RedisStore(shared_settings(tmp_path, redis_server), [])
+    try:
+        depths = {f"h{n}.test": (n * 7) % 5 for n in range(400)}
+        listed = [Request(f"http://{host}/", depth, None) for host, depth in depths.items()]
+        await store.commit(None, None, [], [], listed)
+        members = ["a", "b", "c"]
+        mask = bytes(b"01"[host_owner_of_slot(n, members) == "a"] for n in range(SLOTS))
+        ours = sorted((d, h) for h, d in depths.items() if host_owner(h, members) == "a")
+        skip = [h for _, h in ours[::3]]
+        for count in (1, 10, 40, 1000):
+            reply = await store._call(_command("ready", store._prefix, mask, count, *skip))
+            answered = [(int(d), h.decode()) for h, d in zip(reply[::2], reply[1::2], strict=True)]
+            expected = [(d, h) for d, h in ours if h not in skip][:count]
+            assert [d for d, _ in answered] == [d for d, _ in expected]
+            assert set(answered) <= set(ours) and not {h for _, h in answered} & set(skip)
+            assert len(set(answered)) == len(answered)
+    finally:
+        store.close()
+
+
+def host_owner_of_slot(slot: int, members: list[str]) -> str | None:
+    return owner(slot_name(slot), members)

@@ -17,8 +17,8 @@ import pytest
 import redis
 from aiohttp import web
 
-from crawler.partition import owner
 from crawler.revisit import AdaptiveSchedule, rounds_in
+from crawler.state.redis import host_owner
 from crawler.state.redis_rounds import round_crawl_id
 from crawler.urls import host_of, origin_of
 from tests.conftest import Site, Wayback, by_url, html, read_records
@@ -486,7 +486,7 @@ async def test_processes_sharing_the_rounds_fetch_each_url_once_a_round_conditio
     # Round 2 was shared: each host's pages written by the process that owns it (and a
     # first request or two by one that began the round before the others joined). All
     # three hosts go to one of the three processes in 1 round of 9.
-    owners = {owner(site.url.removeprefix("http://"), members) for site in sites}
+    owners = {host_owner(site.url.removeprefix("http://"), members) for site in sites}
     assert crawl.writers(2) >= len(owners)
     for figures in stats:  # of the whole crawl's round 2, in each process
         assert figures["gone"] == 1
@@ -674,7 +674,7 @@ async def test_shared_fetch_gone_fetches_each_page_no_link_reaches_once_in_all_p
     for process in processes:
         _, err = await process.communicate()
         assert process.returncode == 0, err.decode()
-    owners = {site.url: members[owner(host_of(site.url), list(members))] for site in sites}
+    owners = {site.url: members[host_owner(host_of(site.url), list(members))] for site in sites}
 
     for n, site in enumerate(sites):  # each page of the first crawl once, in all
         assert site.paths() == dict.fromkeys(first, 1)

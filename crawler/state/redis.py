@@ -9,8 +9,11 @@ Keys, all under the hash tag `{<crawl-id>}` (the visited set's shards aside, see
     counts          hash: queued, inflight, started (toward --max-pages), records,
                     sitemaps (toward --max-sitemaps)
     claims          hash: host -> URLs queued (toward --max-pages-per-host)
-    hosts           sorted set: host -> the depth of the first URL on its list, for
-                    each host with URLs queued; the shallowest are taken first
+    hosts:<slot>    sorted set: host -> the depth of the first URL on its list, for
+                    each host of the slot with URLs queued; the shallowest are taken
+                    first. A host's slot, of SLOTS, is a hash of its name
+    slots           sorted set: slot -> the depth of its shallowest host, for each
+                    slot with URLs queued
     q:<host>        list of queued URLs, each "depth url referrer", with " kind lastmod"
                     added for a sitemap's; a URL on the list's host is its path ("/p"
                     for http://host/p, "s/p" for https://), one elsewhere a network-
@@ -20,13 +23,18 @@ Keys, all under the hash tag `{<crawl-id>}` (the visited set's shards aside, see
                     robots.txt rules a process read, for the others, expiring with them
     recorded:<id>   sorted set: host -> minus the records a member wrote of it (its
                     summary's figures per host: kept here, not in its memory)
-    locks, held:<id>, free
-                    which member serves a host now, the hosts a member holds, and
-                    when a host's next request may start after a hand-over
+    locks, held:<id>
+                    which member serves a host now, and the hosts a member holds:
+                    those with URLs queued or in flight, a host finished is let go
+    free            sorted set: host -> when its next request may start (Redis
+                    time, ms), for a host let go within its delay; those past are
+                    dropped
 
-Each process heartbeats its lease; hosts are divided among the live members by
-`partition.owner`. A process takes URLs only from hosts it owns, and taking moves
-them into its in-flight hash (never deletes them). A page's commit is one script:
+Each process heartbeats its lease; the slots, and so the hosts, are divided among
+the live members by `partition.owner`. A process takes URLs only from hosts it
+owns, and taking moves them into its in-flight hash (never deletes them). A
+refill reads only the shallowest hosts of its own slots, so its cost does not
+grow with the hosts queued. A page's commit is one script:
 check-and-add of its links in the Bloom filter, queue the new ones, remove the
 page from in-flight, count it, and apply --max-pages-per-host and --max-sitemaps
 to the whole crawl. Trap rules, pure functions of a URL, are applied before that
@@ -112,25 +120,41 @@ GONE_BATCH = 1000
 NO_DEPTH_LIMIT = 1 << 30  # deeper than any crawl goes: take whatever is queued
 TAKE_AHEAD_S = 1.0  # a host with a delay has only what it can start in this much taken
 # Of the q:<host> entries, `hosts` and the visited set's slices (1: JSON, 2: `hosts` a
-# set, 3: the shared filter at the whole --fp-rate); another is refused.
-QUEUE_FORMAT = 4
+# set, 3: the shared filter at the whole --fp-rate, 4: one `hosts` sorted set, `free` a
+# hash); another is refused.
+QUEUE_FORMAT = 5
+# Hosts are divided among the processes by slot: as many as spread them evenly over
+# a few processes, as few as a refill reads the heads of at little cost.
+SLOTS = 256
 # The local filter's part of --fp-rate, the shared one has the rest. A tenth: the
 # local filter holds this process's URLs only, and its bits stay few.
 LOCAL_FP_SHARE = 0.1
 
 _NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
-_RANK = r"""
--- Keep `host` in P .. 'hosts' at the depth of the first URL on its list, or out of it
--- once the list is empty: an entry starts with its depth.
+_RANK = (
+    f"local SLOTS = {SLOTS}\n"
+    + r"""
+-- Keep `host` in its slot's sorted set at the depth of the first URL on its list, or
+-- out of it once the list is empty (an entry starts with its depth), and the slot in
+-- P .. 'slots' at the depth of its first host. A slot is as slot_of() computes it.
 local function rank(P, host)
+  local slot = tonumber(string.sub(redis.sha1hex(host), 1, 4), 16) % SLOTS
+  local hosts = P .. 'hosts:' .. slot
   local first = redis.call('LINDEX', P .. 'q:' .. host, 0)
   if first then
-    redis.call('ZADD', P .. 'hosts', tonumber(string.match(first, '^%d+')), host)
+    redis.call('ZADD', hosts, tonumber(string.match(first, '^%d+')), host)
   else
-    redis.call('ZREM', P .. 'hosts', host)
+    redis.call('ZREM', hosts, host)
+  end
+  local head = redis.call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
+  if head[2] then
+    redis.call('ZADD', P .. 'slots', head[2], slot)
+  else
+    redis.call('ZREM', P .. 'slots', slot)
   end
 end
 """
+)
 
 # ARGV: prefix, member, lease_ms, joining ("1" or "0"), reaped_wait_ms. Renews the lease
 # (or joins), reaps members whose lease ran out, and answers the live members and the
@@ -163,18 +187,90 @@ for _, dead in ipairs(redis.call('ZRANGEBYSCORE', members, '-inf', now)) do
   for _, host in ipairs(redis.call('SMEMBERS', P .. 'held:' .. dead)) do
     if redis.call('HGET', P .. 'locks', host) == dead then
       redis.call('HDEL', P .. 'locks', host)
-      if ARGV[5] ~= '0' then redis.call('HSET', P .. 'free', host, now + tonumber(ARGV[5])) end
+      if ARGV[5] ~= '0' then redis.call('ZADD', P .. 'free', now + tonumber(ARGV[5]), host) end
     end
   end
   redis.call('DEL', inflight, P .. 'held:' .. dead, P .. 'recorded:' .. dead)
   redis.call('ZREM', members, dead)
 end
+redis.call('ZREMRANGEBYSCORE', P .. 'free', '-inf', now)
 local c = redis.call('HMGET', P .. 'counts', 'queued', 'inflight', 'started', 'gone_listed',
                     'records')
 return {'ok', redis.call('ZRANGE', members, 0, -1), c[1] or '0', c[2] or '0', c[3] or '0',
         c[4] or '0', c[5] or '0'}
 """
 )
+
+# let_go(P, me, host, wait_ms): the member serves `host` no more; its next request may
+# start `wait_ms` from now, whoever serves it next.
+_LET_GO_LUA = r"""
+local function let_go(P, me, host, wait_ms)
+  if redis.call('HGET', P .. 'locks', host) ~= me then return end
+  redis.call('HDEL', P .. 'locks', host)
+  redis.call('SREM', P .. 'held:' .. me, host)
+  if wait_ms > 0 then
+    local t = redis.call('TIME')
+    redis.call('ZADD', P .. 'free', t[1] * 1000 + math.floor(t[2] / 1000) + wait_ms, host)
+  else
+    redis.call('ZREM', P .. 'free', host)
+  end
+end
+"""
+
+# ARGV: prefix, mask (a byte a slot, "1" for the slots of the member asking), count,
+# hosts to skip... Answers host, depth, ... for up to `count` hosts of those slots
+# with URLs queued, the shallowest first, but those skipped. It goes level by level
+# (depth), reading at each the slots whose first host is at that level, and of
+# ours only the hosts it answers (and the depth of each one's next): its work grows
+# with `count` and the slots, not with the hosts queued.
+_READY = r"""
+local P, mask, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local skip = {}
+for i = 4, #ARGV do skip[ARGV[i]] = true end
+local chunk = count + #ARGV - 3
+local slots = P .. 'slots'
+local out, n = {}, 0
+local later = {}  -- depth -> our slots read at a level above, whose next host is that deep
+local level = tonumber(redis.call('ZRANGE', slots, 0, 0, 'WITHSCORES')[2])
+while level and n < count do
+  local here = later[level] or {}
+  later[level] = nil
+  for _, slot in ipairs(redis.call('ZRANGEBYSCORE', slots, level, level)) do
+    if string.byte(mask, tonumber(slot) + 1) == 49 then here[#here + 1] = slot end
+  end
+  for _, slot in ipairs(here) do
+    if n >= count then break end
+    local hosts, at, got = P .. 'hosts:' .. slot, 0, {}
+    repeat
+      got = redis.call('ZRANGEBYSCORE', hosts, level, level, 'LIMIT', at, chunk)
+      at = at + #got
+      for _, host in ipairs(got) do
+        if n < count and not skip[host] then
+          n = n + 1
+          out[#out + 1] = host
+          out[#out + 1] = level
+        end
+      end
+    until #got < chunk or n >= count
+    if #got < chunk then
+      local after = redis.call('ZRANGEBYSCORE', hosts, '(' .. level, '+inf', 'WITHSCORES',
+                               'LIMIT', 0, 1)
+      local depth = tonumber(after[2])
+      if depth then
+        later[depth] = later[depth] or {}
+        table.insert(later[depth], slot)
+      end
+    end
+  end
+  local deeper = redis.call('ZRANGEBYSCORE', slots, '(' .. level, '+inf', 'WITHSCORES', 'LIMIT',
+                            0, 1)
+  level = tonumber(deeper[2])
+  for depth in pairs(later) do
+    if not level or depth < level then level = depth end
+  end
+end
+return out
+"""
 
 # take(P, me, host, n, max_pages, deepest): moves up to n URLs of `host`, from the head
 # of its list up to the first deeper than `deepest`, into the member's in-flight hash,
@@ -197,7 +293,7 @@ local function take(P, me, host, n, max_pages, deepest)
     redis.call('SADD', P .. 'held:' .. me, host)
   end
   local wait = 0
-  local free = redis.call('HGET', P .. 'free', host)
+  local free = redis.call('ZSCORE', P .. 'free', host)
   if free then wait = math.max(0, tonumber(free) - now) end
   if max_pages > 0 then
     n = math.min(n, max_pages - tonumber(redis.call('HGET', P .. 'counts', 'started') or '0'))
@@ -235,10 +331,10 @@ return take(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ton
 
 # ARGV: prefix, member, host, unlock ("1"/"0"), wait_ms, urls... Puts URLs the member
 # took but never started back at the head of the host's queue, in order; with unlock,
-# frees the host, whose next request may start `wait_ms` from now.
+# lets the host go, its next request to start `wait_ms` from now.
 _RELEASE = (
-    _NOW
-    + _RANK
+    _RANK
+    + _LET_GO_LUA
     + r"""
 local P, me, host = ARGV[1], ARGV[2], ARGV[3]
 local q, inflight = P .. 'q:' .. host, P .. 'inflight:' .. me
@@ -253,11 +349,7 @@ if n > 0 then
   redis.call('HINCRBY', P .. 'counts', 'inflight', -n)
   redis.call('HINCRBY', P .. 'counts', 'started', -n)
 end
-if ARGV[4] == '1' and redis.call('HGET', P .. 'locks', host) == me then
-  redis.call('HDEL', P .. 'locks', host)
-  redis.call('SREM', P .. 'held:' .. me, host)
-  redis.call('HSET', P .. 'free', host, now + tonumber(ARGV[5]))
-end
+if ARGV[4] == '1' then let_go(P, me, host, tonumber(ARGV[5])) end
 return n
 """
 )
@@ -267,21 +359,25 @@ return n
 # stats.previous_reached), shape or '', a host to
 # take more URLs of, how many, max_pages, max_pages_per_host, max_sitemaps, the
 # deepest of them to take, the host of the record (counted in the member's
-# `recorded:<id>`), then claim_args() of the candidates, then per candidate
+# `recorded:<id>`), the done URL's host if it was the last of its host taken here
+# (else '') and when that host's next request may start (ms from now), then
+# claim_args() of the candidates, then per candidate
 # its host, JSON and limit ('h': --max-pages-per-host, 's': --max-sitemaps, '-':
 # none). One atomic step:
 # claim the candidates, queue the new ones within the limits, take the done URL out
 # of flight, count the record, and take the done page's host's next URLs (so a busy
-# host costs no round trip of its own). The seeds' commit also stores the shape, or
-# answers the one stored. Per candidate: 0 seen, 1 queued, 2 past
+# host costs no round trip of its own), or let it go if it has none left queued (so
+# that Redis keeps nothing of the hosts finished). The seeds' commit also stores the
+# shape, or answers the one stored. Per candidate: 0 seen, 1 queued, 2 past
 # --max-pages-per-host, 3 past --max-sitemaps.
 _COMMIT = (
     CLAIM_LUA
     + _TAKE_LUA
+    + _LET_GO_LUA
     + r"""
 local P, me, done, shape = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 local bf = string.sub(P, 1, -3)
-local c, counts = claim_parse(13), {}
+local c, counts = claim_parse(15), {}
 local ready, top = claim_ready(bf, c, counts)
 if not ready then return {'stale', top} end
 if shape ~= '' then
@@ -332,6 +428,10 @@ if queued > 0 then redis.call('HINCRBY', P .. 'counts', 'queued', queued) end
 local taken = {}
 if tonumber(ARGV[7]) > 0 then
   taken = take(P, me, ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[11]))
+end
+local last = ARGV[13]
+if last ~= '' and #taken <= 1 and redis.call('LLEN', P .. 'q:' .. last) == 0 then
+  let_go(P, me, last, tonumber(ARGV[14]))
 end
 return {'ok', top, flags, taken}
 """
@@ -446,6 +546,7 @@ return redis.call('HGET', ARGV[1] .. 'pages', key) or redis.call('HGET', ARGV[2]
 
 SCRIPTS = {
     "tick": _TICK,
+    "ready": _READY,
     "take": _TAKE,
     "release": _RELEASE,
     "commit": _COMMIT,
@@ -519,6 +620,21 @@ def _request(item: bytes, host: str) -> Request:
 def _taken_key(request: Request) -> tuple[str, str]:
     """A taken request's key: robots.txt may also be queued as a page, by a link to it."""
     return request.kind, request.url
+
+
+def slot_of(host: str) -> int:
+    """The slot of `host`, as _RANK computes it: the first 16 bits of its SHA-1."""
+    return int(hashlib.sha1(host.encode(), usedforsecurity=False).hexdigest()[:4], 16) % SLOTS
+
+
+def slot_name(slot: int) -> str:
+    """A slot's name in `partition.owner`: the member that serves it serves its hosts."""
+    return f"slot {slot}"
+
+
+def host_owner(host: str, members: Iterable[str]) -> str | None:
+    """The member that serves `host`."""
+    return owner(slot_name(slot_of(host)), members)
 
 
 def member_id() -> str:
@@ -688,10 +804,13 @@ class RedisStore:
         self._lost = False
         self._scheduler: HostScheduler | None = None
         self._members: list[str] = [self.member]
+        self._slot_owners: list[str | None] = [self.member] * SLOTS  # per slot, its process
+        self._mine = b"1" * SLOTS  # per slot, "1" if it is ours
         # (kind, url) -> its JSON, for URLs taken and not committed
         self._taken: dict[tuple[str, str], bytes] = {}
         self._outstanding: Counter[str] = Counter()  # per host: taken and not committed
         self._leaving: set[str] = set()  # hosts to hand over once nothing of theirs is left
+        self._taking: set[str] = set()  # hosts of the takes sent and not answered yet
         self._wake = asyncio.Event()
         self._batch = max(16, 2 * settings.per_host)
         self._deepest = NO_DEPTH_LIMIT  # what may be taken: see _refill
@@ -898,9 +1017,19 @@ class RedisStore:
             settings.max_sitemaps,
             self._deepest,
             done.host if page is not None and done is not None else "",
+            *self._let_go_args(done),
             *self._layout.claim_args([key for _, key, _ in ask]),
             *[x for r, _, limit in ask for x in (r.host, _record(r), limit)],
         )
+
+    def _let_go_args(self, done: Request | None) -> tuple[str, int]:
+        """The commit's host to let go if nothing of it is left queued, and when its next
+        request may start: `done`'s, if it was the last of its host taken here."""
+        # A take of the host sent before the commit, whose answer is still to come,
+        # may have taken the last URLs queued: the host is ours still.
+        if done is None or self._outstanding[done.host] > 1 or done.host in self._taking:
+            return "", 0
+        return done.host, self._next_request_in_ms(done.host)
 
     def _candidates(
         self, done: Request | None, links: list[str], listed: Sequence[Request]
@@ -1099,6 +1228,8 @@ class RedisStore:
         members = sorted(m.decode() for m in reply[1])
         if members != self._members:
             self._members = members
+            self._slot_owners = [owner(slot_name(n), members) for n in range(SLOTS)]
+            self._mine = bytes(b"01"[o == self.member] for o in self._slot_owners)
             held = await self._call(
                 _plain_command("SMEMBERS", self._prefix + "held:" + self.member)
             )
@@ -1111,7 +1242,7 @@ class RedisStore:
         Redis) and those with work here; each one once nothing of it is in flight here,
         so that it is never served by two processes at once."""
         for host in {*held, *self.frontier.hosts(), *self._outstanding}:
-            if owner(host, self._members) != self.member:
+            if self._slot_owners[slot_of(host)] != self.member:
                 self._leaving.add(host)
         for host in list(self._leaving):
             items = []
@@ -1139,8 +1270,9 @@ class RedisStore:
         self._outstanding[host] -= 1
         # A host with nothing left here: to hand over, or to take more of, which a
         # level's end may have kept its commits from (see _refill). Its lock in Redis
-        # says we still hold it (a hand-over reads them): kept here, every host served
-        # was an entry for the crawl's life.
+        # says we still hold it while it has URLs queued (a hand-over reads them), and
+        # its last commit let it go if none were: kept here, every host served was an
+        # entry for the crawl's life.
         if self._outstanding[host] <= 0:
             del self._outstanding[host]
             self._wake.set()
@@ -1149,29 +1281,25 @@ class RedisStore:
         """Take URLs of the hosts we own, a batch per host, in one round trip."""
         if self._leaving:
             await self._hand_over()
-        listed = await self._call(
-            _plain_command("ZRANGE", self._prefix + "hosts", 0, -1, "WITHSCORES")
-        )
-        members, outstanding = self._members, self._outstanding
+        outstanding = self._outstanding
+        # As many URLs as keep every worker busy, spread over as many hosts as have them
+        # (a host new to the crawl may have one URL to give), up to two batches per
+        # host taken or in flight here: of our hosts queued, the `room` shallowest that
+        # have less than a batch here, and at least one with nothing here.
+        room = max(1, 4 * self.settings.concurrency - len(self.frontier))
+        full = [host for host, n in outstanding.items() if n >= self._batch]
+        count = max(room, len(outstanding) - len(full) + 1)
+        listed = await self._call(_command("ready", self._prefix, self._mine, count, *full))
         mine = [
             (host, int(depth))
             for host, depth in zip(map(bytes.decode, listed[::2]), listed[1::2], strict=True)
-            if owner(host, members) == self.member
         ]
         # Breadth-first across hosts, as in one process: no URL of a host being served
         # is taken while a host not served yet has a shallower one. Hosts being served
         # set no limit: a slow one must not hold the others back.
         idle = [depth for host, depth in mine if not outstanding[host]]
         self._deepest = idle[0] if idle else NO_DEPTH_LIMIT  # the list is by depth
-        # As many URLs as keep every worker busy, spread over as many hosts as have them
-        # (a host new to the crawl may have one URL to give), up to two batches per
-        # host taken or in flight here.
-        room = max(1, 4 * self.settings.concurrency - len(self.frontier))
-        wanted = [
-            host
-            for host, depth in mine
-            if outstanding[host] < self._batch and depth <= self._deepest
-        ][:room]
+        wanted = [host for host, depth in mine if depth <= self._deepest][:room]
         share = max(1, room // max(1, len(wanted)))
         asks = []
         for host in wanted:
@@ -1181,14 +1309,20 @@ class RedisStore:
             if n:
                 asks.append((host, n))
         max_pages = self.settings.max_pages
-        replies = await asyncio.gather(  # sent in one write, answered in one read
-            *(
-                self._call(
-                    _command("take", self._prefix, self.member, host, n, max_pages, self._deepest)
+        self._taking = {host for host, _ in asks}
+        try:
+            replies = await asyncio.gather(  # sent in one write, answered in one read
+                *(
+                    self._call(
+                        _command(
+                            "take", self._prefix, self.member, host, n, max_pages, self._deepest
+                        )
+                    )
+                    for host, n in asks
                 )
-                for host, n in asks
             )
-        )
+        finally:
+            self._taking = set()
         for (host, _), reply in zip(asks, replies, strict=True):
             self._accept(host, reply)
 
