@@ -339,6 +339,12 @@ class Crawl:
         self.failure: Exception | None = None
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            self._html.close()
+
+    async def _run(self) -> None:
         async with self.client as client:
             if client.cookie_jar is not None:
                 self.store.keep_cookies(client.cookie_jar)

@@ -8,6 +8,7 @@ import logging
 import platform
 import re
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import fields, replace
 from pathlib import Path
@@ -651,6 +652,7 @@ async def test_a_crawl_that_cannot_write_says_why_in_failure(site):
 
 MALLOC_PROBE = """
 import sys
+import threading
 import crawler
 from crawler import Crawler, Settings
 stats = Crawler([sys.argv[1]], Settings(ignore_robots=True, uvloop=False)).run()
@@ -667,3 +669,21 @@ async def test_the_library_leaves_the_processs_malloc_alone_unless_asked(site):
     assert out.split() == [b"3", b"0"]  # crawled, and mallopt never called
     glibc = platform.libc_ver()[0] == "glibc"
     assert crawler_package.keep_freed_memory() is glibc  # the opt-in, where there is mallopt
+
+
+async def test_a_finished_crawl_leaves_no_parse_thread_running(site):
+    # Pages over 32 KiB are parsed in threads beside the loop; a crawl kept after its end
+    # (to read its figures) kept them alive, a set for each crawl of a web app's life.
+    big = "<p>a plain paragraph</p>" * 2000
+    site.page("/", "home", ["/a"], body=html("home", ["/a"]) + big)
+    site.page("/a", "a", body=html("a") + big)
+    kept = []
+    for _ in range(3):
+        crawler = Crawler([site.url + "/"], TEST_SETTINGS)
+        async with crawler:
+            assert [page.status async for page in crawler] == [200, 200]
+        kept.append(crawler)
+    for thread in threading.enumerate():
+        if thread.name.startswith("crawler-parse"):
+            thread.join(timeout=5)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("crawler-parse")]
