@@ -141,6 +141,19 @@ def test_a_visited_set_larger_than_the_machines_memory_is_refused_before_output_
     assert output.read_text() == "kept\n"
 
 
+@pytest.mark.parametrize("expected_urls", [10**14, 10**30])
+def test_a_state_directory_whose_visited_set_cannot_fit_is_refused_before_it_is_made(
+    tmp_path, expected_urls
+):
+    # --state made its filter without the check an in-memory one has: an OverflowError
+    # traceback from bitarray (or a MemoryError), the directory and its database left.
+    state = tmp_path / "state"
+    settings = Settings(expected_urls=expected_urls, state=str(state), output=str(tmp_path / "o"))
+    with pytest.raises(ConfigError, match=r"^--expected-urls [0-9,]+ at --fp-rate 1e-06 needs"):
+        Crawler(["http://127.0.0.1:9/"], settings).open()
+    assert not state.exists()
+
+
 @pytest.mark.parametrize(
     ("outputs", "named"),
     [
