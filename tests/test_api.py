@@ -384,6 +384,33 @@ async def test_on_page_values_json_has_not_are_written_as_orjson_writes_them(sit
     assert (record["score"], record["scores"], record["name"]) == (None, [None, 1.5], "half \ufffd")
 
 
+@pytest.mark.parametrize("hook", ["on_page", "follow"])
+async def test_a_hook_that_writes_page_fields_json_cannot_encode_costs_that_field(
+    site, tmp_path, hook
+):
+    # Written to page.fields rather than returned, a set failed the page's record with
+    # internal_error and left its links unfollowed: the site's crawl ended at its seed.
+    site.page("/", "home", ["/a"])
+    site.page("/a", "a")
+    output = tmp_path / "pages.jsonl"
+
+    def tag(page: Page) -> None:
+        page.fields["tags"] = {"x"}
+        page.fields["kept"] = 1
+
+    def follow(url: str, page: Page) -> bool:
+        tag(page)
+        return True
+
+    hooks: dict[str, Any] = {"on_page": tag} if hook == "on_page" else {"follow": follow}
+    settings = replace(TEST_SETTINGS, output=str(output))
+    await Crawler([f"{site.url}/"], settings, **hooks).crawl()
+    records = by_url(read_records(output))
+    assert site.count("/a") == 1
+    home = records[f"{site.url}/"]
+    assert home["error"] == "hook_failed" and home["kept"] == 1 and "tags" not in home
+
+
 async def test_leaving_the_loop_early_stops_the_crawl(site):
     chain_site(site, 200)
     settings = replace(TEST_SETTINGS, concurrency=2, per_host=2)
