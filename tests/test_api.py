@@ -124,6 +124,27 @@ def test_settings_from_toml_reads_and_validates(tmp_path):
         Settings.from_toml(str(config))
 
 
+async def test_settings_config_reads_the_file_under_the_options_given_as_config_does(
+    site, tmp_path
+):
+    # Settings(config=FILE), --config by its keyword, kept FILE's name and ignored its
+    # settings: the crawl ran with the defaults (here, five links deep instead of one).
+    chain = {"/": "/1", "/1": "/2", "/2": "/3"}
+    for path, link in chain.items():
+        site.page(path, path, [link])
+    config = tmp_path / "crawl.toml"
+    config.write_text("max_depth = 1\nconcurrency = 3\n", encoding="utf-8")
+    settings = replace(Settings(config=config), ignore_robots=True)
+    assert (settings.max_depth, settings.concurrency, settings.config) == (1, 3, str(config))
+    await Crawler([f"{site.url}/"], settings).crawl()
+    assert sorted(site.paths()) == ["/", "/1"]
+    assert Settings(config=str(config), max_depth=4).max_depth == 4  # as a flag over the file
+    with pytest.raises(ConfigError, match="config must be a path"):
+        Settings(config=5)
+    with pytest.raises(ConfigError, match="config file not found"):
+        Settings(config=tmp_path / "missing.toml")
+
+
 def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path):
     config = tmp_path / "crawl.toml"
     config.write_bytes("\ufeffmax_depth = 2\n".encode())  # as Windows editors save UTF-8
