@@ -207,7 +207,8 @@ class Crawler:
             await self.close()
 
     async def crawl(self) -> None:
-        """Crawl to the end, the pages going only to the sinks the settings name."""
+        """Crawl to the end, the pages going only to the sinks the settings name; then
+        close, `async with` or not (as a loop over the pages does)."""
         if self._task is not None:
             raise RuntimeError("a Crawler can be iterated or crawled once")
         self._opened()
@@ -215,9 +216,11 @@ class Crawler:
         try:
             # Shielded: cancelled, the crawl still gets to drain and commit (close()).
             await asyncio.shield(self._task)
-        except asyncio.CancelledError:
-            await self.close()  # else, without `async with`, it crawled on unwatched
-            raise
+        finally:
+            # Without `async with`, nothing else closes it: a crawl that ended made no
+            # WACZ and kept its --state locked for the process's life, and a cancelled
+            # one crawled on unwatched.
+            await self.close()
 
     def stop(self, drain: bool = True) -> None:
         """Take no new URLs; requests in flight get --drain-timeout seconds (if `drain`)."""

@@ -9,6 +9,7 @@ import platform
 import re
 import sys
 import threading
+import zipfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import fields, replace
 from pathlib import Path
@@ -516,6 +517,26 @@ async def test_a_crawl_cancelled_without_async_with_stops_and_unlocks_its_state(
         await again.crawl()
     assert len(by_url(read_records(tmp_path / "p.jsonl"))) == 21
     assert len(site.hits) == asked + 21
+
+
+async def test_a_crawl_to_its_end_without_async_with_finishes_its_outputs_and_state(site, tmp_path):
+    # `await Crawler(...).crawl()` left the crawl open at its end: no WACZ was made, and
+    # its --state stayed locked for the process's life ("in use by another crawler").
+    chain_site(site, 3)
+    wacz = tmp_path / "site.wacz"
+    settings = replace(
+        TEST_SETTINGS,
+        state=str(tmp_path / "s"),
+        output=str(tmp_path / "p.jsonl"),
+        warc=str(tmp_path / "w"),
+        wacz=str(wacz),
+    )
+    await Crawler([f"{site.url}/"], settings).crawl()
+    with zipfile.ZipFile(wacz) as package:
+        assert "datapackage.json" in package.namelist()
+    again = Crawler([f"{site.url}/"], settings)
+    async with again:  # unlocked
+        assert again.complete
 
 
 async def test_cancelling_the_consuming_task_stops_cleanly(site, tmp_path):
