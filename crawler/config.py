@@ -201,7 +201,8 @@ class Settings:
         # Settings(config=FILE) reads FILE for the options not given, as --config does for
         # the flags not given (it was kept as a name, and the file's settings ignored in
         # silence): __post_init__ needs to know which were given.
-        object.__setattr__(settings, "_given", frozenset(kwargs))
+        if kwargs:  # not a copy's (copy, pickle), which sets its fields after
+            object.__setattr__(settings, "_given", frozenset(kwargs))
         return settings
 
     def __post_init__(self) -> None:

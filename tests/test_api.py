@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import pickle
 import platform
 import re
 import sys
@@ -142,6 +143,7 @@ async def test_settings_config_reads_the_file_under_the_options_given_as_config_
     await Crawler([f"{site.url}/"], settings).crawl()
     assert sorted(site.paths()) == ["/", "/1"]
     assert Settings(config=str(config), max_depth=4).max_depth == 4  # as a flag over the file
+    assert vars(pickle.loads(pickle.dumps(settings))) == vars(settings)  # a copy is the same
     with pytest.raises(ConfigError, match="config must be a path"):
         Settings(config=5)
     with pytest.raises(ConfigError, match="config file not found"):
