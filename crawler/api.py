@@ -227,9 +227,20 @@ class Crawler:
             await self.close()
 
     def stop(self, drain: bool = True) -> None:
-        """Take no new URLs; requests in flight get --drain-timeout seconds (if `drain`)."""
-        if self._crawl is not None:
-            self._crawl.stop(drain)
+        """Take no new URLs; requests in flight get --drain-timeout seconds (if `drain`).
+
+        From any thread: a crawl run in a thread of its own is stopped from another (a
+        web app's), where this raised 'no running event loop' after changing the crawl's
+        state from outside its loop."""
+        crawl = self._crawl
+        if crawl is None:
+            return
+        loop = self._task.get_loop() if self._task is not None else None
+        if loop is None or _running_loop() is loop:
+            crawl.stop(drain)
+        else:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: the crawl is over
+                loop.call_soon_threadsafe(crawl.stop, drain)
 
     async def close(self) -> None:
         """Stop the crawl if it still runs, let requests in flight finish, close the store."""
@@ -263,7 +274,8 @@ class Crawler:
 
     def run(self) -> CrawlStats:
         """Crawl to the end from code that has no event loop of its own; the figures."""
-        if _loop_running():  # asyncio.run() would refuse, and leave a coroutine never awaited
+        # asyncio.run() would refuse, and leave a coroutine never awaited
+        if _running_loop() is not None:
             raise RuntimeError(
                 "Crawler.run() is for code without an event loop; "
                 "in a coroutine, use `async with crawler: await crawler.crawl()`"
@@ -315,12 +327,11 @@ class Crawler:
             raise crawl.failure
 
 
-def _loop_running() -> bool:
+def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
-        asyncio.get_running_loop()
+        return asyncio.get_running_loop()
     except RuntimeError:
-        return False
-    return True
+        return None
 
 
 def _open_history(settings: Settings) -> History | None:

@@ -575,6 +575,18 @@ async def test_pages_an_on_page_hook_keeps_keep_no_parse_tree(site):
     assert title is not None and title.text() == pages[5].title
 
 
+async def test_a_crawl_run_in_a_thread_of_its_own_is_stopped_from_another(site):
+    # stop() from a thread with no event loop (a web app's) raised 'no running event
+    # loop', after changing the crawl's state from outside its loop.
+    chain_site(site, 200)
+    crawler = Crawler([f"{site.url}/"], replace(TEST_SETTINGS, concurrency=2, per_host=2))
+    running = asyncio.create_task(asyncio.to_thread(crawler.run))  # a loop of its own
+    await site.hits_reached(10).wait()
+    await asyncio.to_thread(crawler.stop)
+    stats = await asyncio.wait_for(running, 10)
+    assert 10 <= stats["records"] < 100 and len(site.hits) < 100
+
+
 async def test_cancelling_the_consuming_task_stops_cleanly(site, tmp_path):
     chain_site(site, 100)
     settings = replace(TEST_SETTINGS, concurrency=2, state=str(tmp_path / "s"))
