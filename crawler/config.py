@@ -197,9 +197,18 @@ class Settings:
             if key not in _SETTINGS_FIELDS:
                 hint = _did_you_mean(key, _SETTINGS_FIELDS, "'{}'")
                 raise ConfigError(f"Settings has no option '{key}'{hint}")
-        return super().__new__(cls)
+        settings = super().__new__(cls)
+        # Settings(config=FILE) reads FILE for the options not given, as --config does for
+        # the flags not given (it was kept as a name, and the file's settings ignored in
+        # silence): __post_init__ needs to know which were given.
+        if kwargs:  # not a copy's (copy, pickle), which sets its fields after
+            object.__setattr__(settings, "_given", frozenset(kwargs))
+        return settings
 
     def __post_init__(self) -> None:
+        given: frozenset[str] = self.__dict__.pop("_given", frozenset())
+        if self.config is not None:
+            self._read_config(given)
         for option in OPTIONS:
             value = getattr(self, option.name)
             if value is not None or option.name not in _UNSET_BY_DEFAULT:
@@ -256,10 +265,23 @@ class Settings:
         if self.per_host > self.concurrency:
             object.__setattr__(self, "per_host", self.concurrency)
 
+    def _read_config(self, given: frozenset[str]) -> None:
+        config = self.config
+        if not isinstance(config, str | os.PathLike):
+            raise ConfigError(f"config must be a path (str or Path), not {type(config).__name__}")
+        path = os.fspath(config)
+        object.__setattr__(self, "config", path)
+        if given.issuperset(_SETTINGS_FIELDS):  # dataclasses.replace() gives them all
+            return
+        for name, value in read_config_file(path).items():
+            if name not in given:
+                object.__setattr__(self, name, value)
+
     @classmethod
     def from_toml(cls, path: _Path) -> Settings:
-        """The settings of a TOML config file (its keys are the flags' long names)."""
-        return cls(config=path, **read_config_file(os.fspath(path)))
+        """The settings of a TOML config file (its keys are the flags' long names); as
+        `Settings(config=path)`, which takes other options beside, over the file's."""
+        return cls(config=path)
 
     def redacted(self) -> Settings:
         """These settings fit to write down: no proxy or Redis password, no secret header

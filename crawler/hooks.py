@@ -68,7 +68,23 @@ class Hooks:
             except asyncio.CancelledError:
                 _raise_if_the_crawl_is_cancelled()
                 self._failed("on_page", page)
+        if page.fields:
+            self._drop_unencodable_fields(page)
         return links
+
+    def _drop_unencodable_fields(self, page: Page) -> None:
+        """A hook may write `page.fields` itself rather than return them: a value JSON
+        cannot encode (a set, say) must cost that field, as a returned one does, not fail
+        the page's record and leave its links unfollowed (a site's crawl ended at its seed)."""
+        try:
+            encode(page.fields)
+        except (TypeError, ValueError):
+            for name, value in list(page.fields.items()):
+                try:
+                    encode({name: value})
+                except (TypeError, ValueError):
+                    del page.fields[name]
+            self._failed("on_page" if self._on_page is not None else "follow", page)
 
     def _failed(self, hook: str, page: Page) -> None:
         page.error = ErrorKind.HOOK_FAILED

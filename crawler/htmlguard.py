@@ -485,6 +485,13 @@ class HtmlParser:
             return await first.future
         return bounded_parse
 
+    def close(self) -> None:
+        """Let the threads beside the loop end once the crawl is over: a finished crawl
+        kept (its Crawler's figures read) kept them alive, one set for each."""
+        if self._beside_loop is not None:
+            self._beside_loop.shutdown(wait=False)
+            self._beside_loop = None
+
     def _runaway_ended(self, future: asyncio.Future[_Parsed]) -> None:
         self._runaways -= 1
         if not future.cancelled():

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
+import pickle
 import platform
 import re
 import sys
+import threading
+import zipfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import fields, replace
 from pathlib import Path
@@ -15,6 +19,7 @@ from typing import Any
 
 import orjson
 import pytest
+from selectolax.lexbor import LexborHTMLParser
 
 import crawler as crawler_package
 from crawler import ConfigError, Crawler, Page, Settings
@@ -123,6 +128,28 @@ def test_settings_from_toml_reads_and_validates(tmp_path):
         Settings.from_toml(str(config))
 
 
+async def test_settings_config_reads_the_file_under_the_options_given_as_config_does(
+    site, tmp_path
+):
+    # Settings(config=FILE), --config by its keyword, kept FILE's name and ignored its
+    # settings: the crawl ran with the defaults (here, five links deep instead of one).
+    chain = {"/": "/1", "/1": "/2", "/2": "/3"}
+    for path, link in chain.items():
+        site.page(path, path, [link])
+    config = tmp_path / "crawl.toml"
+    config.write_text("max_depth = 1\nconcurrency = 3\n", encoding="utf-8")
+    settings = replace(Settings(config=config), ignore_robots=True)
+    assert (settings.max_depth, settings.concurrency, settings.config) == (1, 3, str(config))
+    await Crawler([f"{site.url}/"], settings).crawl()
+    assert sorted(site.paths()) == ["/", "/1"]
+    assert Settings(config=str(config), max_depth=4).max_depth == 4  # as a flag over the file
+    assert vars(pickle.loads(pickle.dumps(settings))) == vars(settings)  # a copy is the same
+    with pytest.raises(ConfigError, match="config must be a path"):
+        Settings(config=5)
+    with pytest.raises(ConfigError, match="config file not found"):
+        Settings(config=tmp_path / "missing.toml")
+
+
 def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path):
     config = tmp_path / "crawl.toml"
     config.write_bytes("\ufeffmax_depth = 2\n".encode())  # as Windows editors save UTF-8
@@ -138,6 +165,19 @@ def test_a_visited_set_larger_than_the_machines_memory_is_refused_before_output_
     with pytest.raises(ConfigError, match=r"--expected-urls 100,000,000,000,000 .* GiB"):
         crawler.open()
     assert output.read_text() == "kept\n"
+
+
+@pytest.mark.parametrize("expected_urls", [10**14, 10**30])
+def test_a_state_directory_whose_visited_set_cannot_fit_is_refused_before_it_is_made(
+    tmp_path, expected_urls
+):
+    # --state made its filter without the check an in-memory one has: an OverflowError
+    # traceback from bitarray (or a MemoryError), the directory and its database left.
+    state = tmp_path / "state"
+    settings = Settings(expected_urls=expected_urls, state=str(state), output=str(tmp_path / "o"))
+    with pytest.raises(ConfigError, match=r"^--expected-urls [0-9,]+ at --fp-rate 1e-06 needs"):
+        Crawler(["http://127.0.0.1:9/"], settings).open()
+    assert not state.exists()
 
 
 @pytest.mark.parametrize(
@@ -200,14 +240,13 @@ async def test_pages_waiting_for_a_slow_loop_drop_their_tree_and_parse_it_again(
             all_hooked.set()
 
     settings = replace(TEST_SETTINGS, concurrency=16, per_host=16)
-    pages = []
+    pages, kept = [], []
     async with Crawler([f"{site.url}/"], settings, on_page=keep_tree) as crawler:
         async for page in crawler:
             pages.append(page)
+            kept.append(page.tree is hooked_trees[page.url])
             await all_hooked.wait()  # the others are committed while the loop is away
-    crawled = pages[1:]
-    kept = [p.tree is hooked_trees[p.url] for p in crawled]
-    assert len(crawled) == 12 and kept == [True] * 4 + [False] * 8
+    assert len(pages) == 13 and kept[1:] == [True] * 4 + [False] * 8
     assert all(p.tree.css_first("title").text() == p.title for p in pages)
 
 
@@ -370,6 +409,33 @@ async def test_on_page_values_json_has_not_are_written_as_orjson_writes_them(sit
     assert (record["score"], record["scores"], record["name"]) == (None, [None, 1.5], "half \ufffd")
 
 
+@pytest.mark.parametrize("hook", ["on_page", "follow"])
+async def test_a_hook_that_writes_page_fields_json_cannot_encode_costs_that_field(
+    site, tmp_path, hook
+):
+    # Written to page.fields rather than returned, a set failed the page's record with
+    # internal_error and left its links unfollowed: the site's crawl ended at its seed.
+    site.page("/", "home", ["/a"])
+    site.page("/a", "a")
+    output = tmp_path / "pages.jsonl"
+
+    def tag(page: Page) -> None:
+        page.fields["tags"] = {"x"}
+        page.fields["kept"] = 1
+
+    def follow(url: str, page: Page) -> bool:
+        tag(page)
+        return True
+
+    hooks: dict[str, Any] = {"on_page": tag} if hook == "on_page" else {"follow": follow}
+    settings = replace(TEST_SETTINGS, output=str(output))
+    await Crawler([f"{site.url}/"], settings, **hooks).crawl()
+    records = by_url(read_records(output))
+    assert site.count("/a") == 1
+    home = records[f"{site.url}/"]
+    assert home["error"] == "hook_failed" and home["kept"] == 1 and "tags" not in home
+
+
 async def test_leaving_the_loop_early_stops_the_crawl(site):
     chain_site(site, 200)
     settings = replace(TEST_SETTINGS, concurrency=2, per_host=2)
@@ -454,6 +520,71 @@ async def test_a_crawl_cancelled_without_async_with_stops_and_unlocks_its_state(
         await again.crawl()
     assert len(by_url(read_records(tmp_path / "p.jsonl"))) == 21
     assert len(site.hits) == asked + 21
+
+
+async def test_a_crawl_to_its_end_without_async_with_finishes_its_outputs_and_state(site, tmp_path):
+    # `await Crawler(...).crawl()` left the crawl open at its end: no WACZ was made, and
+    # its --state stayed locked for the process's life ("in use by another crawler").
+    chain_site(site, 3)
+    wacz = tmp_path / "site.wacz"
+    settings = replace(
+        TEST_SETTINGS,
+        state=str(tmp_path / "s"),
+        output=str(tmp_path / "p.jsonl"),
+        warc=str(tmp_path / "w"),
+        wacz=str(wacz),
+    )
+    await Crawler([f"{site.url}/"], settings).crawl()
+    with zipfile.ZipFile(wacz) as package:
+        assert "datapackage.json" in package.namelist()
+    again = Crawler([f"{site.url}/"], settings)
+    async with again:  # unlocked
+        assert again.complete
+
+
+def parse_trees() -> int:
+    gc.collect()
+    return sum(isinstance(o, LexborHTMLParser) for o in gc.get_objects())
+
+
+async def test_pages_kept_after_the_loop_body_keep_no_parse_tree(site):
+    # `pages = [page async for page in crawler]` kept every page's tree, 20 times its
+    # HTML: 1,500 pages of 24 KB took 1 GB. A kept page parses again if asked.
+    chain_site(site, 30)
+    trees_before = parse_trees()
+    async with Crawler([f"{site.url}/"], TEST_SETTINGS) as crawler:
+        pages = []
+        async for page in crawler:
+            assert page.tree is not None and page.tree.css_first("title") is not None
+            pages.append(page)
+    assert parse_trees() <= trees_before + 1
+    assert len(pages) == 31
+    title = pages[5].tree.css_first("title")
+    assert title is not None and title.text() == pages[5].title
+
+
+async def test_pages_an_on_page_hook_keeps_keep_no_parse_tree(site):
+    # A hook that collects the pages (on_page=pages.append) kept every page's tree:
+    # 1,500 pages of 24 KB took 1 GB. A kept page parses again if asked.
+    chain_site(site, 30)
+    trees_before = parse_trees()
+    pages: list[Page] = []
+    await Crawler([f"{site.url}/"], TEST_SETTINGS, on_page=pages.append).crawl()
+    assert len(pages) == 31 and parse_trees() <= trees_before
+    title = pages[5].tree.css_first("title")
+    assert title is not None and title.text() == pages[5].title
+
+
+async def test_a_crawl_run_in_a_thread_of_its_own_is_stopped_from_another(site):
+    # stop() from a thread with no event loop (a web app's) raised 'no running event
+    # loop', after changing the crawl's state from outside its loop.
+    chain_site(site, 200)
+    crawler = Crawler([f"{site.url}/"], replace(TEST_SETTINGS, concurrency=2, per_host=2))
+    running = asyncio.create_task(asyncio.to_thread(crawler.run))  # a loop of its own
+    await site.hits_reached(10).wait()
+    await asyncio.to_thread(crawler.stop)
+    stats = await asyncio.wait_for(running, 10)
+    assert 10 <= stats["records"] < 100 and len(site.hits) < 100
 
 
 async def test_cancelling_the_consuming_task_stops_cleanly(site, tmp_path):
@@ -651,6 +782,7 @@ async def test_a_crawl_that_cannot_write_says_why_in_failure(site):
 
 MALLOC_PROBE = """
 import sys
+import threading
 import crawler
 from crawler import Crawler, Settings
 stats = Crawler([sys.argv[1]], Settings(ignore_robots=True, uvloop=False)).run()
@@ -667,3 +799,21 @@ async def test_the_library_leaves_the_processs_malloc_alone_unless_asked(site):
     assert out.split() == [b"3", b"0"]  # crawled, and mallopt never called
     glibc = platform.libc_ver()[0] == "glibc"
     assert crawler_package.keep_freed_memory() is glibc  # the opt-in, where there is mallopt
+
+
+async def test_a_finished_crawl_leaves_no_parse_thread_running(site):
+    # Pages over 32 KiB are parsed in threads beside the loop; a crawl kept after its end
+    # (to read its figures) kept them alive, a set for each crawl of a web app's life.
+    big = "<p>a plain paragraph</p>" * 2000
+    site.page("/", "home", ["/a"], body=html("home", ["/a"]) + big)
+    site.page("/a", "a", body=html("a") + big)
+    kept = []
+    for _ in range(3):
+        crawler = Crawler([site.url + "/"], TEST_SETTINGS)
+        async with crawler:
+            assert [page.status async for page in crawler] == [200, 200]
+        kept.append(crawler)
+    for thread in threading.enumerate():
+        if thread.name.startswith("crawler-parse"):
+            thread.join(timeout=5)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("crawler-parse")]

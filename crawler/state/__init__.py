@@ -115,11 +115,17 @@ class Store(Protocol):
 
 
 def visited_set_in_memory(settings: Settings, fp_rate: float) -> BloomFilter:
-    """A Bloom filter sized for --expected-urls, in this process's memory.
+    """A Bloom filter sized for --expected-urls, in this process's memory (ConfigError if
+    it cannot be: see check_visited_set_fits)."""
+    check_visited_set_fits(settings, fp_rate)
+    return BloomFilter(settings.expected_urls, fp_rate)
 
-    ConfigError if its first slice alone would not fit in the machine's memory: the
-    allocation would fail with a MemoryError, or succeed and have the kernel kill the
-    process as the bits are zeroed.
+
+def check_visited_set_fits(settings: Settings, fp_rate: float) -> None:
+    """ConfigError if the visited set's first slice alone would not fit in the machine's
+    memory (a --state one is made in memory too, then mapped from its file): the
+    allocation would fail with a MemoryError or an OverflowError, or succeed and have the
+    kernel kill the process as the bits are zeroed.
     """
     size = optimal_bits(settings.expected_urls, fp_rate) // 8
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -130,7 +136,6 @@ def visited_set_in_memory(settings: Settings, fp_rate: float) -> BloomFilter:
             f"{memory / 2**30:,.1f} GiB of memory; the set grows as URLs come, so a smaller "
             "--expected-urls is fine"
         )
-    return BloomFilter(settings.expected_urls, fp_rate)
 
 
 def trap_check(settings: Settings, stats: Stats) -> Callable[[str], bool] | None:

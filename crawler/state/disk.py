@@ -51,7 +51,7 @@ from crawler.cookies import CookieJar
 from crawler.frontier import Request, SqliteFrontier
 from crawler.page import Page
 from crawler.sinks import OUTPUT, Sinks, WriteFailed, open_sinks
-from crawler.state import LocalStore
+from crawler.state import LocalStore, check_visited_set_fits
 from crawler.state.held import HeldTable
 from crawler.state.host_counts import SqliteClaims, SqliteHostCounts
 from crawler.state.robots import SqliteRobotsRules
@@ -164,6 +164,7 @@ class DiskStore(LocalStore):
 
     def __init__(self, settings: Settings, seeds: Sequence[str]) -> None:
         assert settings.state is not None  # open_store() chose this store for it
+        check_visited_set_fits(settings, settings.fp_rate)  # before the directory is made
         self._directory = Path(settings.state)
         self._cookie_jar: CookieJar | None = None
         self._lock_fd = _lock(self._directory, settings.fresh)
