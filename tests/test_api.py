@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import pickle
 import platform
 import re
@@ -19,6 +20,7 @@ from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
 from selectolax.lexbor import LexborHTMLParser
 
 import crawler as crawler_package
@@ -817,3 +819,37 @@ async def test_a_finished_crawl_leaves_no_parse_thread_running(site):
         if thread.name.startswith("crawler-parse"):
             thread.join(timeout=5)
     assert not [t.name for t in threading.enumerate() if t.name.startswith("crawler-parse")]
+
+
+async def test_a_second_crawl_given_an_output_another_is_writing_is_refused(site, tmp_path):
+    """Each crawl wrote the file from its start, over the other's records; a device
+    (/dev/null) is shared as before."""
+    site.page("/", "home", ["/slow"])
+    release = asyncio.Event()
+
+    async def slow(_request: Any) -> web.Response:
+        await release.wait()
+        return web.Response(text=html("slow"), content_type="text/html")
+
+    site.handle("/slow", slow)
+    output = tmp_path / "pages.jsonl"
+    output.write_text("kept\n")
+    asked = site.hits_reached(2)
+    first = Crawler([f"{site.url}/"], replace(TEST_SETTINGS, output=str(output)))
+    running = asyncio.create_task(first.crawl())
+    await asyncio.wait_for(asked.wait(), 30)
+
+    second = Crawler([f"{site.url}/"], replace(TEST_SETTINGS, output=str(output)))
+    with pytest.raises(ConfigError, match="is being written by another crawl"):
+        await second.crawl()
+    devnull = replace(TEST_SETTINGS, output=os.devnull)
+    async with Crawler([f"{site.url}/"], replace(devnull, max_pages=1)) as third:
+        await asyncio.wait_for(third.crawl(), 30)
+
+    release.set()
+    await asyncio.wait_for(running, 30)
+    records = read_records(output)
+    assert [(r["url"], r["status"]) for r in records] == [
+        (f"{site.url}/", 200),
+        (f"{site.url}/slow", 200),
+    ]

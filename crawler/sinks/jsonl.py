@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import math
 import os
@@ -12,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from crawler.config import STDOUT
+from crawler.config import STDOUT, ConfigError
 from crawler.page import Page
 from crawler.sinks import OutputClosed, WriteFailed
 
@@ -58,15 +59,24 @@ class JsonlSink:
             self._fd, self._owned = 1, False
             self.offset = 0
             return
-        if resume_at is None:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            self.offset = 0
-        else:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-            os.ftruncate(self._fd, resume_at)  # drops a torn or uncommitted tail
-            os.lseek(self._fd, resume_at, os.SEEK_SET)
-            self.offset = resume_at
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         self._owned = True
+        if stat.S_ISREG(os.fstat(self._fd).st_mode):
+            self._lock()
+            # cut back only once locked: a crawl still writing the file keeps it whole.
+            # Resumed, the cut drops a torn or uncommitted tail.
+            os.ftruncate(self._fd, resume_at or 0)
+            os.lseek(self._fd, resume_at or 0, os.SEEK_SET)
+        self.offset = resume_at or 0
+
+    def _lock(self) -> None:
+        """Hold the file for this crawl: two crawls given one output (two processes, or
+        two crawlers of one program) each wrote it from its start, over the other's."""
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.close()
+            raise ConfigError(f"{self.path} is being written by another crawl") from None
 
     @property
     def position(self) -> int:
