@@ -32,6 +32,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
+from crawler.sinks import wacz as wacz_sink
 from crawler.sinks.cdxj import index_path, surt_key
 from crawler.sinks.wacz import write_wacz
 from tests.archive_tools import replaywebpage, run_tool
@@ -688,3 +689,20 @@ async def test_a_crawl_begun_by_a_version_that_listed_pages_in_dir_goes_on_there
     with zipfile.ZipFile(wacz) as package:
         _, *lines = package.read("pages/pages.jsonl").splitlines()
     assert sorted(json.loads(line)["url"] for line in lines) == sorted(pages)
+
+
+def test_packaging_stopped_by_ctrl_c_leaves_no_partial_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API's run() raises KeyboardInterrupt out of the packaging: its .partial file
+    was left beside the package (the CLI quits with os._exit; its resume sweeps it)."""
+
+    def interrupted(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(wacz_sink, "_write_entries", interrupted)
+    pages = tmp_path / "pages.jsonl"
+    pages.write_bytes(b"")
+    with pytest.raises(KeyboardInterrupt):
+        wacz_sink.write_wacz(tmp_path / "crawl.wacz", [], pages)
+    assert list(tmp_path.iterdir()) == [pages]

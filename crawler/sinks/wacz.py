@@ -240,6 +240,9 @@ def write_wacz(
     except OSError as exc:
         partial.unlink(missing_ok=True)
         raise WriteFailed(f"cannot write --wacz {path}: {exc.strerror or exc}") from None
+    except BaseException:  # a second Ctrl-C: the package is made again on resume
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def _write_entries(
