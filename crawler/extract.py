@@ -313,10 +313,14 @@ _CREDIT = re.compile(
     r"|文字|撰文|图片|圖片|摄影|攝影|排版|审核|審核|美编|美編)\s*[:：|｜丨]"
 )
 # Lines a platform puts around every article: a WeChat account's call to follow it
-# ("▼ 点击上方蓝字关注我们 ▼", "长按识别二维码 关注...") and its end mark ("- END -"), and a
-# page's note to a browser without scripts ("Please enable JavaScript...").
+# ("▼ 点击上方蓝字关注我们 ▼", "长按识别二维码 关注...") and its end mark ("- END -"), a
+# novel site's lines among a chapter's ("请记住本书首发域名：...", "天才一秒记住本站地址：...",
+# "手机用户请浏览m....阅读", "本章未完，请点击下一页继续阅读"), and a page's note to a browser
+# without scripts ("Please enable JavaScript...").
 _PLATFORM_LINE = re.compile(
     r"[\W_]*(?:点击上方.{0,12}关注|點擊上方.{0,12}關注|长按.{0,6}二维码|長按.{0,6}二維碼|扫码关注"
+    r"|(?:请|請|天才一秒|一秒)?(?:记住|記住)本(?:书|書|站)|(?:请|請)?(?:记住|記住).{0,8}(?:域名|网址|網址)"
+    r"|手机(?:版|用户|用戶)?.{0,16}(?:网址|網址|浏览|瀏覽|访问|訪問)|本章未完.{0,4}(?:请|請)?点击下一页"
     r"|end[\W_]*$|(?:please\s+)?(?:enable|turn on)\s+javascript"
     r"|javascript\s+is\s+(?:disabled|required))",
     re.IGNORECASE,
@@ -1239,6 +1243,7 @@ class _Writer:
             md = _MD_CLOSING_HASHES.sub(r"\\\1", md)
         if text:
             # Lines between <br>s, the blank ones left out: a paragraph break is a line break.
+            text, md = _without_platform_lines(text, md)
             text = "\n".join(line.strip() for line in text.split("\n") if line.strip())
             if self._kept(text):
                 self._add(text, md if self.in_cell else self._prefix + md)
@@ -1288,6 +1293,25 @@ class _Writer:
             parts.append(block.markdown)
             before = block
         return "".join(parts)
+
+
+def _without_platform_lines(text: str, md: str) -> tuple[str, str]:
+    """The lines between <br>s of a block (a novel's chapter) and their Markdown, without
+    a platform's (see _PLATFORM_LINE) among them."""
+    if "\n" not in text or text.isascii():  # most blocks: no search
+        return text, md
+    lines, md_lines = text.split("\n"), md.split("\n")
+    if len(lines) != len(md_lines):
+        return text, md
+    dropped = {
+        i
+        for i, line in enumerate(lines)
+        if len(line.strip()) < _PLATFORM_LINE_CHARS and _PLATFORM_LINE.match(line.strip())
+    }
+    if not dropped:
+        return text, md
+    kept = [i for i in range(len(lines)) if i not in dropped]
+    return "\n".join(lines[i] for i in kept), "\n".join(md_lines[i] for i in kept).strip()
 
 
 def _meta_line(text: str) -> bool:
