@@ -1311,7 +1311,9 @@ def _without_platform_lines(text: str, md: str) -> tuple[str, str]:
     if not dropped:
         return text, md
     kept = [i for i in range(len(lines)) if i not in dropped]
-    return "\n".join(lines[i] for i in kept), "\n".join(md_lines[i] for i in kept).strip()
+    # A dropped line's blank line (<br><br>) goes with it: one blank line between paragraphs.
+    md_kept = [i for n, i in enumerate(kept) if n == 0 or md_lines[i] or md_lines[kept[n - 1]]]
+    return "\n".join(lines[i] for i in kept), "\n".join(md_lines[i] for i in md_kept).strip()
 
 
 def _meta_line(text: str) -> bool:
