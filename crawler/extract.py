@@ -161,8 +161,17 @@ _BOILERPLATE_WORDS = [
 ]
 # Boilerplate as a whole class name or id only: a forum post's "author" line and
 # "signature" (Open Journal Systems' "author_guidelines" are a page's content), and
-# MediaWiki's "[edit]" after each heading.
-_WHOLE_NAMES = ["author", "signature", "mw-editsection"]
+# MediaWiki's "[edit]" after each heading, infobox (a table of the facts the article
+# tells), list of references and navigation box at the foot.
+_WHOLE_NAMES = [
+    "author",
+    "signature",
+    "mw-editsection",
+    "infobox",
+    "references",
+    "reflist",
+    "navbox",
+]
 _BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
 _WHOLE_BOILERPLATE_NAMES = _BOILERPLATE_NAMES | frozenset(_WHOLE_NAMES)
 _META = ("-meta", "_meta")
