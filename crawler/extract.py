@@ -175,6 +175,12 @@ _WHOLE_NAMES = [
 _BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
 _WHOLE_BOILERPLATE_NAMES = _BOILERPLATE_NAMES | frozenset(_WHOLE_NAMES)
 _META = ("-meta", "_meta")
+# Boilerplate as a part of a class name between hyphens or underscores: a recipe card's
+# stars and votes ("wprm-recipe-rating", "tasty-recipes-rating") and its nutrition label
+# ("wprm-nutrition-label-container", "tasty-recipes-nutrition"), which the card's
+# plugin names after itself.
+_PART_NAMES = frozenset(["rating", "ratings", "nutrition"])
+_NAME_PARTS = re.compile(r"[-_]")
 # One CSS query finds the elements whose class or id holds one of the words anywhere
 # (a word that holds another is found by it); `_named_boilerplate` then checks the
 # whole-name-or-prefix rule. Lexbor matches a selector list one selector at a time:
@@ -183,7 +189,7 @@ _MAY_BE_BOILERPLATE = ", ".join(
     f"[class*={word} i], [id*={word} i]"
     for word in _BOILERPLATE_WORDS + _WHOLE_NAMES
     if not any(other != word and other in word for other in _BOILERPLATE_WORDS + _WHOLE_NAMES)
-)
+) + "".join(f", [class*={part} i]" for part in ("rating", "nutrition"))
 _HIDDEN_OR_ASIDE = (
     '[hidden], [aria-hidden="true"], [role=navigation], [role=banner], '
     "[role=contentinfo], [role=complementary], [role=dialog], [role=alert], "
@@ -578,6 +584,8 @@ def _named_boilerplate(node: LexborNode) -> bool:
     if _MAYBE_CONTENT.search(classes):  # "entry share": an entry that can be shared
         return False
     if any(name in _WHOLE_BOILERPLATE_NAMES or name.endswith(_META) for name in classes.split()):
+        return True
+    if any(not _PART_NAMES.isdisjoint(_NAME_PARTS.split(name)) for name in classes.split()):
         return True
     for value in (classes, (attributes.get("id") or "").strip().lower()):
         if value in _WHOLE_BOILERPLATE_NAMES:
