@@ -179,7 +179,7 @@ _META = ("-meta", "_meta")
 # stars and votes ("wprm-recipe-rating", "tasty-recipes-rating") and its nutrition label
 # ("wprm-nutrition-label-container", "tasty-recipes-nutrition"), which the card's
 # plugin names after itself.
-_PART_NAMES = frozenset(["rating", "ratings", "nutrition"])
+_PART_NAMES = frozenset(["rating", "ratings", "nutrition", "prompt"])
 _NAME_PARTS = re.compile(r"[-_]")
 # One CSS query finds the elements whose class or id holds one of the words anywhere
 # (a word that holds another is found by it); `_named_boilerplate` then checks the
@@ -189,7 +189,7 @@ _MAY_BE_BOILERPLATE = ", ".join(
     f"[class*={word} i], [id*={word} i]"
     for word in _BOILERPLATE_WORDS + _WHOLE_NAMES
     if not any(other != word and other in word for other in _BOILERPLATE_WORDS + _WHOLE_NAMES)
-) + "".join(f", [class*={part} i]" for part in ("rating", "nutrition"))
+) + "".join(f", [class*={part} i]" for part in ("rating", "nutrition", "prompt"))
 _HIDDEN_OR_ASIDE = (
     '[hidden], [aria-hidden="true"], [role=navigation], [role=banner], '
     "[role=contentinfo], [role=complementary], [role=dialog], [role=alert], "
@@ -713,8 +713,12 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
         elif _a_paragraph(sibling) and _is_prose(sibling, links):
             kept.append(sibling)
     posts = _alike_elsewhere(body, top, kept, links)
+    roots = _in_page_order(body, kept + posts) if posts else kept
+    cells = _cells(roots, links)
+    if cells is not None:
+        return cells
     if posts:
-        return _in_page_order(body, kept + posts)
+        return roots
     total = sum(points for _, points in blocks)
     if (
         sum(near_points.get(root.mem_id, 0.0) for root in kept) < _SHARE_KEPT * total
@@ -791,6 +795,54 @@ def _alike_elsewhere(
     # A post inside another found one (a quoted post) goes with it.
     outer = {node.mem_id for node in found}
     return [node for node in found if not _ancestors(node) & outer]
+
+
+def _cells(roots: list[LexborNode], links: dict[int, float]) -> list[LexborNode] | None:
+    """A notebook's cells, where the content found is in some of them: `roots` in two or
+    more children of their common ancestor that share a class name ("cell", "jp-Cell"),
+    and the run of that ancestor's children around them sharing it (its text cells and
+    its code cells, of classes of their own), those not mostly links; or None."""
+    if len(roots) < 2:
+        return None
+    lines = [_ancestor_nodes(root) for root in roots]
+    common = set.intersection(*({node.mem_id for node in line} for line in lines))
+    if not common:
+        return None
+    holders: dict[int, LexborNode] = {}
+    for root, line in zip(roots, lines, strict=True):
+        child = root
+        for ancestor in line:
+            if ancestor.mem_id in common:
+                break
+            child = ancestor
+        holders[child.mem_id] = child
+    if len(holders) < 2 or any(child.parent is None for child in holders.values()):
+        return None
+    shared = set.intersection(
+        *(set((child.attrs.get("class") or "").split()) for child in holders.values())
+    )
+    parent = next(iter(holders.values())).parent
+    if not shared or parent is None:
+        return None
+    run: list[LexborNode] = []
+    cells: list[LexborNode] = []
+    for child in parent.iter():
+        if shared.isdisjoint((child.attrs.get("class") or "").split()):
+            if any(cell.mem_id in holders for cell in run):
+                break
+            run = []
+        else:
+            run.append(child)
+    else:
+        if not any(cell.mem_id in holders for cell in run):
+            return None
+    cells = [
+        cell
+        for cell in run
+        if cell.mem_id in holders
+        or (cell.text(deep=True).strip() and _link_density(cell, links) < 0.5)
+    ]
+    return cells if len(cells) > len(holders) else None
 
 
 def _of_tag_and_class(body: LexborNode, node: LexborNode) -> list[LexborNode]:
