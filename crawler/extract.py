@@ -161,35 +161,37 @@ _BOILERPLATE_WORDS = [
 ]
 # Boilerplate as a whole class name or id only: a forum post's "author" line and
 # "signature" (Open Journal Systems' "author_guidelines" are a page's content), and
-# MediaWiki's "[edit]" after each heading, infobox (a table of the facts the article
-# tells), list of references and navigation box at the foot.
-_WHOLE_NAMES = [
-    "author",
-    "signature",
-    "mw-editsection",
-    "infobox",
-    "references",
-    "reflist",
-    "navbox",
-]
+# MediaWiki's "[edit]" after each heading.
+_WHOLE_NAMES = ["author", "signature", "mw-editsection"]
+# Boilerplate as a whole class name: MediaWiki's infobox (a table of the facts the article
+# tells), list of references (in a "reflist" or "mw-references-wrap" of its own) and
+# navigation box at the foot.
+_WHOLE_CLASS_NAMES = ["infobox", "references", "navbox"]
 _BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
-_WHOLE_BOILERPLATE_NAMES = _BOILERPLATE_NAMES | frozenset(_WHOLE_NAMES)
+_WHOLE_BOILERPLATE_NAMES = _BOILERPLATE_NAMES | frozenset(_WHOLE_NAMES + _WHOLE_CLASS_NAMES)
 _META = ("-meta", "_meta")
 # Boilerplate as a part of a class name between hyphens or underscores: a recipe card's
 # stars and votes ("wprm-recipe-rating", "tasty-recipes-rating") and its nutrition label
 # ("wprm-nutrition-label-container", "tasty-recipes-nutrition"), which the card's
 # plugin names after itself.
-_PART_NAMES = frozenset(["rating", "ratings", "nutrition", "prompt"])
+_PART_NAMES = frozenset(["rating", "ratings", "nutrition"])
 _NAME_PARTS = re.compile(r"[-_]")
 # One CSS query finds the elements whose class or id holds one of the words anywhere
-# (a word that holds another is found by it); `_named_boilerplate` then checks the
-# whole-name-or-prefix rule. Lexbor matches a selector list one selector at a time:
-# the 6 exact selectors a word took 1.5 ms a page, 4 times the rest of the extraction.
+# (a word that holds another is found by it: "nav" finds "navbox", "rating" "ratings");
+# `_named_boilerplate` then checks the whole-name-or-prefix rule. Lexbor matches a
+# selector list one selector at a time: the 6 exact selectors a word took 1.5 ms a page,
+# 4 times the rest of the extraction.
+# A whole class name is found by a class selector, cheaper still.
+_ALL_WORDS = _BOILERPLATE_WORDS + _WHOLE_NAMES
 _MAY_BE_BOILERPLATE = ", ".join(
-    f"[class*={word} i], [id*={word} i]"
-    for word in _BOILERPLATE_WORDS + _WHOLE_NAMES
-    if not any(other != word and other in word for other in _BOILERPLATE_WORDS + _WHOLE_NAMES)
-) + "".join(f", [class*={part} i]" for part in ("rating", "nutrition", "prompt"))
+    [
+        f"[class*={word} i], [id*={word} i]"
+        for word in _ALL_WORDS
+        if not any(other != word and other in word for other in _ALL_WORDS)
+    ]
+    + [f".{name}" for name in _WHOLE_CLASS_NAMES if not any(other in name for other in _ALL_WORDS)]
+    + [f"[class*={part} i]" for part in ("rating", "nutrition")]
+)
 _HIDDEN_OR_ASIDE = (
     '[hidden], [aria-hidden="true"], [role=navigation], [role=banner], '
     "[role=contentinfo], [role=complementary], [role=dialog], [role=alert], "
@@ -347,6 +349,8 @@ _META_LABEL = re.compile(
     r"(?:发布|发表|更新|时间|日期|来源|來源|作者|编辑|編輯|点击|點擊|点击数|浏览|瀏覽|阅读|閱讀"
     r"|浏览次数|阅读次数|字号|字號)\s*[:：]"
 )
+# A notebook cell's prompt ("In [1]:", "Out[12]:", "In [ ]:", "In [*]:"), beside its code.
+_NOTEBOOK_PROMPT = re.compile(r"(?:In|Out)\s*\[[\d\s*]*\]:")
 _META_LINE_CHARS = 100
 _PLATFORM_LINE_CHARS = 80
 # A Chinese site's footer: the licence every site shows ("京ICP证030173号", "沪ICP备05012345号",
@@ -825,7 +829,6 @@ def _cells(roots: list[LexborNode], links: dict[int, float]) -> list[LexborNode]
     if not shared or parent is None:
         return None
     run: list[LexborNode] = []
-    cells: list[LexborNode] = []
     for child in parent.iter():
         if shared.isdisjoint((child.attrs.get("class") or "").split()):
             if any(cell.mem_id in holders for cell in run):
@@ -836,6 +839,8 @@ def _cells(roots: list[LexborNode], links: dict[int, float]) -> list[LexborNode]
     else:
         if not any(cell.mem_id in holders for cell in run):
             return None
+    if len(run) == len(holders):  # a document's sections, all found (most pages): no text
+        return None
     cells = [
         cell
         for cell in run
@@ -1335,6 +1340,8 @@ class _Writer:
         ):
             return False  # a heading too: "Related", "Share this:", "相关阅读"
         if len(text) < _PLATFORM_LINE_CHARS and _PLATFORM_LINE.match(text):
+            return False
+        if text[:1] in "IO" and _NOTEBOOK_PROMPT.fullmatch(text):
             return False
         if _meta_line(text):
             return False
