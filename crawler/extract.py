@@ -349,6 +349,25 @@ _META_LABEL = re.compile(
     r"(?:发布|发表|更新|时间|日期|来源|來源|作者|编辑|編輯|点击|點擊|点击数|浏览|瀏覽|阅读|閱讀"
     r"|浏览次数|阅读次数|字号|字號)\s*[:：]"
 )
+# Headings of a document's sections whose links are their content: a reference's "See
+# also" (MDN, Microsoft Learn, man pages, Wikipedia) and its specifications' table (MDN).
+_SEE_ALSO = frozenset(
+    [
+        "see also",
+        "specifications",
+        "specification",
+        "siehe auch",
+        "voir aussi",
+        "véase también",
+        "vedi anche",
+        "参见",
+        "參見",
+        "另请参阅",
+        "另請參閱",
+        "関連項目",
+        "参照",
+    ]
+)
 # A notebook cell's prompt ("In [1]:", "Out[12]:", "In [ ]:", "In [*]:"), beside its code.
 _NOTEBOOK_PROMPT = re.compile(r"(?:In|Out)\s*\[[\d\s*]*\]:")
 _META_LINE_CHARS = 100
@@ -1043,6 +1062,7 @@ class _Writer:
         # A table cell's Markdown is inline: its lists, quotes and headings are text.
         self.in_cell = in_cell
         self.keep_links = False  # a list page's headlines, all links, are its content
+        self._see_also = False  # in a section whose links are its content ("See also")
         self.titles = titles  # a heading that repeats the page's title is left out
         self.encoding = encoding  # the page's, which a link's query is encoded in
         self.blocks: list[_Block] = []
@@ -1348,8 +1368,9 @@ class _Writer:
         if self._prefix.startswith("#"):
             # A forum's reply is titled "Re: " and the thread's title.
             heading = _REPLY.sub("", " ".join(text.split()).casefold())
+            self._see_also = heading.rstrip(_LABEL_END) in _SEE_ALSO
             return heading not in self.titles
-        return self.keep_links or self._link_chars <= 0.5 * len(text)
+        return self.keep_links or self._see_also or self._link_chars <= 0.5 * len(text)
 
     def text(self) -> str:
         return "\n".join(block.text for block in self.blocks if block.text)
