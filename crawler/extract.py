@@ -227,6 +227,9 @@ _SHARE_KEPT = 0.5
 _SHARE_HELD = 0.75
 # Main text this short may be a page whose text is in <noscript>, for browsers without scripts.
 _SHORT_CHARS = 200
+# Main text this short, beside comments of more text, may be a discussion's first post.
+_THREAD_CHARS = 600
+_COMMENTS = "[class*=comment i]"
 _HEADLINE_CHARS = 10
 _LEAD_CHARS = 80
 # A lead's class: one of these words as a class name, after a hyphen or an underscore
@@ -477,6 +480,12 @@ def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extrac
         with_noscript = _written(tree, _Writer(base, titles, encoding), noscript=True)
         if len(with_noscript.text()) > len(text):
             writer, text = with_noscript, with_noscript.text()
+    if len(text) < _THREAD_CHARS and _comment_chars(tree) > len(text):
+        # A discussion's page (an old Reddit thread, Lemmy, Hacker News): a short post,
+        # and its replies, which it calls comments, are the most of its text.
+        thread = _written(tree, _Writer(base, titles, encoding), noscript=False, comments=True)
+        if len(thread.text()) > len(text):
+            writer, text = thread, thread.text()
     article_body = _article_body(metadata)
     if len(article_body) > 2 * len(text):
         # The page shows a teaser, or nothing until a script runs; its JSON-LD has it all.
@@ -490,9 +499,19 @@ def _noscript_chars(tree: LexborHTMLParser) -> int:
     return sum(len(node.text(deep=True).strip()) for node in tree.css("noscript"))
 
 
-def _written(tree: LexborHTMLParser, writer: _Writer, noscript: bool) -> _Writer:
+def _comment_chars(tree: LexborHTMLParser) -> int:
+    """The length of the text in the page's elements its classes call comments (those
+    inside another not counted again)."""
+    nodes = tree.css(_COMMENTS)
+    ids = {node.mem_id for node in nodes}
+    return sum(len(node.text(deep=True).strip()) for node in nodes if not _ancestors(node) & ids)
+
+
+def _written(
+    tree: LexborHTMLParser, writer: _Writer, noscript: bool, comments: bool = False
+) -> _Writer:
     """`writer`, having written the main content of `tree`'s body, <noscript>'s content
-    in it or not."""
+    in it or not, and the elements its classes call comments or not."""
     work = copy_of(tree)
     body = work.body
     if body is None:
@@ -511,7 +530,12 @@ def _written(tree: LexborHTMLParser, writer: _Writer, noscript: bool) -> _Writer
         ):
             header.decompose()
     for node in body.css(_MAY_BE_BOILERPLATE):
-        if node.tag not in _NEVER_BOILERPLATE and _named_boilerplate(node) and not _in_code(node):
+        if (
+            node.tag not in _NEVER_BOILERPLATE
+            and _named_boilerplate(node)
+            and not _in_code(node)
+            and not (comments and node.css_matches(_COMMENTS))
+        ):
             node.decompose()
     for node in body.css(_HIDDEN_OR_ASIDE):
         if node.tag not in _NEVER_BOILERPLATE and not _a_reply(node):
