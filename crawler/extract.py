@@ -480,9 +480,14 @@ def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extrac
         with_noscript = _written(tree, _Writer(base, titles, encoding), noscript=True)
         if len(with_noscript.text()) > len(text):
             writer, text = with_noscript, with_noscript.text()
-    if len(text) < _THREAD_CHARS and _comment_chars(tree) > len(text):
+    if (
+        len(text) < _THREAD_CHARS
+        and metadata.get("opengraph", {}).get("og:type") != "article"
+        and _comment_chars(tree) > len(text)
+    ):
         # A discussion's page (an old Reddit thread, Lemmy, Hacker News): a short post,
-        # and its replies, which it calls comments, are the most of its text.
+        # and its replies, which it calls comments, are the most of its text; not an
+        # article's (a blog's "open thread" too), whose comments are its readers'.
         thread = _written(tree, _Writer(base, titles, encoding), noscript=False, comments=True)
         if len(thread.text()) > len(text):
             writer, text = thread, thread.text()
@@ -847,8 +852,8 @@ def _alike_elsewhere(
 def _cells(roots: list[LexborNode], links: dict[int, float]) -> list[LexborNode] | None:
     """A notebook's cells, where the content found is in some of them: `roots` in two or
     more children of their common ancestor that share a class name ("cell", "jp-Cell"),
-    and the run of that ancestor's children around them sharing it (its text cells and
-    its code cells, of classes of their own), those not mostly links; or None."""
+    and the run of that ancestor's children around them sharing it, those of other
+    classes (its code cells, beside its text cells) if not mostly links; or None."""
     if len(roots) < 2:
         return None
     lines = [_ancestor_nodes(root) for root in roots]
@@ -873,6 +878,8 @@ def _cells(roots: list[LexborNode], links: dict[int, float]) -> list[LexborNode]
         return None
     run: list[LexborNode] = []
     for child in parent.iter():
+        if not child.is_element_node:  # a comment between cells
+            continue
         if shared.isdisjoint((child.attrs.get("class") or "").split()):
             if any(cell.mem_id in holders for cell in run):
                 break
@@ -884,11 +891,17 @@ def _cells(roots: list[LexborNode], links: dict[int, float]) -> list[LexborNode]
             return None
     if len(run) == len(holders):  # a document's sections, all found (most pages): no text
         return None
+    # A cell of a kind the content is in, left out, held too little of it (a label).
+    kinds = {child.attrs.get("class") for child in holders.values()}
     cells = [
         cell
         for cell in run
         if cell.mem_id in holders
-        or (cell.text(deep=True).strip() and _link_density(cell, links) < 0.5)
+        or (
+            cell.attrs.get("class") not in kinds
+            and cell.text(deep=True).strip()
+            and _link_density(cell, links) < 0.5
+        )
     ]
     return cells if len(cells) > len(holders) else None
 
