@@ -26,6 +26,7 @@ from crawler.simhash import (
     tokens,
 )
 from tests.conftest import Site, by_url, crawl, read_records
+from tests.extract_pages import PAGES
 from tests.test_hostile_html import LoopWatch
 from tests.test_state import Run, assert_each_page_once
 
@@ -1561,25 +1562,15 @@ async def test_a_wechat_articles_calls_to_follow_and_credits_are_left_out(site: 
 async def test_a_notebooks_code_cells_are_content_with_its_text_cells(site: Site, tmp_path):
     """An nbconvert page's text cells are of one class, its code cells of another
     ("cell text_cell", "cell code_cell"), each scored below the text's: they, their output
-    too, are content, and the prompts beside them are not; an HTML comment between the
-    cells is no cell."""
-    text = (
-        "<p>Monthly mean sea level from three harbour gauges, 1960 to 2020, with the"
-        " seasonal cycle removed, and the trend at each.</p>"
-    )
-    cells = [
-        f'<div class="cell text_cell"><div class="prompt"></div><div class="in">{text}</div></div>',
-        '<div class="cell code_cell"><div class="prompt input_prompt">In&nbsp;[1]:</div>'
-        '<div class="inner"><pre>levels.sizes</pre></div>'
-        '<div class="output"><div class="prompt">Out[1]:</div><pre>732</pre></div></div>',
-    ]
-    body = "<!-- cell -->".join(cells * 3)
-    site.page("/nb.html", body=f'<div id="notebook-container">{body}</div>')
+    too, are content, and the prompts beside them ("In [1]:") are not; an HTML comment
+    between the cells (which raised TypeError) is no cell."""
+    page = PAGES / "dev" / "notebook-nbconvert-classic"
+    html = page.with_suffix(".html").read_text(encoding="utf-8")
+    site.page("/nb.html", body=html.replace('<div class="cell ', '<!-- cell --><div class="cell '))
 
     records = await crawl(tmp_path, [f"{site.url}/nb.html"], extract=True)
 
-    text_line = re.sub("<.*?>", "", text)
-    assert records[0]["main_text"].split("\n") == [text_line, "levels.sizes", "732"] * 3
+    assert records[0]["main_text"] == page.with_suffix(".txt").read_text(encoding="utf-8").strip()
 
 
 async def test_a_novel_sites_remember_our_domain_lines_among_a_chapters_are_left_out(
