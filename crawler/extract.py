@@ -163,17 +163,34 @@ _BOILERPLATE_WORDS = [
 # "signature" (Open Journal Systems' "author_guidelines" are a page's content), and
 # MediaWiki's "[edit]" after each heading.
 _WHOLE_NAMES = ["author", "signature", "mw-editsection"]
+# Boilerplate as a whole class name: MediaWiki's infobox (a table of the facts the article
+# tells), list of references (in a "reflist" or "mw-references-wrap" of its own) and
+# navigation box at the foot.
+_WHOLE_CLASS_NAMES = ["infobox", "references", "navbox"]
 _BOILERPLATE_NAMES = frozenset(_BOILERPLATE_WORDS)
-_WHOLE_BOILERPLATE_NAMES = _BOILERPLATE_NAMES | frozenset(_WHOLE_NAMES)
+_WHOLE_BOILERPLATE_NAMES = _BOILERPLATE_NAMES | frozenset(_WHOLE_NAMES + _WHOLE_CLASS_NAMES)
 _META = ("-meta", "_meta")
+# Boilerplate as a part of a class name between hyphens or underscores: a recipe card's
+# stars and votes ("wprm-recipe-rating", "tasty-recipes-rating") and its nutrition label
+# ("wprm-nutrition-label-container", "tasty-recipes-nutrition"), which the card's
+# plugin names after itself.
+_PART_NAMES = frozenset(["rating", "ratings", "nutrition"])
+_NAME_PARTS = re.compile(r"[-_]")
 # One CSS query finds the elements whose class or id holds one of the words anywhere
-# (a word that holds another is found by it); `_named_boilerplate` then checks the
-# whole-name-or-prefix rule. Lexbor matches a selector list one selector at a time:
-# the 6 exact selectors a word took 1.5 ms a page, 4 times the rest of the extraction.
+# (a word that holds another is found by it: "nav" finds "navbox", "rating" "ratings");
+# `_named_boilerplate` then checks the whole-name-or-prefix rule. Lexbor matches a
+# selector list one selector at a time: the 6 exact selectors a word took 1.5 ms a page,
+# 4 times the rest of the extraction.
+# A whole class name is found by a class selector, cheaper still.
+_ALL_WORDS = _BOILERPLATE_WORDS + _WHOLE_NAMES
 _MAY_BE_BOILERPLATE = ", ".join(
-    f"[class*={word} i], [id*={word} i]"
-    for word in _BOILERPLATE_WORDS + _WHOLE_NAMES
-    if not any(other != word and other in word for other in _BOILERPLATE_WORDS + _WHOLE_NAMES)
+    [
+        f"[class*={word} i], [id*={word} i]"
+        for word in _ALL_WORDS
+        if not any(other != word and other in word for other in _ALL_WORDS)
+    ]
+    + [f".{name}" for name in _WHOLE_CLASS_NAMES if not any(other in name for other in _ALL_WORDS)]
+    + [f"[class*={part} i]" for part in ("rating", "nutrition")]
 )
 _HIDDEN_OR_ASIDE = (
     '[hidden], [aria-hidden="true"], [role=navigation], [role=banner], '
@@ -210,6 +227,9 @@ _SHARE_KEPT = 0.5
 _SHARE_HELD = 0.75
 # Main text this short may be a page whose text is in <noscript>, for browsers without scripts.
 _SHORT_CHARS = 200
+# Main text this short, beside comments of more text, may be a discussion's first post.
+_THREAD_CHARS = 600
+_COMMENTS = "[class*=comment i]"
 _HEADLINE_CHARS = 10
 _LEAD_CHARS = 80
 # A lead's class: one of these words as a class name, after a hyphen or an underscore
@@ -313,10 +333,14 @@ _CREDIT = re.compile(
     r"|文字|撰文|图片|圖片|摄影|攝影|排版|审核|審核|美编|美編)\s*[:：|｜丨]"
 )
 # Lines a platform puts around every article: a WeChat account's call to follow it
-# ("▼ 点击上方蓝字关注我们 ▼", "长按识别二维码 关注...") and its end mark ("- END -"), and a
-# page's note to a browser without scripts ("Please enable JavaScript...").
+# ("▼ 点击上方蓝字关注我们 ▼", "长按识别二维码 关注...") and its end mark ("- END -"), a
+# novel site's lines among a chapter's ("请记住本书首发域名：...", "天才一秒记住本站地址：...",
+# "手机用户请浏览m....阅读", "本章未完，请点击下一页继续阅读"), and a page's note to a browser
+# without scripts ("Please enable JavaScript...").
 _PLATFORM_LINE = re.compile(
     r"[\W_]*(?:点击上方.{0,12}关注|點擊上方.{0,12}關注|长按.{0,6}二维码|長按.{0,6}二維碼|扫码关注"
+    r"|(?:请|請|天才一秒|一秒)?(?:记住|記住)本(?:书|書|站)|(?:请|請)?(?:记住|記住).{0,8}(?:域名|网址|網址)"
+    r"|手机(?:版|用户|用戶)?.{0,16}(?:网址|網址|浏览|瀏覽|访问|訪問)|本章未完.{0,4}(?:请|請)?点击下一页"
     r"|end[\W_]*$|(?:please\s+)?(?:enable|turn on)\s+javascript"
     r"|javascript\s+is\s+(?:disabled|required))",
     re.IGNORECASE,
@@ -328,6 +352,27 @@ _META_LABEL = re.compile(
     r"(?:发布|发表|更新|时间|日期|来源|來源|作者|编辑|編輯|点击|點擊|点击数|浏览|瀏覽|阅读|閱讀"
     r"|浏览次数|阅读次数|字号|字號)\s*[:：]"
 )
+# Headings of a document's sections whose links are their content: a reference's "See
+# also" (MDN, Microsoft Learn, man pages, Wikipedia) and its specifications' table (MDN).
+_SEE_ALSO = frozenset(
+    [
+        "see also",
+        "specifications",
+        "specification",
+        "siehe auch",
+        "voir aussi",
+        "véase también",
+        "vedi anche",
+        "参见",
+        "參見",
+        "另请参阅",
+        "另請參閱",
+        "関連項目",
+        "参照",
+    ]
+)
+# A notebook cell's prompt ("In [1]:", "Out[12]:", "In [ ]:", "In [*]:"), beside its code.
+_NOTEBOOK_PROMPT = re.compile(r"(?:In|Out)\s*\[[\d\s*]*\]:")
 _META_LINE_CHARS = 100
 _PLATFORM_LINE_CHARS = 80
 # A Chinese site's footer: the licence every site shows ("京ICP证030173号", "沪ICP备05012345号",
@@ -435,6 +480,17 @@ def extract(tree: LexborHTMLParser, url: str, encoding: str = "utf-8") -> Extrac
         with_noscript = _written(tree, _Writer(base, titles, encoding), noscript=True)
         if len(with_noscript.text()) > len(text):
             writer, text = with_noscript, with_noscript.text()
+    if (
+        len(text) < _THREAD_CHARS
+        and metadata.get("opengraph", {}).get("og:type") != "article"
+        and _comment_chars(tree) > len(text)
+    ):
+        # A discussion's page (an old Reddit thread, Lemmy, Hacker News): a short post,
+        # and its replies, which it calls comments, are the most of its text; not an
+        # article's (a blog's "open thread" too), whose comments are its readers'.
+        thread = _written(tree, _Writer(base, titles, encoding), noscript=False, comments=True)
+        if len(thread.text()) > len(text):
+            writer, text = thread, thread.text()
     article_body = _article_body(metadata)
     if len(article_body) > 2 * len(text):
         # The page shows a teaser, or nothing until a script runs; its JSON-LD has it all.
@@ -448,9 +504,19 @@ def _noscript_chars(tree: LexborHTMLParser) -> int:
     return sum(len(node.text(deep=True).strip()) for node in tree.css("noscript"))
 
 
-def _written(tree: LexborHTMLParser, writer: _Writer, noscript: bool) -> _Writer:
+def _comment_chars(tree: LexborHTMLParser) -> int:
+    """The length of the text in the page's elements its classes call comments (those
+    inside another not counted again)."""
+    nodes = tree.css(_COMMENTS)
+    ids = {node.mem_id for node in nodes}
+    return sum(len(node.text(deep=True).strip()) for node in nodes if not _ancestors(node) & ids)
+
+
+def _written(
+    tree: LexborHTMLParser, writer: _Writer, noscript: bool, comments: bool = False
+) -> _Writer:
     """`writer`, having written the main content of `tree`'s body, <noscript>'s content
-    in it or not."""
+    in it or not, and the elements its classes call comments or not."""
     work = copy_of(tree)
     body = work.body
     if body is None:
@@ -469,7 +535,12 @@ def _written(tree: LexborHTMLParser, writer: _Writer, noscript: bool) -> _Writer
         ):
             header.decompose()
     for node in body.css(_MAY_BE_BOILERPLATE):
-        if node.tag not in _NEVER_BOILERPLATE and _named_boilerplate(node) and not _in_code(node):
+        if (
+            node.tag not in _NEVER_BOILERPLATE
+            and _named_boilerplate(node)
+            and not _in_code(node)
+            and not (comments and node.css_matches(_COMMENTS))
+        ):
             node.decompose()
     for node in body.css(_HIDDEN_OR_ASIDE):
         if node.tag not in _NEVER_BOILERPLATE and not _a_reply(node):
@@ -565,6 +636,8 @@ def _named_boilerplate(node: LexborNode) -> bool:
     if _MAYBE_CONTENT.search(classes):  # "entry share": an entry that can be shared
         return False
     if any(name in _WHOLE_BOILERPLATE_NAMES or name.endswith(_META) for name in classes.split()):
+        return True
+    if any(not _PART_NAMES.isdisjoint(_NAME_PARTS.split(name)) for name in classes.split()):
         return True
     for value in (classes, (attributes.get("id") or "").strip().lower()):
         if value in _WHOLE_BOILERPLATE_NAMES:
@@ -692,8 +765,12 @@ def _main_nodes(body: LexborNode) -> list[LexborNode]:
         elif _a_paragraph(sibling) and _is_prose(sibling, links):
             kept.append(sibling)
     posts = _alike_elsewhere(body, top, kept, links)
+    roots = _in_page_order(body, kept + posts) if posts else kept
+    cells = _cells(roots, links)
+    if cells is not None:
+        return cells
     if posts:
-        return _in_page_order(body, kept + posts)
+        return roots
     total = sum(points for _, points in blocks)
     if (
         sum(near_points.get(root.mem_id, 0.0) for root in kept) < _SHARE_KEPT * total
@@ -770,6 +847,63 @@ def _alike_elsewhere(
     # A post inside another found one (a quoted post) goes with it.
     outer = {node.mem_id for node in found}
     return [node for node in found if not _ancestors(node) & outer]
+
+
+def _cells(roots: list[LexborNode], links: dict[int, float]) -> list[LexborNode] | None:
+    """A notebook's cells, where the content found is in some of them: `roots` in two or
+    more children of their common ancestor that share a class name ("cell", "jp-Cell"),
+    and the run of that ancestor's children around them sharing it, those of other
+    classes (its code cells, beside its text cells) if not mostly links; or None."""
+    if len(roots) < 2:
+        return None
+    lines = [_ancestor_nodes(root) for root in roots]
+    common = set.intersection(*({node.mem_id for node in line} for line in lines))
+    if not common:
+        return None
+    holders: dict[int, LexborNode] = {}
+    for root, line in zip(roots, lines, strict=True):
+        child = root
+        for ancestor in line:
+            if ancestor.mem_id in common:
+                break
+            child = ancestor
+        holders[child.mem_id] = child
+    if len(holders) < 2 or any(child.parent is None for child in holders.values()):
+        return None
+    shared = set.intersection(
+        *(set((child.attrs.get("class") or "").split()) for child in holders.values())
+    )
+    parent = next(iter(holders.values())).parent
+    if not shared or parent is None:
+        return None
+    run: list[LexborNode] = []
+    for child in parent.iter():
+        if not child.is_element_node:  # a comment between cells
+            continue
+        if shared.isdisjoint((child.attrs.get("class") or "").split()):
+            if any(cell.mem_id in holders for cell in run):
+                break
+            run = []
+        else:
+            run.append(child)
+    else:
+        if not any(cell.mem_id in holders for cell in run):
+            return None
+    if len(run) == len(holders):  # a document's sections, all found (most pages): no text
+        return None
+    # A cell of a kind the content is in, left out, held too little of it (a label).
+    kinds = {child.attrs.get("class") for child in holders.values()}
+    cells = [
+        cell
+        for cell in run
+        if cell.mem_id in holders
+        or (
+            cell.attrs.get("class") not in kinds
+            and cell.text(deep=True).strip()
+            and _link_density(cell, links) < 0.5
+        )
+    ]
+    return cells if len(cells) > len(holders) else None
 
 
 def _of_tag_and_class(body: LexborNode, node: LexborNode) -> list[LexborNode]:
@@ -965,6 +1099,7 @@ class _Writer:
         # A table cell's Markdown is inline: its lists, quotes and headings are text.
         self.in_cell = in_cell
         self.keep_links = False  # a list page's headlines, all links, are its content
+        self._see_also = False  # in a section whose links are its content ("See also")
         self.titles = titles  # a heading that repeats the page's title is left out
         self.encoding = encoding  # the page's, which a link's query is encoded in
         self.blocks: list[_Block] = []
@@ -1239,6 +1374,7 @@ class _Writer:
             md = _MD_CLOSING_HASHES.sub(r"\\\1", md)
         if text:
             # Lines between <br>s, the blank ones left out: a paragraph break is a line break.
+            text, md = _without_platform_lines(text, md)
             text = "\n".join(line.strip() for line in text.split("\n") if line.strip())
             if self._kept(text):
                 self._add(text, md if self.in_cell else self._prefix + md)
@@ -1262,13 +1398,16 @@ class _Writer:
             return False  # a heading too: "Related", "Share this:", "相关阅读"
         if len(text) < _PLATFORM_LINE_CHARS and _PLATFORM_LINE.match(text):
             return False
+        if text[:1] in "IO" and _NOTEBOOK_PROMPT.fullmatch(text):
+            return False
         if _meta_line(text):
             return False
         if self._prefix.startswith("#"):
             # A forum's reply is titled "Re: " and the thread's title.
             heading = _REPLY.sub("", " ".join(text.split()).casefold())
+            self._see_also = heading.rstrip(_LABEL_END) in _SEE_ALSO
             return heading not in self.titles
-        return self.keep_links or self._link_chars <= 0.5 * len(text)
+        return self.keep_links or self._see_also or self._link_chars <= 0.5 * len(text)
 
     def text(self) -> str:
         return "\n".join(block.text for block in self.blocks if block.text)
@@ -1288,6 +1427,27 @@ class _Writer:
             parts.append(block.markdown)
             before = block
         return "".join(parts)
+
+
+def _without_platform_lines(text: str, md: str) -> tuple[str, str]:
+    """The lines between <br>s of a block (a novel's chapter) and their Markdown, without
+    a platform's (see _PLATFORM_LINE) among them."""
+    if "\n" not in text or text.isascii():  # most blocks: no search
+        return text, md
+    lines, md_lines = text.split("\n"), md.split("\n")
+    if len(lines) != len(md_lines):
+        return text, md
+    dropped = {
+        i
+        for i, line in enumerate(lines)
+        if len(line.strip()) < _PLATFORM_LINE_CHARS and _PLATFORM_LINE.match(line.strip())
+    }
+    if not dropped:
+        return text, md
+    kept = [i for i in range(len(lines)) if i not in dropped]
+    # A dropped line's blank line (<br><br>) goes with it: one blank line between paragraphs.
+    md_kept = [i for n, i in enumerate(kept) if n == 0 or md_lines[i] or md_lines[kept[n - 1]]]
+    return "\n".join(lines[i] for i in kept), "\n".join(md_lines[i] for i in md_kept).strip()
 
 
 def _meta_line(text: str) -> bool:

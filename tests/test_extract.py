@@ -26,6 +26,7 @@ from crawler.simhash import (
     tokens,
 )
 from tests.conftest import Site, by_url, crawl, read_records
+from tests.extract_pages import PAGES
 from tests.test_hostile_html import LoopWatch
 from tests.test_state import Run, assert_each_page_once
 
@@ -1556,6 +1557,44 @@ async def test_a_wechat_articles_calls_to_follow_and_credits_are_left_out(site: 
         "去年春天，我在阳台上种下了第一盆小葱，没想到一年下来，阳台上已经有了十几种蔬菜。",
         "新手最好从小葱、生菜、小白菜这些生长快、不挑环境的蔬菜开始，一个月左右就能吃上。",
     ]
+
+
+async def test_a_notebooks_code_cells_are_content_with_its_text_cells(site: Site, tmp_path):
+    """An nbconvert page's text cells are of one class, its code cells of another
+    ("cell text_cell", "cell code_cell"), each scored below the text's: they, their output
+    too, are content, and the prompts beside them ("In [1]:") are not; an HTML comment
+    between the cells (which raised TypeError) is no cell."""
+    page = PAGES / "dev" / "notebook-nbconvert-classic"
+    html = page.with_suffix(".html").read_text(encoding="utf-8")
+    site.page("/nb.html", body=html.replace('<div class="cell ', '<!-- cell --><div class="cell '))
+
+    records = await crawl(tmp_path, [f"{site.url}/nb.html"], extract=True)
+
+    assert records[0]["main_text"] == page.with_suffix(".txt").read_text(encoding="utf-8").strip()
+
+
+async def test_a_novel_sites_remember_our_domain_lines_among_a_chapters_are_left_out(
+    site: Site, tmp_path
+):
+    """A novel site's chapter is lines between <br>s, among which the site puts its own
+    ("天才一秒记住本站地址", "请记住本书首发域名", "手机用户请浏览...", "本章未完..."): they were
+    the chapter's lines; the chapter's own stay, in its Markdown too."""
+    lines = [
+        "天才一秒记住本站地址：[顶点小说] https://www.ddxs.example 最快更新！无广告！",
+        "天亮的时候，雾还没有散，渡口上只停着一条船，船夫蹲在船头抽旱烟。",
+        "林远把包袱往肩上提了提，问：“老人家，过河多少钱？”",
+        "请记住本书首发域名：www.biquge.example。笔趣阁手机版阅读网址：m.biquge.example",
+        "船离了岸，林远回头望去，山路已经隐在雾里，什么也看不见了。",
+        "本章未完，请点击下一页继续阅读",
+        "手机用户请浏览m.ddxs.example阅读，更优质的阅读体验。",
+    ]
+    site.page("/12.html", body=f'<div id="content">{"<br><br>".join(lines)}</div>')
+
+    records = await crawl(tmp_path, [f"{site.url}/12.html"], extract=True)
+
+    chapter = [lines[1], lines[2], lines[4]]
+    assert records[0]["main_text"].split("\n") == chapter
+    assert records[0]["markdown"].split("  \n\n") == chapter
 
 
 async def test_a_list_pages_main_text_is_its_list_of_headlines(site: Site, tmp_path):

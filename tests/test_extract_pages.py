@@ -14,8 +14,12 @@ from tests.extract_pages import pages, score, summary
 # JavaScript" note), test 0.975 (13 pages), holdout 0.935 (20 pages written for round 5
 # before its changes, 0.935 before and after; scored only, never tuned on), holdout2
 # 0.967 (16 pages written for round 8 before its changes, 0.966 before; 20 pages, 0.923
-# before, with the 4 it was tuned on). The floors leave a margin for a change that
-# trades a little on one page for more on others.
+# before, with the 4 it was tuned on). QA round 9 added 8 dev pages of the kinds holdout
+# and holdout2 missed (a Monobook wiki, WP Recipe Maker and Tasty Recipes cards,
+# nbconvert's classic and lab notebooks, Microsoft Learn, a Lemmy thread, a GBK chapter):
+# dev 0.991 (38 pages), test 0.975, holdout 0.959 (0.935 before), holdout2 0.983 (0.967
+# before). The floors leave a margin for a change that trades a little on one page for
+# more on others.
 FLOORS = {"dev": 0.97, "test": 0.95, "holdout": 0.91, "holdout2": 0.94}
 ORDER_F1_FLOOR = 0.90
 
