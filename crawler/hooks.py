@@ -5,7 +5,9 @@ what it was deciding, never the crawl: `follow` the one link it raised for (the
 page's other links are decided as usual), `on_page` the fields it would have
 added; so does an `on_page` that returns what a record cannot hold (not a dict,
 one of the record's own fields or of those the crawler adds with an option, a value
-JSON cannot encode). The page's record says `error: "hook_failed"`, and each hook's
+JSON cannot encode), or that sets one of the page's standard attributes to a value
+of another type (`page.bytes = "x"`, `page.links = set()`), which gets its value back.
+The page's record says `error: "hook_failed"`, and each hook's
 first failure is logged with its traceback.
 """
 
@@ -15,14 +17,17 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from inspect import isawaitable
+from operator import attrgetter
 from typing import Any
 
 from crawler.errors import ErrorKind
-from crawler.page import CRAWLER_FIELDS, Page
+from crawler.page import CRAWLER_FIELDS, RECORD_FIELDS, RECORD_TYPES, Page
 from crawler.sinks.jsonl import encode
 
 # What a hook may not write: the crawler's own value would be lost, or the hook's.
 RESERVED_FIELDS = frozenset(Page("x", 0, None).record()).union(CRAWLER_FIELDS)
+
+_standard_values = attrgetter(*RECORD_FIELDS)
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +43,7 @@ class Hooks:
 
     async def apply(self, page: Page, links: list[str]) -> list[str]:
         """Run the hooks on `page`; the links of `links` still to follow."""
+        standard, own_fields = _standard_values(page), page.fields
         follow = self._follow
         if follow is not None and links:
             kept = []
@@ -68,9 +74,30 @@ class Hooks:
             except asyncio.CancelledError:
                 _raise_if_the_crawl_is_cancelled()
                 self._failed("on_page", page)
+        self._restore_mistyped(page, standard, own_fields)
         if page.fields:
             self._drop_unencodable_fields(page)
         return links
+
+    def _restore_mistyped(self, page: Page, standard: tuple[Any, ...], fields: Any) -> None:
+        """A standard attribute a hook set to another type gets its value back: stats
+        that count the page failed after its record was written (with --state, every
+        page had two records, the second internal_error), or broke the crawl's figures
+        (`page.depth = None`), and a set of links cost the page and its links."""
+        mistyped = []
+        for name, was in zip(RECORD_FIELDS, standard, strict=True):
+            value = getattr(page, name)
+            if value is not was and not _fits(value, RECORD_TYPES[name]):
+                setattr(page, name, was)
+                mistyped.append(f"{name} to a {type(value).__name__}")
+        if not all(isinstance(link, str) for link in page.links):  # appended in place
+            page.links = [link for link in page.links if isinstance(link, str)]
+            mistyped.append("a link to no str")
+        if not isinstance(page.fields, dict):
+            mistyped.append(f"fields to a {type(page.fields).__name__}")
+            page.fields = fields
+        if mistyped:
+            self._blame(page, f"it set the page's {', '.join(mistyped)}")
 
     def _drop_unencodable_fields(self, page: Page) -> None:
         """A hook may write `page.fields` itself rather than return them: a value JSON
@@ -84,14 +111,22 @@ class Hooks:
                     encode({name: value})
                 except (TypeError, ValueError):
                     del page.fields[name]
-            self._failed("on_page" if self._on_page is not None else "follow", page)
+            self._blame(page)
 
-    def _failed(self, hook: str, page: Page) -> None:
+    def _blame(self, page: Page, why: str | None = None) -> None:
+        """A hook left the page wrong; on_page if there is one (follow's page is the same)."""
+        self._failed("on_page" if self._on_page is not None else "follow", page, why)
+
+    def _failed(self, hook: str, page: Page, why: str | None = None) -> None:
+        """`why`, if the hook raised nothing (else its traceback is logged)."""
         page.error = ErrorKind.HOOK_FAILED
         if hook not in self._logged:
             self._logged.add(hook)
-            log.exception(
-                "the %s hook failed on %s (further failures are not logged)", hook, page.url
+            said = f": {why}" if why else ""
+            log.error(
+                "the %s hook failed on %s%s (further failures are not logged)",
+                *(hook, page.url, said),
+                exc_info=why is None,
             )
 
 
@@ -102,6 +137,10 @@ def _raise_if_the_crawl_is_cancelled() -> None:
     task = asyncio.current_task()
     if task is None or task.cancelling():
         raise
+
+
+def _fits(value: Any, types: tuple[type, ...]) -> bool:
+    return isinstance(value, types) and (not isinstance(value, bool) or bool in types)
 
 
 def _extra_fields(fields: Any) -> dict[str, Any]:

@@ -72,6 +72,31 @@ RECORD_FIELDS = (
 
 _record_values = attrgetter(*RECORD_FIELDS)
 
+_STR_OR_NONE = (str, type(None))
+# The types each standard field may have, as the stats, sinks and a later --since read it
+# (a bool is no number): a hook that sets another must not break the record or the figures.
+RECORD_TYPES: dict[str, tuple[type, ...]] = {
+    "url": (str,),
+    "final_url": _STR_OR_NONE,
+    "status": (int, type(None)),
+    "depth": (int,),
+    "referrer": _STR_OR_NONE,
+    "fetched_at": (str,),
+    "elapsed_ms": (int, float, type(None)),
+    "content_type": _STR_OR_NONE,
+    "bytes": (int, type(None)),
+    "content_digest": _STR_OR_NONE,
+    "etag": _STR_OR_NONE,
+    "last_modified": _STR_OR_NONE,
+    "title": _STR_OR_NONE,
+    "description": _STR_OR_NONE,
+    "canonical": _STR_OR_NONE,
+    "links": (list,),
+    "error": _STR_OR_NONE,
+    "truncated": (bool,),
+    "kind": (str,),
+}
+
 # The fields the crawler adds to some records (with an option, or for some pages), beside
 # the standard ones: an `on_page` hook may write neither kind.
 CRAWLER_FIELDS = (
