@@ -187,19 +187,21 @@ class Crawler:
         return self._crawl.failure if self._crawl is not None else None
 
     def __aiter__(self) -> AsyncIterator[Page]:
-        if self._task is not None:
+        if self._task is not None or self._outbox is not None:
             raise RuntimeError("a Crawler can be iterated or crawled once")
         self._outbox = _Outbox(PAGES_AHEAD)
-        self._opened().consumer = self._outbox
-        self._task = asyncio.create_task(self._run_engine())
-        return self._pages(self._outbox, self._task)
+        return self._pages(self._outbox)
 
-    async def _pages(self, outbox: _Outbox, task: asyncio.Task[None]) -> AsyncIterator[Page]:
+    async def _pages(self, outbox: _Outbox) -> AsyncIterator[Page]:
         # An async generator, so that a loop left early without `async with` (`async for
         # page in Crawler(...): break`) still closes the crawl: the event loop closes a
         # generator dropped unfinished, which an iterator object it would just leave, its
         # crawl waiting for a consumer and its --state locked for the process's life.
+        # The crawl starts at the first page asked for: an iterator made and never used
+        # (`aiter(crawler)`) opens nothing, which nothing would close.
         try:
+            self._opened().consumer = outbox
+            task = self._task = asyncio.create_task(self._run_engine())
             while (page := await outbox.get()) is not None:
                 yield page
                 # The loop's body is done with it: a page kept (`pages.append(page)`)
@@ -213,7 +215,7 @@ class Crawler:
     async def crawl(self) -> None:
         """Crawl to the end, the pages going only to the sinks the settings name; then
         close, `async with` or not (as a loop over the pages does)."""
-        if self._task is not None:
+        if self._task is not None or self._outbox is not None:
             raise RuntimeError("a Crawler can be iterated or crawled once")
         self._opened()
         self._task = asyncio.create_task(self._run_engine())

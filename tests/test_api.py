@@ -879,3 +879,18 @@ async def test_a_hook_that_sets_a_page_attribute_to_a_wrong_type_costs_that_page
     stats = crawler.stats
     assert stats["records"] == 3 and stats["errors"] == {"hook_failed": 3}
     assert stats["depths"] == {"0": 1, "1": 1, "2": 1}
+
+
+async def test_an_iterator_never_iterated_starts_no_crawl_and_locks_nothing(site, tmp_path):
+    # aiter(crawler) opened the state and started the crawl before the first anext:
+    # an iterator made and dropped fetched the site and kept --state locked.
+    chain_site(site, 3)
+    settings = replace(TEST_SETTINGS, state=str(tmp_path / "s"), output=str(tmp_path / "p.jsonl"))
+    pages = aiter(Crawler([f"{site.url}/"], settings))
+    await asyncio.sleep(0.05)  # time for a crawl started by mistake to fetch
+    assert site.hits == []
+    del pages
+    again = Crawler([f"{site.url}/"], settings)
+    async for _page in again:
+        pass
+    assert len(read_records(tmp_path / "p.jsonl")) == 4
