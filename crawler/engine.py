@@ -542,7 +542,9 @@ class Crawl:
         record_only = self.consumer is None and (not archived or store.held is not None)
         if record_only and archived:  # committed with the held page's row (state/held.py)
             store.sinks.write_archived(page)
-        page.release(response=record_only)
+        # Its tree goes, never its response: held whole, its commit reads it; held as its
+        # record, this object is left to a hook that may have kept it (its body was b"").
+        page.release()
         self.gate.hold(request, page, follow, record_only)
 
     async def _crawl_sitemap(self, request: Request) -> None:

@@ -175,13 +175,10 @@ class Page:
     def tree(self, tree: LexborHTMLParser) -> None:
         self._tree = tree
 
-    def release(self, response: bool = False) -> None:
-        """Drop the parsed tree and decoded text (a page held for a while keeps neither),
-        and the response too (body, headers) if `response`: when no archive or consumer
-        will read it, for the record has all it needs."""
+    def release(self) -> None:
+        """Drop the parsed tree and decoded text (a page held for a while keeps neither);
+        both come back if asked."""
         self._tree = self._text = None
-        if response:
-            self.response = None
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Page:

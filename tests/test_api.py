@@ -894,3 +894,18 @@ async def test_an_iterator_never_iterated_starts_no_crawl_and_locks_nothing(site
     async for _page in again:
         pass
     assert len(read_records(tmp_path / "p.jsonl")) == 4
+
+
+async def test_a_page_a_hook_kept_keeps_its_body_when_held_for_shallower_pages(site, tmp_path):
+    # /a/deep waits for the slow /b (breadth-first); held as its record alone, its
+    # response went, and the page the hook kept had body b"".
+    site.page("/", "home", ["/a", "/b"])
+    site.page("/a", "a", ["/a/deep"])
+    site.page("/a/deep", "deep", ["/c"])
+    site.page("/b", "b", delay_s=0.2)
+    site.page("/c", "c")
+    kept: dict[str, Page] = {}
+    settings = replace(TEST_SETTINGS, output=str(tmp_path / "p.jsonl"), concurrency=4, per_host=4)
+    await Crawler([f"{site.url}/"], settings, on_page=lambda p: kept.update({p.url: p})).crawl()
+    assert len(kept) == 5
+    assert b"<title>deep</title>" in kept[f"{site.url}/a/deep"].body
