@@ -16,10 +16,11 @@ import contextlib
 import inspect
 import logging
 import socket
+import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from crawler.config import ConfigError, Settings, meant_url, redact_url, seed_too_long
 from crawler.credentials import seed_credentials
@@ -36,6 +37,8 @@ from crawler.urls import canonicalize
 if TYPE_CHECKING:
     from crawler.history import History, PreviousCrawl
     from crawler.observe.dashboard import WatchedFigures
+
+T = TypeVar("T")
 
 # Pages committed but not yet taken by the consumer; past this, workers wait for it.
 PAGES_AHEAD = 16
@@ -124,6 +127,7 @@ class Crawler:
         self._store: Store | None = None
         self._crawl: Crawl | None = None
         self._task: asyncio.Task[None] | None = None
+        self._used = False  # iterated or crawled, which it may be once
         self._outbox: _Outbox | None = None
         self._dashboard_sockets: list[socket.socket] = []  # until the dashboard takes them
         # With --dashboard, where its page is, once the crawler is open (for a port of 0,
@@ -134,7 +138,7 @@ class Crawler:
         self.dashboard_figures: WatchedFigures | None = None
 
     async def __aenter__(self) -> Crawler:
-        self.open()
+        await self._open_beside_loop()
         return self
 
     async def __aexit__(
@@ -148,32 +152,57 @@ class Crawler:
     def open(self) -> None:
         """Open the crawl's store (a --state directory is locked from here on).
 
-        ConfigError if it cannot be used. Entering `async with` opens it too."""
+        ConfigError if it cannot be used. Entering `async with` opens it too, in a
+        thread beside the event loop."""
         self._opened()
 
     def _opened(self) -> Crawl:
         if self._crawl is None:
-            # first: bad outputs, or a bad PREV, leave nothing written
-            check_outputs(self.settings)
-            history: PreviousCrawl | None = _open_history(self.settings)
-            if self.settings.dashboard is not None:  # before the store opens -o: a port in use
-                from crawler.observe.dashboard import listen, url_of
-
-                self._dashboard_sockets = listen(self.settings.dashboard)
-                self.dashboard_url = url_of(self._dashboard_sockets[0].getsockname())
-            try:
-                self._store = open_store(self.settings, self.seeds)
-            except BaseException:
-                self._close_dashboard_sockets()
-                raise
-            history = history or self._store.previous_round
-            if history is not None:
-                self._store.stats.previous_pages = history.pages
-                self._store.stats.shared = self._store.shared
-            self._crawl = Crawl(
-                self.settings, self.seeds, self._store, self._client, self._hooks, history
-            )
+            self._start(*self._open_store())
+        assert self._crawl is not None
         return self._crawl
+
+    async def _open_beside_loop(self) -> Crawl:
+        """`_opened()`, its slow part (a large visited set made, a --since index built:
+        48 s for a million URLs) in a thread: the loop's other tasks (a web app's
+        requests) went on meanwhile."""
+        if self._crawl is None:
+            opening = beside_loop(self._open_store)
+            try:
+                opened = await asyncio.shield(opening)
+            except asyncio.CancelledError:  # what is opened all the same is closed
+                opening.add_done_callback(_close_opened)
+                raise
+            if self._crawl is None:
+                self._start(*opened)
+            else:  # opened meanwhile by open()
+                opened[0].close()
+        return self._opened()
+
+    def _open_store(self) -> tuple[Store, PreviousCrawl | None]:
+        """The store and the previous crawl: the part of opening that may take long."""
+        # first: bad outputs, or a bad PREV, leave nothing written
+        check_outputs(self.settings)
+        history: PreviousCrawl | None = _open_history(self.settings)
+        if self.settings.dashboard is not None:  # before the store opens -o: a port in use
+            from crawler.observe.dashboard import listen, url_of
+
+            self._dashboard_sockets = listen(self.settings.dashboard)
+            self.dashboard_url = url_of(self._dashboard_sockets[0].getsockname())
+        try:
+            store = open_store(self.settings, self.seeds)
+        except BaseException:
+            self._close_dashboard_sockets()
+            raise
+        history = history or store.previous_round
+        if history is not None:
+            store.stats.previous_pages = history.pages
+            store.stats.shared = store.shared
+        return store, history
+
+    def _start(self, store: Store, history: PreviousCrawl | None) -> None:
+        self._store = store
+        self._crawl = Crawl(self.settings, self.seeds, store, self._client, self._hooks, history)
 
     @property
     def complete(self) -> bool:
@@ -187,10 +216,14 @@ class Crawler:
         return self._crawl.failure if self._crawl is not None else None
 
     def __aiter__(self) -> AsyncIterator[Page]:
-        if self._task is not None or self._outbox is not None:
-            raise RuntimeError("a Crawler can be iterated or crawled once")
+        self._use_once()
         self._outbox = _Outbox(PAGES_AHEAD)
         return self._pages(self._outbox)
+
+    def _use_once(self) -> None:
+        if self._used:
+            raise RuntimeError("a Crawler can be iterated or crawled once")
+        self._used = True
 
     async def _pages(self, outbox: _Outbox) -> AsyncIterator[Page]:
         # An async generator, so that a loop left early without `async with` (`async for
@@ -200,7 +233,7 @@ class Crawler:
         # The crawl starts at the first page asked for: an iterator made and never used
         # (`aiter(crawler)`) opens nothing, which nothing would close.
         try:
-            self._opened().consumer = outbox
+            (await self._open_beside_loop()).consumer = outbox
             task = self._task = asyncio.create_task(self._run_engine())
             while (page := await outbox.get()) is not None:
                 yield page
@@ -215,11 +248,10 @@ class Crawler:
     async def crawl(self) -> None:
         """Crawl to the end, the pages going only to the sinks the settings name; then
         close, `async with` or not (as a loop over the pages does)."""
-        if self._task is not None or self._outbox is not None:
-            raise RuntimeError("a Crawler can be iterated or crawled once")
-        self._opened()
-        self._task = asyncio.create_task(self._run_engine())
+        self._use_once()
         try:
+            await self._open_beside_loop()
+            self._task = asyncio.create_task(self._run_engine())
             # Shielded: cancelled, the crawl still gets to drain and commit (close()).
             await asyncio.shield(self._task)
         finally:
@@ -257,7 +289,9 @@ class Crawler:
             if self._store is not None:
                 store, self._store = self._store, None
                 try:
-                    store.close()  # the sinks' last writes: an index sorted, a WACZ made
+                    # The sinks' last writes (an index sorted, a WACZ made: minutes for
+                    # 100 GiB) in a thread: the loop's other tasks go on meanwhile.
+                    await asyncio.shield(beside_loop(store.close))
                 except WriteFailed as exc:
                     # The crawl's failure, unless it already has one: a full disk that
                     # stopped the crawl fails these writes too.
@@ -327,6 +361,38 @@ class Crawler:
                 self._outbox.put(None)
         if crawl.failure is not None:
             raise crawl.failure
+
+
+def beside_loop(work: Callable[[], T]) -> asyncio.Future[T]:
+    """`work()` run in a thread of its own, awaited on the running loop. A daemon
+    thread, unlike asyncio.to_thread's: a process ended by Ctrl-C does not wait for a
+    WACZ being packaged (its .partial file is swept on resume, as the CLI's is)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(cast(T, result))
+
+    def run() -> None:
+        try:
+            result, error = work(), None
+        except BaseException as exc:
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: no one waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name="crawler-open-close", daemon=True).start()
+    return done
+
+
+def _close_opened(opening: asyncio.Future[tuple[Store, PreviousCrawl | None]]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result()[0].close()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -247,7 +247,11 @@ class DiskStore(LocalStore):
 
     def _connect(self) -> dict[str, str]:
         """Open the database; return its meta table."""
-        self._db = sqlite3.connect(self._directory / DATABASE, isolation_level=None)
+        # Opened and closed beside the API's event loop (crawler/api.py), used on it: by
+        # one thread at a time, never two at once.
+        self._db = sqlite3.connect(
+            self._directory / DATABASE, isolation_level=None, check_same_thread=False
+        )
         # One process has the directory (flock), so no shared-memory index for readers.
         self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
         self._db.execute("PRAGMA journal_mode=WAL")
