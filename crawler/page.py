@@ -92,7 +92,7 @@ RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "description": _STR_OR_NONE,
     "canonical": _STR_OR_NONE,
     "links": (list,),
-    "error": _STR_OR_NONE,
+    "error": (ErrorKind, type(None)),  # one the README names: read back by ErrorKind()
     "truncated": (bool,),
     "kind": (str,),
 }

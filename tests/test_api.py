@@ -859,14 +859,22 @@ async def test_a_second_crawl_given_an_output_another_is_writing_is_refused(site
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("bytes", "x"), ("depth", None), ("links", {"x"}), ("status", "200"), ("elapsed_ms", "1")],
+    [
+        ("bytes", "x"),
+        ("depth", None),
+        ("links", {"x"}),
+        ("status", "200"),
+        ("elapsed_ms", "1"),
+        ("error", "mine"),
+    ],
 )
 async def test_a_hook_that_sets_a_page_attribute_to_a_wrong_type_costs_that_page_only(
     site, tmp_path, name, value
 ):
     # `p.bytes = "x"` with --state wrote every page twice, the second internal_error (the
     # stats' count failed after the record was written); `p.depth = None` broke
-    # crawler.stats (ValueError); `p.links = set(...)` lost the page and its links.
+    # crawler.stats (ValueError); `p.links = set(...)` lost the page and its links; an
+    # error no kind names failed the crawl if the page was held (ErrorKind("mine")).
     site.page("/", "home", ["/a"])
     site.page("/a", "a", ["/b"])
     site.page("/b", "b")
@@ -877,7 +885,8 @@ async def test_a_hook_that_sets_a_page_attribute_to_a_wrong_type_costs_that_page
     records = read_records(output)
     assert len(records) == len(by_url(records)) == 3
     assert {r["error"] for r in records} == {"hook_failed"}
-    assert all(isinstance(r[name], list if name == "links" else int | float) for r in records)
+    kind = {"links": list, "error": str}.get(name, int | float)
+    assert all(isinstance(r[name], kind) for r in records)
     stats = crawler.stats
     assert stats["records"] == 3 and stats["errors"] == {"hook_failed": 3}
     assert stats["depths"] == {"0": 1, "1": 1, "2": 1}
