@@ -28,6 +28,7 @@ from crawler.sinks.jsonl import encode
 RESERVED_FIELDS = frozenset(Page("x", 0, None).record()).union(CRAWLER_FIELDS)
 
 _standard_values = attrgetter(*RECORD_FIELDS)
+_STANDARD = frozenset(RECORD_FIELDS)
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,8 @@ class Hooks:
         return links
 
     def _restore_mistyped(self, page: Page, standard: tuple[Any, ...], fields: Any) -> None:
-        """A standard attribute a hook set to another type gets its value back: stats
+        """A standard attribute a hook set to another type gets its value back, and one
+        written into `page.fields` goes (the record's own was replaced): stats
         that count the page failed after its record was written (with --state, every
         page had two records, the second internal_error), or broke the crawl's figures
         (`page.depth = None`), and a set of links cost the page and its links."""
@@ -96,6 +98,11 @@ class Hooks:
         if not isinstance(page.fields, dict):
             mistyped.append(f"fields to a {type(page.fields).__name__}")
             page.fields = fields
+        elif not _STANDARD.isdisjoint(page.fields):  # each would replace its attribute's
+            written = sorted(_STANDARD.intersection(page.fields))
+            for name in written:
+                del page.fields[name]
+            mistyped.append(f"fields[{', '.join(map(repr, written))}]")
         if mistyped:
             self._blame(page, f"it set the page's {', '.join(mistyped)}")
 

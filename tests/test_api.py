@@ -963,3 +963,21 @@ async def test_the_event_loop_keeps_running_while_a_crawl_opens_and_closes(site,
     with zipfile.ZipFile(tmp_path / "crawl.wacz") as wacz:
         assert "datapackage.json" in wacz.namelist()
     assert max(gaps_s) < 0.15, f"the loop stood still {max(gaps_s):.3f} s"
+
+
+async def test_a_hook_that_writes_a_standard_field_into_page_fields_costs_that_page(site, tmp_path):
+    # page.fields["url"] = ... replaced the record's own url in the output (the page's
+    # attribute said otherwise), and a later --since refused the whole file for it.
+    site.page("/", "home", ["/a"])
+    site.page("/a", "a")
+    output = tmp_path / "pages.jsonl"
+    settings = replace(TEST_SETTINGS, output=str(output))
+
+    def on_page(page: Page) -> None:
+        page.fields.update(url="x", depth="deep", mine=1)
+
+    await Crawler([f"{site.url}/"], settings, on_page=on_page).crawl()
+    records = by_url(read_records(output))
+    assert set(records) == {f"{site.url}/", f"{site.url}/a"}
+    assert [r["depth"] for r in records.values()] == [0, 1]
+    assert all(r["error"] == "hook_failed" and r["mine"] == 1 for r in records.values())
