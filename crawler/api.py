@@ -128,6 +128,7 @@ class Crawler:
         self._crawl: Crawl | None = None
         self._task: asyncio.Task[None] | None = None
         self._used = False  # iterated or crawled, which it may be once
+        self._closing: asyncio.Future[None] | None = None  # the store's close, in a thread
         self._outbox: _Outbox | None = None
         self._dashboard_sockets: list[socket.socket] = []  # until the dashboard takes them
         # With --dashboard, where its page is, once the crawler is open (for a port of 0,
@@ -288,16 +289,23 @@ class Crawler:
             self._close_dashboard_sockets()
             if self._store is not None:
                 store, self._store = self._store, None
+                # The sinks' last writes (an index sorted, a WACZ made: minutes for
+                # 100 GiB) in a thread: the loop's other tasks go on meanwhile.
+                self._closing = beside_loop(store.close)
                 try:
-                    # The sinks' last writes (an index sorted, a WACZ made: minutes for
-                    # 100 GiB) in a thread: the loop's other tasks go on meanwhile.
-                    await asyncio.shield(beside_loop(store.close))
+                    await asyncio.shield(self._closing)
                 except WriteFailed as exc:
                     # The crawl's failure, unless it already has one: a full disk that
                     # stopped the crawl fails these writes too.
                     if self._crawl is not None and self._crawl.failure is None:
                         self._crawl.failure = exc
                         raise
+            elif self._closing is not None:
+                # Closing already (`async with` and the loop's generator both close): this
+                # returned first, and a --state opened again was still locked. Why it
+                # failed, if it did, is the first close()'s to say.
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._closing)
 
     async def aclose(self) -> None:
         """`close()`, by the name async iterators close by (`contextlib.aclosing`)."""

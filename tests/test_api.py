@@ -981,3 +981,19 @@ async def test_a_hook_that_writes_a_standard_field_into_page_fields_costs_that_p
     assert set(records) == {f"{site.url}/", f"{site.url}/a"}
     assert [r["depth"] for r in records.values()] == [0, 1]
     assert all(r["error"] == "hook_failed" and r["mine"] == 1 for r in records.values())
+
+
+async def test_a_second_close_returns_once_the_first_has_closed_the_store(site, tmp_path):
+    # The store closes in a thread: close() called again meanwhile (the loop's generator
+    # closing as `async with` does) returned at once, the --state still locked.
+    chain_site(site, 3)
+    settings = replace(TEST_SETTINGS, state=str(tmp_path / "s"))
+    crawler = Crawler([f"{site.url}/"], settings)
+    await crawler.__aenter__()
+    first = asyncio.ensure_future(crawler.close())
+    await asyncio.sleep(0)  # the first close() has handed the store to its thread
+    await crawler.close()
+    third = Crawler([f"{site.url}/"], settings)
+    third.open()  # unlocked: no ConfigError 'in use by another crawler'
+    await third.close()
+    await first
