@@ -239,7 +239,7 @@ def test_a_file_where_a_directory_is_wanted_is_named_as_such(tmp_path, flag):
 @pytest.mark.parametrize(
     ("data", "says"),
     [
-        (gzip.compress(b"http://a.test/\n"), "is gzip-compressed; give it uncompressed"),
+        (gzip.compress(b"http://a.test/\n", mtime=0), "is gzip-compressed; give it uncompressed"),
         (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 40, "is not text (it holds NUL bytes)"),
     ],
 )
