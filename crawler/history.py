@@ -684,7 +684,10 @@ def _lines(source: Source, prev: str) -> Iterator[tuple[dict[str, Any], str]]:
         try:
             if links and not set(map(type, links)) <= {str}:
                 raise ValueError("a link not a string")
-            key = visit_key(record["url"])  # ValueError: no scheme://host/ before its path
+            url = record["url"]
+            if "://" not in url:  # no host: finding its origin raised IndexError
+                raise ValueError("no scheme://")
+            key = visit_key(url)  # ValueError: no scheme://host/ before its path
         except ValueError:
             wrong = "url" if links is None or set(map(type, links)) <= {str} else "links"
             raise _mistyped(record, wrong, number, prev) from None
