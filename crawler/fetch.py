@@ -442,6 +442,9 @@ def sha1_base32(digest: bytes) -> str:
     return "sha1:" + bits.to_bytes(32, "big").translate(_BASE32).decode()
 
 
+EMPTY_PAYLOAD_DIGEST = payload_digest(b"")
+
+
 def _request_head(r: aiohttp.ClientResponse) -> bytes:
     """The request as the site got it, less its secrets: a proxy's credentials were for
     the proxy alone, and an Authorization header (a seed's user:password, a --header
@@ -650,7 +653,9 @@ class Fetcher:
                     return response
                 response.body, response.truncated, response.incomplete = body
                 payload = b"".join(raw) if raw else response.body
-                response.payload_digest = digest = payload_digest(payload)
+                # A 304's, a HEAD-like empty body's: hashed once, not per page of a recrawl
+                digest = payload_digest(payload) if payload else EMPTY_PAYLOAD_DIGEST
+                response.payload_digest = digest
                 if self._archive:
                     truncated = "length" if response.truncated else None
                     exchange = _exchange(r, url, fetched_at, payload, digest, truncated)

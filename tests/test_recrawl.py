@@ -1398,3 +1398,25 @@ async def test_a_304_keeps_the_previous_records_noindex(site: Site, tmp_path: Pa
     record = by_url(second)[site.url + "/hidden"]
     assert (record["status"], record["noindex"]) == (304, True)
     assert "noindex" not in by_url(second)[site.url + "/"]
+
+
+@pytest.mark.parametrize(("field", "value"), [("links", [["nested"]]), ("status", "200")])
+def test_a_bad_record_after_good_ones_of_its_shape_is_still_bad_input(tmp_path, field, value):
+    # The index checks a shape of record (its fields' names and types) once: what the
+    # shape does not tell (a link's type, a URL's form) is still checked on every line.
+    from crawler.history import open_history
+
+    record = {
+        "url": "http://127.0.0.1:9/",
+        "status": 200,
+        "depth": 0,
+        "fetched_at": "2026-11-25T03:18:52.832+00:00",
+        "content_digest": "sha1:YY6QBSZNVNWHJKBMTWCBACIGFRAAASJB",
+        "links": ["http://127.0.0.1:9/a"],
+    }
+    previous = tmp_path / "previous.jsonl"
+    lines = [record, {**record, "url": "http://127.0.0.1:9/a"}, {**record, field: value}]
+    previous.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(ConfigError, match=rf"line 3 is not a crawl's record \(its {field} "):
+        open_history(str(previous), [])
+    assert list(tmp_path.iterdir()) == [previous]
