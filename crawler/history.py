@@ -17,6 +17,7 @@ its capture in the previous crawl's WARC files, for a revisit record to refer to
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import email.utils
 import fcntl
@@ -672,9 +673,14 @@ def _lines(source: Source, prev: str) -> Iterator[tuple[dict[str, Any], str]]:
     # The field names and value types of records found well typed: a crawl's records come
     # in a few such shapes, and checking each field of each record took a third of the build.
     well_typed: set[tuple[tuple[str, ...], tuple[type, ...]]] = set()
+    number = 0
     for number, line in enumerate(_raw_lines(source, prev), 1):
         if not line.endswith(b"\n"):
             raise ConfigError(f"--since {prev} is cut short: line {number} is incomplete")
+        if number == 1 and line.startswith(codecs.BOM_UTF8):  # saved by a Windows editor
+            line = line[len(codecs.BOM_UTF8) :]
+        if line.isspace():  # a blank line an editor or a `cat` left: no record
+            continue
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -700,6 +706,8 @@ def _lines(source: Source, prev: str) -> Iterator[tuple[dict[str, Any], str]]:
             wrong = "url" if links is None or set(map(type, links)) <= {str} else "links"
             raise _mistyped(record, wrong, number, prev) from None
         yield record, key
+    if number and not well_typed:  # every line blank: a record would have left its shape
+        raise ConfigError(f"--since {prev} has no record: not a crawl's JSONL output")
 
 
 _NEVER_NULL = ("url", "depth", "fetched_at")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import codecs
 import fcntl
 import gzip
 import hashlib
@@ -672,6 +673,7 @@ async def run_cli(*args: str) -> tuple[int, str]:
         (lambda p: p / "missing.jsonl", "no such file"),
         (lambda p: _write(p / "notes.txt", b"hello\n"), "not JSON"),
         (lambda p: _write(p / "empty.jsonl", b""), "is empty"),
+        (lambda p: _write(p / "blank.jsonl", b"\n \r\n"), "has no record"),
         (lambda p: _write(p / "old.jsonl", b'{"url": "http://a/", "status": 200}\n'), "older"),
         (
             lambda p: _write(
@@ -1420,3 +1422,18 @@ def test_a_bad_record_after_good_ones_of_its_shape_is_still_bad_input(tmp_path, 
     with pytest.raises(ConfigError, match=rf"line 3 is not a crawl's record \(its {field} "):
         open_history(str(previous), [])
     assert list(tmp_path.iterdir()) == [previous]
+
+
+async def test_a_prev_with_a_byte_order_mark_and_blank_lines_is_read_as_without(
+    site: Site, tmp_path: Path
+) -> None:
+    """A Windows editor's BOM, and the blank line an editor or a `cat` leaves: each made the
+    whole file 'not JSON'."""
+    tree_site(site)
+    await crawl_to(tmp_path / "first.jsonl", [site.url + "/"])
+    lines = (tmp_path / "first.jsonl").read_bytes().splitlines(keepends=True)
+    edited = codecs.BOM_UTF8 + lines[0] + b"\n" + b"".join(lines[1:]) + b"\r\n"
+    prev = _write(tmp_path / "edited.jsonl", edited)
+    second, stats = await crawl_to(tmp_path / "second.jsonl", [site.url + "/"], since=str(prev))
+    assert {r["status"] for r in second} == {304}
+    assert stats["recrawl"]["previous_pages"] == 6
