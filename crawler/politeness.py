@@ -304,7 +304,7 @@ class Robots:
         if rules.denied is not None:
             return rules.denied
         parser = self.parser(origin_of(url), rules)
-        if parser is None or parser.can_fetch(url, self._agent):
+        if parser is None or parser.can_fetch(_bytes_kept(url), self._agent):
             return None
         return ErrorKind.ROBOTS_DISALLOWED
 
@@ -438,7 +438,9 @@ class Robots:
     def _parse(self, origin: str, body: bytes) -> RobotsRules:
         # utf-8-sig: with a byte order mark (Notepad writes one) left in, the first line
         # is "\ufeffUser-agent", which protego does not read: the first group was lost.
-        text = body.decode("utf-8-sig", "replace")
+        # A byte that is no UTF-8 (a path saved in GBK) is kept as its escape, as Google's
+        # parser keeps it: a rule matches the URLs with those bytes, not every U+FFFD.
+        text = _escape_surrogates(body.decode("utf-8-sig", "surrogateescape"), "%")
         try:
             parser = parse_robots(text)
         except Exception as exc:  # protego on garbage: treat as no rules, but say so
@@ -473,7 +475,38 @@ def parse_robots(text: str) -> Protego:
     Google's parser, robots_test.cc's ID_LineSyntax_Groups_OtherRules) go on:
     "User-agent: FooBot / Invalid-Unknown-Line: x / User-agent: * / Disallow: /"
     disallows / to FooBot."""
-    return Protego.parse("\n".join(line for line in text.splitlines() if _known_line(line)))
+    kept = (_rule_bytes_kept(line) for line in text.splitlines() if _known_line(line))
+    return Protego.parse("\n".join(kept))
+
+
+# An escape of a byte past ASCII, and a byte that was no UTF-8 once decoded.
+_HIGH_ESCAPE = re.compile(rb"%[89A-Fa-f][0-9A-Fa-f]")
+_STRAY_BYTE = re.compile("[\udc80-\udcff]")
+_RULE = re.compile(r"\s*(allow|disallow)\s*:?", re.I)
+
+
+def _bytes_kept(value: str) -> str:
+    """`value` (a URL, a rule's path) with each escaped byte that is no UTF-8 (GBK's, as
+    Chinese sites' links escape their paths) written %25XX, which protego leaves as it is.
+    protego decodes every escape as UTF-8 and makes what is not U+FFFD, so to it
+    /%D6%D0%CE%C4/ (中文 in GBK) and /%B1%B1%BE%A9/ (北京) were one path: a Disallow of
+    either refused both. Byte for byte, as Google's parser compares them, they differ."""
+    if "%" not in value:
+        return value
+    raw = value.encode("utf-8", "surrogateescape")
+    if _HIGH_ESCAPE.search(raw) is None:
+        return value
+    unescaped = _HIGH_ESCAPE.sub(lambda escape: bytes.fromhex(escape[0][1:].decode()), raw)
+    return _escape_surrogates(unescaped.decode("utf-8", "surrogateescape"), "%25")
+
+
+def _rule_bytes_kept(line: str) -> str:
+    return _bytes_kept(line) if _RULE.match(line) else line
+
+
+def _escape_surrogates(text: str, prefix: str) -> str:
+    """`text` with each byte that surrogateescape kept written `prefix` and its hex."""
+    return _STRAY_BYTE.sub(lambda byte: f"{prefix}{ord(byte[0]) - 0xDC00:02X}", text)
 
 
 def _known_line(line: str) -> bool:

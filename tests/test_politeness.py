@@ -142,6 +142,26 @@ async def test_robots_txt_starting_with_a_byte_order_mark_keeps_its_first_group(
     assert records[site.url + "/private"]["error"] == "robots_disallowed"
 
 
+async def test_robots_rules_for_gbk_paths_match_those_bytes_and_no_others(site: Site, tmp_path):
+    # 中文 in GBK, escaped as RFC 9309 asks for bytes that are no UTF-8; and a GBK file's
+    # raw 私有, as Chinese sites save robots.txt. To protego each was U+FFFDs, so the
+    # first refused 北京 (B1B1BEA9) too and the second 私人 (CBBDC8CB).
+    site.page(
+        "/robots.txt",
+        body="User-agent: *\nDisallow: /%D6%D0%CE%C4/\nDisallow: /私有/\n".encode("gbk"),
+        content_type="text/plain",
+    )
+    refused = ["/%D6%D0%CE%C4/a.html", "/%CB%BD%D3%D0/a.html"]
+    fetched = ["/%B1%B1%BE%A9/a.html", "/%CB%BD%C8%CB/a.html", "/%E4%B8%AD%E6%96%87/a.html"]
+    site.page("/", "index", refused + fetched)
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], ignore_robots=False))
+
+    assert [records[site.url + path]["error"] for path in refused] == ["robots_disallowed"] * 2
+    assert [records[site.url + path]["status"] for path in fetched] == [404] * 3
+    assert len(site.hits) == 2 + len(fetched)
+
+
 async def test_failing_robots_txt_disallows_the_host_as_unreachable(site: Site, tmp_path):
     site.page("/robots.txt", status=503, body="down")
     fan_out(site, 3)
