@@ -30,6 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from protego import Protego
 
+from crawler.charset import decode_as, guessed_encoding
 from crawler.errors import ErrorKind
 from crawler.fetch import Fetcher, Hop
 from crawler.frontier import ROBOTS, Frontier, Request
@@ -436,11 +437,7 @@ class Robots:
         )
 
     def _parse(self, origin: str, body: bytes) -> RobotsRules:
-        # utf-8-sig: with a byte order mark (Notepad writes one) left in, the first line
-        # is "\ufeffUser-agent", which protego does not read: the first group was lost.
-        # A byte that is no UTF-8 (a path saved in GBK) is kept as its escape, as Google's
-        # parser keeps it: a rule matches the URLs with those bytes, not every U+FFFD.
-        text = _escape_surrogates(body.decode("utf-8-sig", "surrogateescape"), "%")
+        text = _robots_text(body)
         try:
             parser = parse_robots(text)
         except Exception as exc:  # protego on garbage: treat as no rules, but say so
@@ -477,6 +474,27 @@ def parse_robots(text: str) -> Protego:
     disallows / to FooBot."""
     kept = (_rule_bytes_kept(line) for line in text.splitlines() if _known_line(line))
     return Protego.parse("\n".join(kept))
+
+
+def _robots_text(body: bytes) -> str:
+    """robots.txt's text for parse_robots. A byte that is no UTF-8 (a path saved in GBK)
+    is kept as its escape, as Google's parser keeps it: a rule matches the URLs with
+    those bytes, not every U+FFFD. A rule with such bytes is also read in the encoding
+    they suggest, as a line of its own beside it: 'Disallow: /私有/' saved in GBK, as
+    Chinese sites save the file, is meant for /私有/, which a link of that name asks for
+    in UTF-8 as browsers do, as well as for the GBK escapes some links hold."""
+    # utf-8-sig: with a byte order mark (Notepad writes one) left in, the first line
+    # is "\ufeffUser-agent", which protego does not read: the first group was lost.
+    text = body.decode("utf-8-sig", "surrogateescape")
+    if _STRAY_BYTE.search(text) is None:
+        return text
+    encoding = guessed_encoding(body)
+    lines = []
+    for line in text.splitlines():
+        lines.append(_escape_surrogates(line, "%"))
+        if _STRAY_BYTE.search(line) is not None and _RULE.match(line) and encoding != "utf-8":
+            lines.append(decode_as(line.encode("utf-8", "surrogateescape"), encoding))
+    return "\n".join(lines)
 
 
 # An escape of a byte past ASCII, and a byte that was no UTF-8 once decoded.

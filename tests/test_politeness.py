@@ -162,6 +162,27 @@ async def test_robots_rules_for_gbk_paths_match_those_bytes_and_no_others(site: 
     assert len(site.hits) == 2 + len(fetched)
 
 
+async def test_a_robots_txt_saved_in_gbk_refuses_its_paths_as_links_spell_them_in_utf8(
+    site: Site, tmp_path
+):
+    # <a href="/私有/秘密.html"> on a page asks for /私有/ in UTF-8, as browsers do; the
+    # file's 私有 in GBK matched only GBK's escapes, and the private pages were fetched.
+    site.page(
+        "/robots.txt",
+        body="User-agent: *\nDisallow: /私有/\nAllow: /私有/公开/\n".encode("gbk"),
+        content_type="text/plain",
+    )
+    site.page("/", "index", ["/私有/秘密.html", "/%CB%BD%D3%D0/b.html", "/私有/公开/c.html"])
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], ignore_robots=False))
+
+    private = ["/%E7%A7%81%E6%9C%89/%E7%A7%98%E5%AF%86.html", "/%CB%BD%D3%D0/b.html"]
+    assert [records[site.url + path]["error"] for path in private] == ["robots_disallowed"] * 2
+    public = "/%E7%A7%81%E6%9C%89/%E5%85%AC%E5%BC%80/c.html"
+    assert records[site.url + public]["status"] == 404
+    assert len(site.hits) == 3
+
+
 async def test_failing_robots_txt_disallows_the_host_as_unreachable(site: Site, tmp_path):
     site.page("/robots.txt", status=503, body="down")
     fan_out(site, 3)
