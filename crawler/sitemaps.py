@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 from xml.parsers import expat
 
-from crawler.charset import charset_from_content_type, decoder_for, guessed_encoding
+from crawler.charset import charset_from_content_type, decode_as, decoder_for, guessed_encoding
 from crawler.errors import ErrorKind
 from crawler.frontier import SITEMAP, Request
 from crawler.urls import canonicalize, origin_of, without_userinfo
@@ -241,10 +241,16 @@ def _undeclared_unless_utf8(first_chunk: bytes, content_type: str | None) -> str
 
 
 class _TextReader:
-    """One URL per line; blank lines and lines that are not http(s) URLs are skipped."""
+    """One URL per line; blank lines and lines that are not http(s) URLs are skipped.
+    sitemaps.org asks for UTF-8; a line that is not (a Chinese site's file saved in GBK)
+    is read in the Content-Type's charset or the encoding the file's bytes suggest, as
+    a page is: its U+FFFDs made a URL of the site that no link has, a 404 each."""
 
-    def __init__(self, entries: _Entries) -> None:
+    def __init__(self, entries: _Entries, first_chunk: bytes, content_type: str | None) -> None:
         self._entries = entries
+        self._first_chunk = first_chunk
+        self._content_type = content_type
+        self._legacy: str | None = None  # the encoding of lines that are no UTF-8, once seen
         self._partial: list[bytes] = []  # the current line, up to _MAX_LINE_BYTES
         self._partial_bytes = 0
 
@@ -265,7 +271,16 @@ class _TextReader:
     def _line(self, line: bytes) -> None:
         line = line.strip().removeprefix(codecs.BOM_UTF8)
         if len(line) <= _MAX_LINE_BYTES and line[:8].lower().startswith((b"http://", b"https://")):
-            self._entries.add(line.decode("utf-8", "replace"), None, is_sitemap=False)
+            self._entries.add(self._decoded(line), None, is_sitemap=False)
+
+    def _decoded(self, line: bytes) -> str:
+        try:
+            return line.decode("utf-8")
+        except UnicodeDecodeError:
+            if self._legacy is None:
+                charset = charset_from_content_type(self._content_type)
+                self._legacy = charset or guessed_encoding(self._first_chunk)
+            return decode_as(line, self._legacy)
 
 
 def _inflated(body: bytes, max_bytes: int) -> Iterator[bytes]:
@@ -339,7 +354,7 @@ def _reader_for(
     start = first_chunk.removeprefix(codecs.BOM_UTF8).lstrip()
     if start.startswith(b"<") or first_chunk.startswith(_UTF16_BOMS):
         return _XmlReader(entries, first_chunk, content_type)
-    return _TextReader(entries)
+    return _TextReader(entries, first_chunk, content_type)
 
 
 def in_robots(request: Request, robots_sitemaps: Sequence[str]) -> list[Request]:

@@ -178,6 +178,24 @@ async def test_a_gbk_sitemap_without_a_declaration_is_read_by_its_charset_or_its
         assert records[site.url + page]["status"] == 404  # asked for, as the sitemap spells it
 
 
+async def test_a_text_sitemap_saved_in_gbk_lists_its_urls_as_written(site: Site, tmp_path):
+    # sitemaps.org asks for UTF-8; a Chinese site's sitemap.txt saved in GBK gave URLs of
+    # U+FFFDs (%EF%BF%BD...), asked for and 404 each, and its pages were never reached.
+    site.page("/robots.txt", body="Sitemap: /sitemap.txt\n", content_type="text/plain")
+    site.page("/", "home")
+    lines = [f"{site.url}/新闻/北京.html", f"{site.url}/about.html", f"{site.url}/地图/朱镕基.html"]
+    site.page("/sitemap.txt", body="\r\n".join(lines).encode("gbk"), content_type="text/plain")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], sitemaps=True, ignore_robots=False))
+
+    assert sorted(hit.path for hit in site.hits if hit.path.endswith(".html")) == [
+        "/%E5%9C%B0%E5%9B%BE/%E6%9C%B1%E9%95%95%E5%9F%BA.html",
+        "/%E6%96%B0%E9%97%BB/%E5%8C%97%E4%BA%AC.html",
+        "/about.html",
+    ]
+    assert records[site.url + "/sitemap.txt"]["sitemap_urls"] == 3
+
+
 async def test_an_unknown_encoding_is_an_invalid_sitemap():
     sitemap = await parse_sitemap(SM, urlset().replace("UTF-8", "no-such-codec").encode())
 
