@@ -482,7 +482,8 @@ def _robots_text(body: bytes) -> str:
     those bytes, not every U+FFFD. A rule with such bytes is also read in the encoding
     they suggest, as a line of its own beside it: 'Disallow: /私有/' saved in GBK, as
     Chinese sites save the file, is meant for /私有/, which a link of that name asks for
-    in UTF-8 as browsers do, as well as for the GBK escapes some links hold."""
+    in UTF-8 as browsers do, as well as for the GBK escapes some links hold. Another line
+    (a Sitemap's URL) is read in that encoding only: 'Sitemap: /网站地图.xml' is that URL."""
     # utf-8-sig: with a byte order mark (Notepad writes one) left in, the first line
     # is "\ufeffUser-agent", which protego does not read: the first group was lost.
     text = body.decode("utf-8-sig", "surrogateescape")
@@ -491,9 +492,13 @@ def _robots_text(body: bytes) -> str:
     encoding = guessed_encoding(body)
     lines = []
     for line in text.splitlines():
-        lines.append(_escape_surrogates(line, "%"))
-        if _STRAY_BYTE.search(line) is not None and _RULE.match(line) and encoding != "utf-8":
-            lines.append(decode_as(line.encode("utf-8", "surrogateescape"), encoding))
+        if _STRAY_BYTE.search(line) is None or encoding == "utf-8":
+            lines.append(_escape_surrogates(line, "%"))
+            continue
+        decoded = decode_as(line.encode("utf-8", "surrogateescape"), encoding)
+        if _RULE.match(line):
+            lines.append(_escape_surrogates(line, "%"))
+        lines.append(decoded)
     return "\n".join(lines)
 
 

@@ -196,6 +196,21 @@ async def test_a_text_sitemap_saved_in_gbk_lists_its_urls_as_written(site: Site,
     assert records[site.url + "/sitemap.txt"]["sitemap_urls"] == 3
 
 
+async def test_a_sitemap_named_in_a_robots_txt_saved_in_gbk_is_the_url_written(
+    site: Site, tmp_path
+):
+    # Its GBK bytes were U+FFFDs: a sitemap URL the site never had, a 404, no pages.
+    robots = "User-agent: *\nDisallow: /后台/\nSitemap: /网站地图.xml\n"
+    site.page("/robots.txt", body=robots.encode("gbk"), content_type="text/plain")
+    site.page("/", "home")
+    site.page("/网站地图.xml", body=urlset(url(site.url + "/listed")), content_type="text/xml")
+    site.page("/listed", "listed")
+
+    await crawl(tmp_path, [site.url + "/"], sitemaps=True, ignore_robots=False)
+
+    assert site.count("/%E7%BD%91%E7%AB%99%E5%9C%B0%E5%9B%BE.xml") == site.count("/listed") == 1
+
+
 async def test_an_unknown_encoding_is_an_invalid_sitemap():
     sitemap = await parse_sitemap(SM, urlset().replace("UTF-8", "no-such-codec").encode())
 
