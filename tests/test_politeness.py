@@ -382,6 +382,28 @@ async def test_include_exclude_and_url_length_filter_what_is_followed(site: Site
     assert set(site.paths()) == {"/", "/docs/a"}
 
 
+async def test_include_and_exclude_in_chinese_match_the_paths_as_people_read_them(
+    site: Site, tmp_path
+):
+    # URLs are kept escaped (/%E6%96%B0%E9%97%BB/), so /新闻/ was never found in one: the
+    # crawl stopped at its seed, and --exclude 下载 let the downloads through.
+    links = [
+        "/新闻/北京.html",
+        "/新闻/下载/a.zip",
+        "/%E6%96%B0%E9%97%BB/%E4%B8%8A%E6%B5%B7",
+        "/关于",
+    ]
+    site.page("/", "index", links)
+
+    records = await crawl(tmp_path, [site.url + "/"], include=("/新闻/",), exclude=("下载",))
+
+    assert [record["url"].removeprefix(site.url) for record in records] == [
+        "/",
+        "/%E6%96%B0%E9%97%BB/%E5%8C%97%E4%BA%AC.html",
+        "/%E6%96%B0%E9%97%BB/%E4%B8%8A%E6%B5%B7",
+    ]
+
+
 async def test_a_host_that_refuses_connections_is_reported_unreachable(tmp_path):
     with socket.socket() as probe:  # a port on which nothing listens
         probe.bind(("127.0.0.1", 0))
