@@ -27,6 +27,7 @@ import zlib
 from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
+from urllib.parse import unquote_to_bytes
 
 from protego import Protego
 
@@ -503,7 +504,8 @@ def _robots_text(body: bytes) -> str:
 
 
 # An escape of a byte past ASCII, and a byte that was no UTF-8 once decoded.
-_HIGH_ESCAPE = re.compile(rb"%[89A-Fa-f][0-9A-Fa-f]")
+_HIGH_ESCAPE = re.compile(r"%[89A-Fa-f][0-9A-Fa-f]")
+_HIGH_ESCAPE_BYTES = re.compile(_HIGH_ESCAPE.pattern.encode())
 _STRAY_BYTE = re.compile("[\udc80-\udcff]")
 _RULE = re.compile(r"\s*(allow|disallow)\s*:?", re.I)
 
@@ -514,13 +516,15 @@ def _bytes_kept(value: str) -> str:
     protego decodes every escape as UTF-8 and makes what is not U+FFFD, so to it
     /%D6%D0%CE%C4/ (中文 in GBK) and /%B1%B1%BE%A9/ (北京) were one path: a Disallow of
     either refused both. Byte for byte, as Google's parser compares them, they differ."""
-    if "%" not in value:
+    if "%" not in value or _HIGH_ESCAPE.search(value) is None:
         return value
-    raw = value.encode("utf-8", "surrogateescape")
-    if _HIGH_ESCAPE.search(raw) is None:
-        return value
-    unescaped = _HIGH_ESCAPE.sub(lambda escape: bytes.fromhex(escape[0][1:].decode()), raw)
-    return _escape_surrogates(unescaped.decode("utf-8", "surrogateescape"), "%25")
+    try:
+        unquote_to_bytes(value).decode()
+    except UnicodeDecodeError:
+        raw = value.encode("utf-8", "surrogateescape")
+        unescaped = _HIGH_ESCAPE_BYTES.sub(lambda escape: bytes((int(escape[0][1:], 16),)), raw)
+        return _escape_surrogates(unescaped.decode("utf-8", "surrogateescape"), "%25")
+    return value  # UTF-8 throughout: protego reads it right
 
 
 def _rule_bytes_kept(line: str) -> str:
