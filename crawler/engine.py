@@ -904,7 +904,9 @@ class Crawl:
         page = self._fetched_page(request, response, elapsed_s)
         if response.error is not None or not 200 <= (response.status or 0) < 300:
             return page, []
-        sitemap = await parse_sitemap(response.url, response.body, cut=response.truncated)
+        sitemap = await parse_sitemap(
+            response.url, response.body, cut=response.truncated, content_type=response.content_type
+        )
         page.error, page.truncated = sitemap.error, page.truncated or sitemap.truncated
         page.fields["sitemap_urls"] = sitemap.entries
         return page, listed_in(request, sitemap, pages_too=self.settings.max_depth > 0)

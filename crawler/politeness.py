@@ -27,9 +27,11 @@ import zlib
 from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
+from urllib.parse import unquote_to_bytes
 
 from protego import Protego
 
+from crawler.charset import decode_as, guessed_encoding
 from crawler.errors import ErrorKind
 from crawler.fetch import Fetcher, Hop
 from crawler.frontier import ROBOTS, Frontier, Request
@@ -304,7 +306,7 @@ class Robots:
         if rules.denied is not None:
             return rules.denied
         parser = self.parser(origin_of(url), rules)
-        if parser is None or parser.can_fetch(url, self._agent):
+        if parser is None or parser.can_fetch(_bytes_kept(url), self._agent):
             return None
         return ErrorKind.ROBOTS_DISALLOWED
 
@@ -436,9 +438,7 @@ class Robots:
         )
 
     def _parse(self, origin: str, body: bytes) -> RobotsRules:
-        # utf-8-sig: with a byte order mark (Notepad writes one) left in, the first line
-        # is "\ufeffUser-agent", which protego does not read: the first group was lost.
-        text = body.decode("utf-8-sig", "replace")
+        text = _robots_text(body)
         try:
             parser = parse_robots(text)
         except Exception as exc:  # protego on garbage: treat as no rules, but say so
@@ -473,7 +473,67 @@ def parse_robots(text: str) -> Protego:
     Google's parser, robots_test.cc's ID_LineSyntax_Groups_OtherRules) go on:
     "User-agent: FooBot / Invalid-Unknown-Line: x / User-agent: * / Disallow: /"
     disallows / to FooBot."""
-    return Protego.parse("\n".join(line for line in text.splitlines() if _known_line(line)))
+    kept = (_rule_bytes_kept(line) for line in text.splitlines() if _known_line(line))
+    return Protego.parse("\n".join(kept))
+
+
+def _robots_text(body: bytes) -> str:
+    """robots.txt's text for parse_robots. A byte that is no UTF-8 (a path saved in GBK)
+    is kept as its escape, as Google's parser keeps it: a rule matches the URLs with
+    those bytes, not every U+FFFD. A rule with such bytes is also read in the encoding
+    they suggest, as a line of its own beside it: 'Disallow: /私有/' saved in GBK, as
+    Chinese sites save the file, is meant for /私有/, which a link of that name asks for
+    in UTF-8 as browsers do, as well as for the GBK escapes some links hold. Another line
+    (a Sitemap's URL) is read in that encoding only: 'Sitemap: /网站地图.xml' is that URL."""
+    # utf-8-sig: with a byte order mark (Notepad writes one) left in, the first line
+    # is "\ufeffUser-agent", which protego does not read: the first group was lost.
+    text = body.decode("utf-8-sig", "surrogateescape")
+    if _STRAY_BYTE.search(text) is None:
+        return text
+    encoding = guessed_encoding(body)
+    lines = []
+    for line in text.splitlines():
+        if _STRAY_BYTE.search(line) is None or encoding == "utf-8":
+            lines.append(_escape_surrogates(line, "%"))
+            continue
+        decoded = decode_as(line.encode("utf-8", "surrogateescape"), encoding)
+        if _RULE.match(line):
+            lines.append(_escape_surrogates(line, "%"))
+        lines.append(decoded)
+    return "\n".join(lines)
+
+
+# An escape of a byte past ASCII, and a byte that was no UTF-8 once decoded.
+_HIGH_ESCAPE = re.compile(r"%[89A-Fa-f][0-9A-Fa-f]")
+_HIGH_ESCAPE_BYTES = re.compile(_HIGH_ESCAPE.pattern.encode())
+_STRAY_BYTE = re.compile("[\udc80-\udcff]")
+_RULE = re.compile(r"\s*(allow|disallow)\s*:?", re.I)
+
+
+def _bytes_kept(value: str) -> str:
+    """`value` (a URL, a rule's path) with each escaped byte that is no UTF-8 (GBK's, as
+    Chinese sites' links escape their paths) written %25XX, which protego leaves as it is.
+    protego decodes every escape as UTF-8 and makes what is not U+FFFD, so to it
+    /%D6%D0%CE%C4/ (中文 in GBK) and /%B1%B1%BE%A9/ (北京) were one path: a Disallow of
+    either refused both. Byte for byte, as Google's parser compares them, they differ."""
+    if "%" not in value or _HIGH_ESCAPE.search(value) is None:
+        return value
+    try:
+        unquote_to_bytes(value).decode()
+    except UnicodeDecodeError:
+        raw = value.encode("utf-8", "surrogateescape")
+        unescaped = _HIGH_ESCAPE_BYTES.sub(lambda escape: bytes((int(escape[0][1:], 16),)), raw)
+        return _escape_surrogates(unescaped.decode("utf-8", "surrogateescape"), "%25")
+    return value  # UTF-8 throughout: protego reads it right
+
+
+def _rule_bytes_kept(line: str) -> str:
+    return _bytes_kept(line) if _RULE.match(line) else line
+
+
+def _escape_surrogates(text: str, prefix: str) -> str:
+    """`text` with each byte that surrogateescape kept written `prefix` and its hex."""
+    return _STRAY_BYTE.sub(lambda byte: f"{prefix}{ord(byte[0]) - 0xDC00:02X}", text)
 
 
 def _known_line(line: str) -> bool:

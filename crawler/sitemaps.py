@@ -19,7 +19,8 @@ many sitemaps use another namespace or none, and `loc` counts only as a direct
 child of `url` or `sitemap`, so image and video sitemaps' own `loc`s are not pages.
 An RSS 2.0 or Atom feed, which sitemaps.org accepts as a sitemap, lists its items' links.
 Expat knows UTF-8, UTF-16, ISO-8859-1 and ASCII; a sitemap declared in another
-encoding (GBK, Shift_JIS...) is decoded by Python's codec and handed over as UTF-8.
+encoding (GBK, Shift_JIS...), or undeclared and not UTF-8 (then in its Content-Type's
+charset or the one its bytes suggest), is decoded by Python's codec and handed over as UTF-8.
 A body that does not start with "<" is a text sitemap: one URL per line.
 """
 
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 from xml.parsers import expat
 
-from crawler.charset import decoder_for
+from crawler.charset import charset_from_content_type, decode_as, decoder_for, guessed_encoding
 from crawler.errors import ErrorKind
 from crawler.frontier import SITEMAP, Request
 from crawler.urls import canonicalize, origin_of, without_userinfo
@@ -132,9 +133,9 @@ _FEED_FORMATS = {
 class _XmlReader:
     """An expat parser that refuses entity declarations and keeps `loc` and `lastmod`."""
 
-    def __init__(self, entries: _Entries, first_chunk: bytes) -> None:
+    def __init__(self, entries: _Entries, first_chunk: bytes, content_type: str | None) -> None:
         self._entries = entries
-        self._decoder = _decoder_for(first_chunk)
+        self._decoder = _decoder_for(first_chunk, content_type)
         parser = self._parser = expat.ParserCreate()
         parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
         parser.EntityDeclHandler = _refuse
@@ -205,31 +206,51 @@ def _refuse(*_args: object) -> NoReturn:
     raise _Invalid("entity declarations and external entities are not allowed")
 
 
-def _decoder_for(first_chunk: bytes) -> codecs.IncrementalDecoder | None:
-    """A decoder to UTF-8 if the XML declares an encoding that expat cannot read itself."""
+def _decoder_for(first_chunk: bytes, content_type: str | None) -> codecs.IncrementalDecoder | None:
+    """A decoder to UTF-8 if the XML is in an encoding that expat cannot read itself: the
+    one it declares, else, if it is no UTF-8, the Content-Type's charset or the one its
+    bytes suggest, as for a page: Chinese sites write sitemaps in GBK without a
+    declaration, and expat stopped at their first byte, so none of it was read. (A
+    charset=ISO-8859-1 that servers give text/xml by default is not let spoil UTF-8.)"""
     if first_chunk.startswith(_BOMS):
         return None
     match = _XML_ENCODING.match(first_chunk[:1024])
-    if match is None:
-        return None
-    label = match.group(1).decode("ascii")
+    label = match.group(1).decode("ascii") if match is not None else None
+    if label is None:
+        label = _undeclared_unless_utf8(first_chunk, content_type)
+        if label is None:
+            return None
     try:
         # A label as the Encoding Standard reads it, as browsers do: "GB2312", which Chinese
         # sites declare and write in GBK, is GBK (Python's gb2312 codec lacks 镕 and more).
         name = codecs.lookup(decoder_for(label) or label).name
         b" ".decode(name, "replace")  # base64, zlib, rot13, hex: codecs, but not for text
     except LookupError:
-        raise _Invalid(f"unknown encoding {match.group(1)!r}") from None
+        raise _Invalid(f"unknown encoding {label!r}") from None
     if name in _EXPAT_ENCODINGS:
         return None
     return codecs.getincrementaldecoder(name)("replace")
 
 
-class _TextReader:
-    """One URL per line; blank lines and lines that are not http(s) URLs are skipped."""
+def _undeclared_unless_utf8(first_chunk: bytes, content_type: str | None) -> str | None:
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(first_chunk)  # a cut character is UTF-8
+    except UnicodeDecodeError:
+        return charset_from_content_type(content_type) or guessed_encoding(first_chunk)
+    return None
 
-    def __init__(self, entries: _Entries) -> None:
+
+class _TextReader:
+    """One URL per line; blank lines and lines that are not http(s) URLs are skipped.
+    sitemaps.org asks for UTF-8; a line that is not (a Chinese site's file saved in GBK)
+    is read in the Content-Type's charset or the encoding the file's bytes suggest, as
+    a page is: its U+FFFDs made a URL of the site that no link has, a 404 each."""
+
+    def __init__(self, entries: _Entries, first_chunk: bytes, content_type: str | None) -> None:
         self._entries = entries
+        self._first_chunk = first_chunk
+        self._content_type = content_type
+        self._legacy: str | None = None  # the encoding of lines that are no UTF-8, once seen
         self._partial: list[bytes] = []  # the current line, up to _MAX_LINE_BYTES
         self._partial_bytes = 0
 
@@ -250,7 +271,16 @@ class _TextReader:
     def _line(self, line: bytes) -> None:
         line = line.strip().removeprefix(codecs.BOM_UTF8)
         if len(line) <= _MAX_LINE_BYTES and line[:8].lower().startswith((b"http://", b"https://")):
-            self._entries.add(line.decode("utf-8", "replace"), None, is_sitemap=False)
+            self._entries.add(self._decoded(line), None, is_sitemap=False)
+
+    def _decoded(self, line: bytes) -> str:
+        try:
+            return line.decode("utf-8")
+        except UnicodeDecodeError:
+            if self._legacy is None:
+                charset = charset_from_content_type(self._content_type)
+                self._legacy = charset or guessed_encoding(self._first_chunk)
+            return decode_as(line, self._legacy)
 
 
 def _inflated(body: bytes, max_bytes: int) -> Iterator[bytes]:
@@ -281,8 +311,10 @@ async def parse_sitemap(
     cut: bool = False,
     max_urls: int = SITEMAP_MAX_URLS,
     max_bytes: int = SITEMAP_MAX_BYTES,
+    content_type: str | None = None,
 ) -> Sitemap:
-    """What the sitemap at `url` lists; `cut`: the body was cut at the fetch's size cap.
+    """What the sitemap at `url` lists; `cut`: the body was cut at the fetch's size cap;
+    `content_type`: the response's, whose charset tells an undeclared XML's encoding.
 
     Never raises for what the body holds: a broken sitemap keeps the entries read
     before the break and names it in `error`. Between chunks it lets other tasks
@@ -298,7 +330,7 @@ async def parse_sitemap(
             if size > max_bytes:
                 chunk = chunk[: len(chunk) - (size - max_bytes)]
             if reader is None:
-                reader = _reader_for(entries, chunk)
+                reader = _reader_for(entries, chunk, content_type)
             reader.feed(chunk)
             if size > max_bytes:
                 raise _TooLarge
@@ -316,11 +348,13 @@ async def parse_sitemap(
     return sitemap
 
 
-def _reader_for(entries: _Entries, first_chunk: bytes) -> _XmlReader | _TextReader:
+def _reader_for(
+    entries: _Entries, first_chunk: bytes, content_type: str | None
+) -> _XmlReader | _TextReader:
     start = first_chunk.removeprefix(codecs.BOM_UTF8).lstrip()
     if start.startswith(b"<") or first_chunk.startswith(_UTF16_BOMS):
-        return _XmlReader(entries, first_chunk)
-    return _TextReader(entries)
+        return _XmlReader(entries, first_chunk, content_type)
+    return _TextReader(entries, first_chunk, content_type)
 
 
 def in_robots(request: Request, robots_sitemaps: Sequence[str]) -> list[Request]:

@@ -611,6 +611,45 @@ def is_host_pattern(pattern: str) -> bool:
     return _canonical_authority(pattern.removeprefix("*."), "http") is not None
 
 
+# A character's UTF-8 escapes: a lead byte and its continuation bytes.
+_UTF8_CHARACTER_ESCAPED = re.compile(
+    r"%(?:[CDcd][0-9A-Fa-f]|[Ee][0-9A-Fa-f](?:%[89ABab][0-9A-Fa-f])"
+    r"|[Ff][0-7](?:%[89ABab][0-9A-Fa-f]){2})%[89ABab][0-9A-Fa-f]"
+)
+
+
+def _utf8_escapes_read(url: str) -> str:
+    """`url` with the escapes of its characters past ASCII read, as address bars show it:
+    /%E6%96%B0%E9%97%BB/ as /新闻/. Other escapes (%2F, a GBK byte's) stay."""
+    return _UTF8_CHARACTER_ESCAPED.sub(_utf8_character, url)
+
+
+def _utf8_character(escaped: re.Match[str]) -> str:
+    try:
+        return bytes.fromhex(escaped[0].replace("%", "")).decode()
+    except UnicodeDecodeError:  # an overlong form, a surrogate
+        return escaped[0]
+
+
+class _Patterns:
+    """--include's or --exclude's regexes. One with a character past ASCII (新闻) is also
+    tried on the URL with its UTF-8 escapes read: canonical URLs are all ASCII, so
+    `--exclude /下载/` excluded nothing, and `--include /新闻/` left nothing to crawl."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self._patterns = [re.compile(pattern) for pattern in patterns]
+        self._unicode = [compiled for compiled in self._patterns if not compiled.pattern.isascii()]
+
+    def search(self, url: str) -> bool:
+        """Whether one of the patterns is found in `url`, or in it as people read it."""
+        if any(pattern.search(url) for pattern in self._patterns):
+            return True
+        if not self._unicode:
+            return False
+        shown = _utf8_escapes_read(url)
+        return shown != url and any(pattern.search(shown) for pattern in self._unicode)
+
+
 class Scope:
     """Which canonical URLs the crawl follows: hosts, include/exclude patterns, length.
 
@@ -645,8 +684,8 @@ class Scope:
                 self._names.add(host)
             else:  # that host[:port] exactly; ":80" and ":443" are the default port, so none
                 self._hosts.add(host.removesuffix(":443"))
-        self._include = [re.compile(p) for p in include]
-        self._exclude = [re.compile(p) for p in exclude]
+        self._include = _Patterns(include) if include else None
+        self._exclude = _Patterns(exclude) if exclude else None
         self._host_verdicts: dict[str, bool] = {}
         self._origin_verdicts: dict[str, bool] = {}
 
@@ -659,7 +698,7 @@ class Scope:
         the sitemaps that list them need not match it."""
         if not (anywhere or self._any_host or self.allows_host(host_of(url))):
             return False
-        return not any(p.search(url) for p in self._exclude)
+        return self._exclude is None or not self._exclude.search(url)
 
     def allowed(self, urls: Iterable[str]) -> list[str]:
         """Those of `urls` the crawl follows, in order: `allows` for a page's links."""
@@ -676,10 +715,10 @@ class Scope:
                     verdict = verdicts[origin] = self.allows_host(host_of(url))
                 if verdict:
                     kept.append(url)
-        if self._include:
-            kept = [url for url in kept if any(p.search(url) for p in self._include)]
-        if self._exclude:
-            kept = [url for url in kept if not any(p.search(url) for p in self._exclude)]
+        if self._include is not None:
+            kept = [url for url in kept if self._include.search(url)]
+        if self._exclude is not None:
+            kept = [url for url in kept if not self._exclude.search(url)]
         return kept
 
     def allows_host(self, host: str) -> bool:

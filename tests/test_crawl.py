@@ -261,6 +261,18 @@ async def test_a_gbk_page_with_only_a_meta_charset_decodes(site: Site, tmp_path)
     assert records[1]["title"] == "ok"
 
 
+async def test_an_xhtml_page_read_in_the_encoding_its_xml_declaration_names(site: Site, tmp_path):
+    # Its only declaration, as XML parsers read it; the bytes of 图片 in GBK are UTF-8 too
+    # (ͼƬ), so the guess that was made instead gave mojibake.
+    page = '<?xml version="1.0" encoding="gb2312"?>\n<html xmlns="http://www.w3.org/1999/xhtml">'
+    page += '<head><title>图片</title></head><body><a href="?q=图片">x</a></body></html>'
+    site.page("/", body=page.encode("gbk"), content_type="application/xhtml+xml")
+
+    records = await crawl(tmp_path, [site.url + "/"], max_depth=0)
+
+    assert (records[0]["title"], records[0]["links"]) == ("图片", [site.url + "/?q=%CD%BC%C6%AC"])
+
+
 async def test_a_gbk_pages_links_are_requested_as_a_browser_requests_them(site: Site, tmp_path):
     """A browser encodes a link's query in the page's encoding (HTML's "encoding-parse a
     URL"), and its path in UTF-8: a GBK site's search links carry GBK, which its server

@@ -142,6 +142,47 @@ async def test_robots_txt_starting_with_a_byte_order_mark_keeps_its_first_group(
     assert records[site.url + "/private"]["error"] == "robots_disallowed"
 
 
+async def test_robots_rules_for_gbk_paths_match_those_bytes_and_no_others(site: Site, tmp_path):
+    # 中文 in GBK, escaped as RFC 9309 asks for bytes that are no UTF-8; and a GBK file's
+    # raw 私有, as Chinese sites save robots.txt. To protego each was U+FFFDs, so the
+    # first refused 北京 (B1B1BEA9) too and the second 私人 (CBBDC8CB).
+    site.page(
+        "/robots.txt",
+        body="User-agent: *\nDisallow: /%D6%D0%CE%C4/\nDisallow: /私有/\n".encode("gbk"),
+        content_type="text/plain",
+    )
+    refused = ["/%D6%D0%CE%C4/a.html", "/%CB%BD%D3%D0/a.html"]
+    fetched = ["/%B1%B1%BE%A9/a.html", "/%CB%BD%C8%CB/a.html", "/%E4%B8%AD%E6%96%87/a.html"]
+    site.page("/", "index", refused + fetched)
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], ignore_robots=False))
+
+    assert [records[site.url + path]["error"] for path in refused] == ["robots_disallowed"] * 2
+    assert [records[site.url + path]["status"] for path in fetched] == [404] * 3
+    assert len(site.hits) == 2 + len(fetched)
+
+
+async def test_a_robots_txt_saved_in_gbk_refuses_its_paths_as_links_spell_them_in_utf8(
+    site: Site, tmp_path
+):
+    # <a href="/私有/秘密.html"> on a page asks for /私有/ in UTF-8, as browsers do; the
+    # file's 私有 in GBK matched only GBK's escapes, and the private pages were fetched.
+    site.page(
+        "/robots.txt",
+        body="User-agent: *\nDisallow: /私有/\nAllow: /私有/公开/\n".encode("gbk"),
+        content_type="text/plain",
+    )
+    site.page("/", "index", ["/私有/秘密.html", "/%CB%BD%D3%D0/b.html", "/私有/公开/c.html"])
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], ignore_robots=False))
+
+    private = ["/%E7%A7%81%E6%9C%89/%E7%A7%98%E5%AF%86.html", "/%CB%BD%D3%D0/b.html"]
+    assert [records[site.url + path]["error"] for path in private] == ["robots_disallowed"] * 2
+    public = "/%E7%A7%81%E6%9C%89/%E5%85%AC%E5%BC%80/c.html"
+    assert records[site.url + public]["status"] == 404
+    assert len(site.hits) == 3
+
+
 async def test_failing_robots_txt_disallows_the_host_as_unreachable(site: Site, tmp_path):
     site.page("/robots.txt", status=503, body="down")
     fan_out(site, 3)
@@ -339,6 +380,28 @@ async def test_include_exclude_and_url_length_filter_what_is_followed(site: Site
     )
 
     assert set(site.paths()) == {"/", "/docs/a"}
+
+
+async def test_include_and_exclude_in_chinese_match_the_paths_as_people_read_them(
+    site: Site, tmp_path
+):
+    # URLs are kept escaped (/%E6%96%B0%E9%97%BB/), so /新闻/ was never found in one: the
+    # crawl stopped at its seed, and --exclude 下载 let the downloads through.
+    links = [
+        "/新闻/北京.html",
+        "/新闻/下载/a.zip",
+        "/%E6%96%B0%E9%97%BB/%E4%B8%8A%E6%B5%B7",
+        "/关于",
+    ]
+    site.page("/", "index", links)
+
+    records = await crawl(tmp_path, [site.url + "/"], include=("/新闻/",), exclude=("下载",))
+
+    assert [record["url"].removeprefix(site.url) for record in records] == [
+        "/",
+        "/%E6%96%B0%E9%97%BB/%E5%8C%97%E4%BA%AC.html",
+        "/%E6%96%B0%E9%97%BB/%E4%B8%8A%E6%B5%B7",
+    ]
 
 
 async def test_a_host_that_refuses_connections_is_reported_unreachable(tmp_path):

@@ -147,6 +147,70 @@ async def test_a_sitemap_declared_gb2312_is_read_as_gbk_as_browsers_read_that_la
     assert sitemap.pages == [("http://h/%E6%9C%B1%E9%95%95%E5%9F%BA", None)]
 
 
+async def test_a_gbk_sitemap_without_a_declaration_is_read_by_its_charset_or_its_bytes(
+    site: Site, tmp_path
+):
+    # Chinese sites write sitemaps in GBK and leave out the XML declaration; expat read
+    # them as UTF-8 and stopped at the first byte: sitemap_invalid, and no page of either.
+    site.page(
+        "/robots.txt",
+        body="User-agent: *\nSitemap: /by-bytes.xml\nSitemap: /by-charset.xml\n",
+        content_type="text/plain",
+    )
+    site.page("/", "home")
+    for path, content_type, page in (
+        ("/by-bytes.xml", "application/xml", "/新闻/北京.html"),
+        ("/by-charset.xml", "text/xml; charset=gb2312", "/地图/朱镕基.html"),
+    ):
+        body = f'<urlset xmlns="{NS}">{url(site.url + page)}<!-- 网站地图 --></urlset>'
+        site.page(path, body=body.encode("gbk"), content_type=content_type)
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], sitemaps=True, ignore_robots=False))
+
+    assert [
+        records[f"{site.url}{path}"]["sitemap_urls"]
+        for path in ("/by-bytes.xml", "/by-charset.xml")
+    ] == [1, 1]
+    for page in (
+        "/%E6%96%B0%E9%97%BB/%E5%8C%97%E4%BA%AC.html",
+        "/%E5%9C%B0%E5%9B%BE/%E6%9C%B1%E9%95%95%E5%9F%BA.html",
+    ):
+        assert records[site.url + page]["status"] == 404  # asked for, as the sitemap spells it
+
+
+async def test_a_text_sitemap_saved_in_gbk_lists_its_urls_as_written(site: Site, tmp_path):
+    # sitemaps.org asks for UTF-8; a Chinese site's sitemap.txt saved in GBK gave URLs of
+    # U+FFFDs (%EF%BF%BD...), asked for and 404 each, and its pages were never reached.
+    site.page("/robots.txt", body="Sitemap: /sitemap.txt\n", content_type="text/plain")
+    site.page("/", "home")
+    lines = [f"{site.url}/新闻/北京.html", f"{site.url}/about.html", f"{site.url}/地图/朱镕基.html"]
+    site.page("/sitemap.txt", body="\r\n".join(lines).encode("gbk"), content_type="text/plain")
+
+    records = by_url(await crawl(tmp_path, [site.url + "/"], sitemaps=True, ignore_robots=False))
+
+    assert sorted(hit.path for hit in site.hits if hit.path.endswith(".html")) == [
+        "/%E5%9C%B0%E5%9B%BE/%E6%9C%B1%E9%95%95%E5%9F%BA.html",
+        "/%E6%96%B0%E9%97%BB/%E5%8C%97%E4%BA%AC.html",
+        "/about.html",
+    ]
+    assert records[site.url + "/sitemap.txt"]["sitemap_urls"] == 3
+
+
+async def test_a_sitemap_named_in_a_robots_txt_saved_in_gbk_is_the_url_written(
+    site: Site, tmp_path
+):
+    # Its GBK bytes were U+FFFDs: a sitemap URL the site never had, a 404, no pages.
+    robots = "User-agent: *\nDisallow: /后台/\nSitemap: /网站地图.xml\n"
+    site.page("/robots.txt", body=robots.encode("gbk"), content_type="text/plain")
+    site.page("/", "home")
+    site.page("/网站地图.xml", body=urlset(url(site.url + "/listed")), content_type="text/xml")
+    site.page("/listed", "listed")
+
+    await crawl(tmp_path, [site.url + "/"], sitemaps=True, ignore_robots=False)
+
+    assert site.count("/%E7%BD%91%E7%AB%99%E5%9C%B0%E5%9B%BE.xml") == site.count("/listed") == 1
+
+
 async def test_an_unknown_encoding_is_an_invalid_sitemap():
     sitemap = await parse_sitemap(SM, urlset().replace("UTF-8", "no-such-codec").encode())
 
