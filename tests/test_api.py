@@ -27,6 +27,7 @@ from selectolax.lexbor import LexborHTMLParser
 import crawler as crawler_package
 from crawler import ConfigError, Crawler, Page, Settings
 from crawler.config import load_settings
+from crawler.page import RECORD_FIELDS, RECORD_TYPES
 from tests.conftest import TEST_SETTINGS, by_url, html, read_records
 
 # (setting, a bad value for Settings(...), the same value as a flag's argument)
@@ -997,3 +998,10 @@ async def test_a_second_close_returns_once_the_first_has_closed_the_store(site, 
     third.open()  # unlocked: no ConfigError 'in use by another crawler'
     await third.close()
     await first
+
+
+def test_every_standard_field_has_the_types_a_hook_is_held_to() -> None:
+    # A field added to the record without its types would make every hook's page a KeyError.
+    assert set(RECORD_TYPES) == set(RECORD_FIELDS)
+    page = Page("http://a/", 0, None)
+    assert all(isinstance(getattr(page, name), RECORD_TYPES[name]) for name in RECORD_FIELDS)
