@@ -16,11 +16,10 @@ import contextlib
 import inspect
 import logging
 import socket
-import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 from crawler.config import ConfigError, Settings, meant_url, redact_url, seed_too_long
 from crawler.credentials import seed_credentials
@@ -32,14 +31,14 @@ from crawler.session import Client
 from crawler.sinks import WriteFailed
 from crawler.state import Store, open_store
 from crawler.stats import CrawlStats
+from crawler.threads import beside_loop
 from crawler.urls import canonicalize
 
 if TYPE_CHECKING:
     from crawler.history import History, PreviousCrawl
     from crawler.observe.dashboard import WatchedFigures
 
-T = TypeVar("T")
-
+_OPEN_CLOSE_THREAD = "crawler-open-close"
 # Pages committed but not yet taken by the consumer; past this, workers wait for it.
 PAGES_AHEAD = 16
 # Of those, how many keep their parsed tree (a page's tree takes 20 times its HTML);
@@ -168,7 +167,7 @@ class Crawler:
         48 s for a million URLs) in a thread: the loop's other tasks (a web app's
         requests) went on meanwhile."""
         if self._crawl is None:
-            opening = beside_loop(self._open_store)
+            opening = beside_loop(self._open_store, _OPEN_CLOSE_THREAD)
             try:
                 opened = await asyncio.shield(opening)
             except asyncio.CancelledError:  # what is opened all the same is closed
@@ -291,7 +290,7 @@ class Crawler:
                 store, self._store = self._store, None
                 # The sinks' last writes (an index sorted, a WACZ made: minutes for
                 # 100 GiB) in a thread: the loop's other tasks go on meanwhile.
-                self._closing = beside_loop(store.close)
+                self._closing = beside_loop(store.close, _OPEN_CLOSE_THREAD)
                 try:
                     await asyncio.shield(self._closing)
                 except WriteFailed as exc:
@@ -369,33 +368,6 @@ class Crawler:
                 self._outbox.put(None)
         if crawl.failure is not None:
             raise crawl.failure
-
-
-def beside_loop(work: Callable[[], T]) -> asyncio.Future[T]:
-    """`work()` run in a thread of its own, awaited on the running loop. A daemon
-    thread, unlike asyncio.to_thread's: a process ended by Ctrl-C does not wait for a
-    WACZ being packaged (its .partial file is swept on resume, as the CLI's is)."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[T] = loop.create_future()
-
-    def settle(result: T | None, error: BaseException | None) -> None:
-        if done.cancelled():
-            return
-        if error is not None:
-            done.set_exception(error)
-        else:
-            done.set_result(cast(T, result))
-
-    def run() -> None:
-        try:
-            result, error = work(), None
-        except BaseException as exc:
-            result, error = None, exc
-        with contextlib.suppress(RuntimeError):  # the loop is closed: no one waits
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=run, name="crawler-open-close", daemon=True).start()
-    return done
 
 
 def _close_opened(opening: asyncio.Future[tuple[Store, PreviousCrawl | None]]) -> None:

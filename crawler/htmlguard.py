@@ -38,7 +38,6 @@ with the title, links and text of the bounded markup.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 import os
@@ -53,6 +52,7 @@ from typing import Generic, TypeVar
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.parse import ParsedPage, parse_html
+from crawler.threads import beside_loop
 
 MAX_DEPTH = 512
 MAX_ATTRIBUTES = 64
@@ -381,13 +381,9 @@ class _Job(Generic[_T]):
     keep the process from ending either), and the CPU time it has taken."""
 
     def __init__(self, function: Callable[[str], _T], html: str) -> None:
-        self._loop = asyncio.get_running_loop()
-        self.future: asyncio.Future[_T] = self._loop.create_future()
-        self._function = function
-        self._html = html
         self._clock: int | None = None
         self._started_s = time.monotonic()
-        threading.Thread(target=self._run, name="crawler-parse", daemon=True).start()
+        self.future = beside_loop(functools.partial(self._run, function, html), "crawler-parse")
 
     def cpu_s(self) -> float:
         if not _THREAD_CPU_CLOCKS:  # macOS, Windows: the time since it started
@@ -397,24 +393,13 @@ class _Job(Generic[_T]):
         except OSError:  # the thread has just ended
             return 0.0
 
-    def _run(self) -> None:
+    def _run(self, function: Callable[[str], _T], html: str) -> _T:
         if _THREAD_CPU_CLOCKS:
             self._clock = time.pthread_getcpuclockid(threading.get_ident())
         try:
-            result, error = self._function(self._html), None
-        except Exception as exc:  # given to the awaiting page, as if raised there
-            result, error = None, exc
-        self._clock = None
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for it any more
-            self._loop.call_soon_threadsafe(self._settle, result, error)
-
-    def _settle(self, result: _T | None, error: Exception | None) -> None:
-        if self.future.done():
-            return
-        if error is not None:
-            self.future.set_exception(error)
-        else:
-            self.future.set_result(result)  # type: ignore[arg-type]
+            return function(html)
+        finally:
+            self._clock = None
 
 
 class HtmlParser:
